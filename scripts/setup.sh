@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Creates .venv with every pinned dependency. Safe to rerun: it does nothing when the
+# pins have not changed since the last successful run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+DYNAMO_VERSION=1.6.1
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "setup: Python 3.11 or newer is required (found: $("$PYTHON" --version 2>&1))." >&2
+  echo "setup: install it, or point PYTHON at one: PYTHON=python3.12 ./run.sh" >&2
+  exit 1
+fi
+
+stamp=.venv/.setup-stamp
+want=$(cat requirements.txt constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+
+echo "setup: creating .venv and installing pinned dependencies (first run takes a few minutes)"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  -r requirements.txt -c constraints.txt
+# ai-dynamo requires `aisimulate`, a placeholder package that downloads from a host
+# outside the package registries; the frontend and the default mocker never import it.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+  "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION"
+echo "$want" > "$stamp"
+echo "setup: done (.venv)"
