@@ -1,0 +1,1 @@
+"""Benchmark toolkit: synthetic videos, AIPerf dataset, smoke test, sweep, report, rehearsal."""

@@ -1,0 +1,39 @@
+"""Names and fixed facts of the Cosmos3 Super Reasoner recipe: the one place they live.
+
+Everything that must match between the cluster resources, the benchmark toolkit and the
+local rehearsal (resource names, the served model, the session header) is defined here.
+"""
+
+from __future__ import annotations
+
+RECIPE = "cosmos3-super-reasoner"
+SERVED_MODEL_NAME = "nvidia/cosmos3-super-reasoner"
+
+NGC_SECRET_NAME = "ngc-api-secret"
+NGC_SECRET_KEY = "NGC_API_KEY"
+MODEL_CACHE_PVC_NAME = "shared-model-cache"
+MODEL_DOWNLOAD_JOB_NAME = f"{RECIPE}-model-download"
+GRAPH_NAME_PREFIX = f"{RECIPE}-agg-h200"
+
+FRONTEND_COMPONENT = "Frontend"
+WORKER_COMPONENT = "Worker"
+FRONTEND_PORT = 8000
+WORKER_SYSTEM_PORT = 9090
+
+# Header that binds a request to a session; the frontend routes on it when affinity is on.
+SESSION_HEADER = "X-Dynamo-Session-ID"
+
+# The NIM image runs as this user and group; the cache must be writable by them.
+NIM_UID = 1000
+NIM_GID = 1000
+NIM_CACHE_PATH = "/opt/nim/.cache"
+
+
+def graph_name(profile: str) -> str:
+    """DynamoGraphDeployment name of a routing profile, e.g. `...-agg-h200-round-robin`."""
+    return f"{GRAPH_NAME_PREFIX}-{profile}"
+
+
+def frontend_service_name(graph: str) -> str:
+    """The Dynamo operator names the frontend Service after the graph."""
+    return f"{graph}-frontend"

@@ -1,0 +1,69 @@
+"""Routing configuration of the Dynamo frontend: the single source of its flags.
+
+`frontend_args` renders the arguments the graph's Frontend component runs with; the local
+rehearsal starts the real `dynamo.frontend` with the very same list, so a flag that Dynamo
+rejects or ignores shows up there before it reaches a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What `python -m dynamo.frontend --router-mode` accepts (Dynamo 1.6.1).
+ROUTER_MODES = (
+    "round-robin",
+    "random",
+    "power-of-two",
+    "kv",
+    "direct",
+    "least-loaded",
+    "device-aware-weighted",
+)
+AFFINITY_MODES = ("hard", "soft")
+AFFINITY_TTL_MIN_SECS = 1
+AFFINITY_TTL_MAX_SECS = 31_536_000
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How the frontend picks a worker.
+
+    `affinity_ttl_secs` None means session affinity is off: the frontend gets no TTL flag,
+    and an `X-Dynamo-Session-ID` header only tags requests.
+    """
+
+    router_mode: str = "round-robin"
+    affinity_ttl_secs: int | None = None
+    affinity_mode: str = "hard"
+
+    @property
+    def affinity(self) -> bool:
+        return self.affinity_ttl_secs is not None
+
+
+# The two profiles the recipe compares, by stack name.
+PROFILES: dict[str, Routing] = {
+    "round-robin": Routing(router_mode="round-robin"),
+    "session-affinity": Routing(router_mode="round-robin", affinity_ttl_secs=300),
+}
+
+
+def routing_args(routing: Routing) -> list[str]:
+    """The router flags alone (no host or port)."""
+    args = ["--router-mode", routing.router_mode]
+    if routing.affinity_ttl_secs is not None:
+        args += ["--router-session-affinity-ttl-secs", str(routing.affinity_ttl_secs)]
+        # `hard` is Dynamo's default; render it only when it differs, as the recipe does.
+        if routing.affinity_mode != "hard":
+            args += ["--router-session-affinity-mode", routing.affinity_mode]
+    return args
+
+
+def frontend_args(routing: Routing, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
+    """Full argument list after `python3 -m dynamo.frontend`."""
+    return ["--http-host", host, "--http-port", str(port), *routing_args(routing)]
+
+
+def frontend_command() -> list[str]:
+    """The command the Frontend container runs; `frontend_args` are its arguments."""
+    return ["python3", "-m", "dynamo.frontend"]
