@@ -1,0 +1,34 @@
+"""`python -m benchmarks <command>`: one sub-command per module listed in COMMANDS.
+
+Each command module defines `register(subparsers)`, which adds its parser and sets
+`func` (called with the parsed arguments; its return value is the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("videos", "dataset", "smoke", "sweep", "report", "rehearse", "collect")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Cosmos3 Super Reasoner routing benchmark: videos, dataset, smoke "
+        "test, AIPerf sweep, comparison report, local rehearsal.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"benchmarks.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
