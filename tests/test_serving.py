@@ -1,0 +1,78 @@
+"""Serving combinations: what each runtime, variant, precision and topology needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.serving import (
+    GPU_CLASSES,
+    Serving,
+    serving_problems,
+    vllm_worker_args,
+)
+
+KEYS = {
+    "runtime": "cosmos3-routing:runtime",
+    "variant": "cosmos3-routing:modelVariant",
+    "precision": "cosmos3-routing:precision",
+    "replicas": "cosmos3-routing:workerReplicas",
+    "gpus_per_replica": "cosmos3-routing:gpusPerWorker",
+    "gpus_per_node": "cosmos3-routing:gpusPerNode",
+    "gpu_product": "cosmos3-routing:gpuProduct",
+}
+
+
+@pytest.mark.parametrize(
+    "serving",
+    [
+        Serving(),  # the seed: 8 x 1 Super FP8 on H200
+        Serving(replicas=2, gpus_per_replica=4),
+        Serving(replicas=1, gpus_per_replica=8),
+        Serving(runtime="vllm", variant="super", precision="bf16", replicas=4, gpus_per_replica=2),
+        Serving(
+            runtime="vllm", variant="nano", precision="bf16", gpu_product="NVIDIA-A100-SXM4-80GB"
+        ),
+        Serving(variant="super", precision="fp8", gpu_product="NVIDIA-H100-80GB-HBM3"),
+    ],
+)
+def test_possible_combinations_have_no_problems(serving: Serving) -> None:
+    assert serving_problems(serving, KEYS) == []
+
+
+@pytest.mark.parametrize(
+    ("serving", "key", "words"),
+    [
+        (Serving(gpus_per_replica=16), "gpusPerWorker", "tensor-parallel"),
+        (Serving(gpus_per_replica=8, gpus_per_node=4), "gpusPerWorker", "node offers"),
+        (Serving(gpu_product="NVIDIA-A100-SXM4-80GB"), "precision", "compute capability"),
+        (Serving(gpu_product="NVIDIA-L40S", variant="nano"), "precision", "compute capability"),
+        (Serving(precision="bf16"), "gpusPerWorker", "GiB per GPU"),
+        (Serving(runtime="triton"), "runtime", "nim, vllm"),
+        (Serving(variant="edge"), "modelVariant", "super, nano"),
+        (Serving(precision="int4"), "precision", "fp8, bf16"),
+        (Serving(replicas=0), "workerReplicas", "at least 1"),
+        (Serving(gpu_product="NVIDIA-T4"), "gpuProduct", "known:"),
+    ],
+)
+def test_impossible_combinations_name_the_key(serving: Serving, key: str, words: str) -> None:
+    problems = serving_problems(serving, KEYS)
+    assert problems, f"{serving} was accepted"
+    assert any(k.endswith(key) and words in msg for k, msg in problems), problems
+
+
+def test_memory_check_uses_the_tensor_parallel_split() -> None:
+    """Super BF16 does not fit one H200 but does fit two: the check divides by TP."""
+    assert serving_problems(Serving(precision="bf16", gpus_per_replica=1), KEYS)
+    assert not serving_problems(Serving(precision="bf16", gpus_per_replica=2), KEYS)
+
+
+def test_vllm_arguments_follow_the_topology() -> None:
+    args = vllm_worker_args(Serving(runtime="vllm", gpus_per_replica=4), "/m", "served")
+    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    assert args[args.index("--mm-encoder-tp-mode") + 1] == "data"
+    assert "--async-scheduling" in args
+    assert "Cosmos3ReasonerForConditionalGeneration" in args[args.index("--hf-overrides") + 1]
+
+
+def test_every_gpu_class_is_labelled_as_kubernetes_labels_it() -> None:
+    assert all(label.startswith("NVIDIA-") for label in GPU_CLASSES)
