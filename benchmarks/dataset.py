@@ -1,0 +1,274 @@
+"""`dataset`: the AIPerf input of the sweep: one JSON line per request, video first.
+
+Each line is an AIPerf `mooncake_trace` entry with a pre-built chat `messages` array:
+`{"session_id", "messages": [{"role": "user", "content": [video_url part, text part]}],
+"output_length"}`. AIPerf sends such messages verbatim through its chat endpoint, which
+is what keeps the video BEFORE the question on the wire (AIPerf 0.13's `single_turn`
+renderer always puts text parts first; its `template` endpoint counts the stream's
+`[DONE]` marker as output text). Chat parsing, `--extra-inputs`, `stream_options` and
+the session header all still apply. Each request carries only its own message (no
+accumulated history). All questions about one video share its `session_id`, so AIPerf
+sends them one after another as one session with one session id. Lines are ordered
+video by video.
+
+Two kinds of datasets:
+- video (the seed's): each line references a video by URL (`video_base_url` + file name,
+  for an in-cluster video server) or carries a local file inline as a data URL (fine for
+  a few small videos; use a URL for the full set);
+- text stand-in (the local rehearsal's text-only mock model): the content is a plain
+  string, a deterministic block of about `text_standin_tokens` tokens, distinct per video
+  (benchmarks/prompts.py), then a blank line, then the question. The mock's prefix cache
+  then sees the per-video work that session affinity saves.
+
+A sidecar `<name>.meta.json` records what the dataset holds; the sweep copies it into
+its run manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks.prompts import QUESTIONS, standin_text
+from benchmarks.shape import SEED_SHAPE
+from benchmarks.videos import load_manifest, video_name
+
+MODE_VIDEO = "video"
+MODE_TEXT_STANDIN = "text-standin"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a dataset file holds (written beside it as `<name>.meta.json`)."""
+
+    path: str
+    mode: str
+    videos: int
+    questions_per_video: int
+    requests: int
+    output_tokens: int
+    seed: int
+    text_standin_tokens: int | None = None
+    video_source: str | None = None
+    video_settings: dict | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def meta_path(dataset: Path) -> Path:
+    return dataset.with_name(dataset.stem + ".meta.json")
+
+
+def load_dataset_info(dataset: Path) -> DatasetInfo | None:
+    """The sidecar of a dataset made by `build_dataset`, or None for a foreign file."""
+    try:
+        return DatasetInfo(**json.loads(meta_path(dataset).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def session_id(video_index: int) -> str:
+    return f"video-{video_index:04d}"
+
+
+def dataset_line(video_index: int, content: str | list[dict], output_tokens: int) -> dict:
+    """One request: a single user message (no history), in its video's session."""
+    return {
+        "session_id": session_id(video_index),
+        "messages": [{"role": "user", "content": content}],
+        "output_length": output_tokens,
+    }
+
+
+def video_url(ref: str) -> str:
+    """A URL as is; a local file as a data URL (AIPerf sends `messages` verbatim)."""
+    if ref.startswith(("http://", "https://", "data:")):
+        return ref
+    path = Path(ref)
+    if not path.is_file():
+        raise ValueError(f"video {ref} does not exist: make the videos first, or give URLs")
+    return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def video_references(
+    videos_dir: Path | None = None,
+    base_url: str | None = None,
+    count: int | None = None,
+) -> list[str]:
+    """Video references for `build_dataset`, in index order.
+
+    From `videos_dir` (its `videos.json`): local absolute paths, or `base_url/<name>` when
+    `base_url` is given. Without `videos_dir`, `base_url` and `count` name the files the
+    `videos` command makes (`video_0000.mp4`...), e.g. when only the server holds them.
+    """
+    if videos_dir is not None:
+        manifest = load_manifest(videos_dir)
+        if not manifest or not manifest.get("videos"):
+            raise ValueError(
+                f"--videos {videos_dir}: no videos.json there; make the videos first with "
+                f"`python -m benchmarks videos --out {videos_dir}`"
+            )
+        names = [entry["name"] for entry in manifest["videos"]]
+        if count is not None:
+            if count > len(names):
+                raise ValueError(f"--video-count {count}: {videos_dir} holds only {len(names)}")
+            names = names[:count]
+    elif base_url is not None and count is not None:
+        names = [video_name(i) for i in range(count)]
+    else:
+        raise ValueError("give --videos DIR, or --video-base-url URL with --video-count N")
+    if base_url is not None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"--video-base-url must start with http:// or https:// ({base_url})")
+        return [f"{base_url.rstrip('/')}/{name}" for name in names]
+    return [str((videos_dir / name).resolve()) for name in names]
+
+
+def dataset_lines(
+    *,
+    video_refs: Sequence[str] | None = None,
+    video_count: int | None = None,
+    text_standin_tokens: int | None = None,
+    questions_per_video: int = SEED_SHAPE.questions_per_video,
+    output_tokens: int = SEED_SHAPE.output_tokens,
+    seed: int = SEED_SHAPE.random_seed,
+) -> list[dict]:
+    """The dataset as data (pure). Exactly one mode: `video_refs`, or
+    `text_standin_tokens` with `video_count` (how many stand-in videos)."""
+    if not 1 <= questions_per_video <= len(QUESTIONS):
+        raise ValueError(
+            f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
+            f"(got {questions_per_video})"
+        )
+    if output_tokens < 1:
+        raise ValueError(f"--output-tokens must be at least 1 (got {output_tokens})")
+    questions = QUESTIONS[:questions_per_video]
+    if text_standin_tokens is not None:
+        if video_refs:
+            raise ValueError(
+                "a text stand-in dataset takes no videos: drop --videos/--video-base-url"
+            )
+        if not video_count or video_count < 1:
+            raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
+        blocks = [standin_text(i, text_standin_tokens, seed) for i in range(video_count)]
+        return [
+            dataset_line(i, f"{block}\n\n{question}", output_tokens)
+            for i, block in enumerate(blocks)
+            for question in questions
+        ]
+    if not video_refs:
+        raise ValueError("no videos: give video references, or a text stand-in size")
+    urls = [video_url(ref) for ref in video_refs]
+    return [
+        dataset_line(
+            i,
+            [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": question}],
+            output_tokens,
+        )
+        for i, url in enumerate(urls)
+        for question in questions
+    ]
+
+
+def build_dataset(
+    out: Path,
+    *,
+    video_refs: Sequence[str] | None = None,
+    video_count: int | None = None,
+    text_standin_tokens: int | None = None,
+    questions_per_video: int = SEED_SHAPE.questions_per_video,
+    output_tokens: int = SEED_SHAPE.output_tokens,
+    seed: int = SEED_SHAPE.random_seed,
+    video_settings: dict | None = None,
+    video_source: str | None = None,
+) -> DatasetInfo:
+    """Write the dataset to `out` and its sidecar; returns what it holds.
+
+    Video mode: `video_refs` (URLs or local paths, see `video_references`).
+    Text stand-in mode (rehearsal): `text_standin_tokens=N, video_count=V` gives V
+    sessions whose every line starts with the same ~N-token block, distinct per session.
+    """
+    lines = dataset_lines(
+        video_refs=video_refs, video_count=video_count,
+        text_standin_tokens=text_standin_tokens, questions_per_video=questions_per_video,
+        output_tokens=output_tokens, seed=seed,
+    )
+    videos = len(lines) // questions_per_video
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tmp.replace(out)
+    info = DatasetInfo(
+        path=str(out.resolve()),
+        mode=MODE_TEXT_STANDIN if text_standin_tokens is not None else MODE_VIDEO,
+        videos=videos,
+        questions_per_video=questions_per_video,
+        requests=len(lines),
+        output_tokens=output_tokens,
+        seed=seed,
+        text_standin_tokens=text_standin_tokens,
+        video_source=video_source,
+        video_settings=video_settings,
+    )
+    meta_path(out).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
+    return info
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    s = SEED_SHAPE
+    p = subparsers.add_parser(
+        "dataset",
+        help="write the AIPerf dataset (video first, one session per video)",
+        description="Write the sweep's AIPerf dataset (mooncake_trace messages): "
+        "questions per video, each request [video, question], one session per video, "
+        "fixed output length. Videos are referenced by URL (--video-base-url, e.g. an "
+        "in-cluster video server) or inlined from local files. --text-standin-tokens "
+        "replaces each video with a per-video text block (for a text-only mock model).",
+    )
+    p.add_argument("--out", type=Path, default=Path("dataset.jsonl"), help="dataset file")
+    p.add_argument("--videos", type=Path, default=None,
+                   help="directory made by the `videos` command")
+    p.add_argument("--video-base-url", default=None,
+                   help="serve the videos from this URL (file names appended)")
+    p.add_argument("--video-count", type=int, default=None,
+                   help="how many videos (default: all in --videos)")
+    p.add_argument("--text-standin-tokens", type=int, default=None,
+                   help="text-only dataset: a ~N-token per-video block instead of the video")
+    p.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
+                   help=f"default {s.questions_per_video}")
+    p.add_argument("--output-tokens", type=int, default=s.output_tokens,
+                   help=f"exact output tokens per request (default {s.output_tokens})")
+    p.add_argument("--seed", type=int, default=s.random_seed,
+                   help=f"stand-in text seed (default {s.random_seed})")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        if args.text_standin_tokens is not None:
+            refs, settings, source = None, None, None
+        else:
+            refs = video_references(args.videos, args.video_base_url, args.video_count)
+            manifest = load_manifest(args.videos) if args.videos else None
+            settings = manifest.get("settings") if manifest else None
+            source = args.video_base_url or "local files"
+        info = build_dataset(
+            args.out, video_refs=refs, video_count=args.video_count,
+            text_standin_tokens=args.text_standin_tokens,
+            questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
+            seed=args.seed, video_settings=settings, video_source=source,
+        )
+    except ValueError as exc:
+        print(f"dataset: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"dataset: {info.requests} requests ({info.videos} videos x {info.questions_per_video} "
+        f"questions, {info.output_tokens} output tokens, {info.mode}) -> {args.out}"
+    )
+    return 0
