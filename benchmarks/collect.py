@@ -1,0 +1,183 @@
+"""`collect`: bring a cluster run's results home and print its report, after the fact.
+
+Why: `pulumi up` brings results home itself when it waits for the sweep; this command is
+for when it could not (the sweep left running by choice, a lost connection, a laptop
+that slept). It finds the run the way the stack describes it: from `pulumi stack output`
+when the Pulumi CLI is there, else from the stack's config files (Pulumi.yaml defaults
+under Pulumi.<stack>.yaml), and copies `benchmarks/<stack>/<run-id>/` from the cache
+claim to `results/<stack>/<run-id>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.results_hook import (
+    ClusterIO,
+    CollectError,
+    KubernetesClusterIO,
+    RunLocation,
+    bring_results_home,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The stack output the Pulumi program exports for this command.
+OUTPUT_KEY = "benchmark"
+PULUMI_TIMEOUT_SECS = 120
+
+
+def cli_value(value: Any) -> str:
+    """A config value as the Pulumi CLI hands it to a program (lists as JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def stack_config_from_files(root: Path, stack: str) -> tuple[str, dict[str, Any]]:
+    """(project, raw config) as the CLI would build it from the files, without secrets."""
+    project_file = root / "Pulumi.yaml"
+    stack_file = root / f"Pulumi.{stack}.yaml"
+    if not project_file.exists():
+        raise CollectError(f"no Pulumi.yaml in {root}; run this from the repository root")
+    if not stack_file.exists():
+        raise CollectError(
+            f"no stack '{stack}': {stack_file.name} is missing in {root} (stacks: "
+            f"{', '.join(sorted(p.name[7:-5] for p in root.glob('Pulumi.*.yaml'))) or 'none'})"
+        )
+    project = yaml.safe_load(project_file.read_text())
+    name = project["name"]
+    raw: dict[str, Any] = {}
+    for key, spec in (project.get("config") or {}).items():
+        if isinstance(spec, dict) and "default" in spec:
+            raw[f"{name}:{key}"] = cli_value(spec["default"])
+    for key, value in (yaml.safe_load(stack_file.read_text()).get("config") or {}).items():
+        raw[key] = value if isinstance(value, dict) else cli_value(value)
+    return name, raw
+
+
+def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | None]:
+    """The run location and kube context the stack's config describes."""
+    from infra.settings import NGC_API_KEY, SettingsError, parse_settings
+
+    project, raw = stack_config_from_files(root, stack)
+    # Collecting needs no NGC key; a stack that never set one can still be read.
+    raw.setdefault(f"{project}:{NGC_API_KEY}", {"secure": "not-needed-to-collect"})
+    context = raw.pop("kubernetes:context", None)
+    raw = {k: v for k, v in raw.items() if k.startswith(f"{project}:")}
+    try:
+        settings = parse_settings(raw, stack, project)
+    except SettingsError as error:
+        raise CollectError(str(error)) from None
+    return RunLocation(
+        stack=stack,
+        run_id=settings.benchmark.run_id,
+        namespace=settings.namespace.name,
+        cache_claim=settings.cache.claim_name,
+        image=settings.benchmark.image,
+        image_pull_secrets=settings.secrets.image_pull_secrets,
+    ), context
+
+
+def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | None:
+    """The run location from the stack's `benchmark` output (what was really deployed)."""
+    info = outputs.get(OUTPUT_KEY)
+    if not isinstance(info, dict):
+        return None
+    return RunLocation(
+        stack=stack,
+        run_id=str(info["runId"]),
+        namespace=str(info["namespace"]),
+        cache_claim=str(info["cacheClaim"]),
+        image=str(info["image"]),
+        image_pull_secrets=tuple(info.get("imagePullSecrets") or ()),
+    )
+
+
+def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
+    """`pulumi stack output --json`, or None where the CLI or the stack's state is absent."""
+    exe = shutil.which("pulumi")
+    if exe is None:
+        return None
+    try:
+        result = subprocess.run(
+            [exe, "stack", "output", "--json", "--stack", stack], cwd=root,
+            capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECS,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        return None
+    try:
+        outputs = json.loads(result.stdout or "{}")
+    except json.JSONDecodeError:
+        return None
+    return outputs if isinstance(outputs, dict) else None
+
+
+def resolve_location(
+    root: Path, stack: str, run_id: str | None
+) -> tuple[RunLocation, str | None]:
+    """Where the run is: stack outputs first, else the stack's config files."""
+    outputs = pulumi_stack_outputs(root, stack)
+    location = location_from_outputs(stack, outputs) if outputs else None
+    context = None
+    if location is None:
+        location, context = location_from_config(root, stack)
+    if run_id is not None:
+        location = RunLocation(
+            stack=location.stack, run_id=run_id, namespace=location.namespace,
+            cache_claim=location.cache_claim, image=location.image,
+            image_pull_secrets=location.image_pull_secrets,
+        )
+    return location, context
+
+
+def collect(
+    cluster: ClusterIO, location: RunLocation, results_root: Path, wait_secs: float
+) -> Path | None:
+    return bring_results_home(
+        cluster, location, results_root, lambda line: print(line, flush=True), wait_secs
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "collect",
+        help="bring a cluster run's results home and print its report",
+        description="Copy a stack's sweep results from the cluster's cache claim to "
+        "results/<stack>/<run-id>/ and print the report. Uses `pulumi stack output` when "
+        "the Pulumi CLI is there, else the stack's config files; the cluster is reached "
+        "through your kubeconfig.",
+    )
+    p.add_argument("--stack", required=True, help="the stack that ran the sweep")
+    p.add_argument("--run-id", default=None,
+                   help="which run (default: the stack's benchmarkRunId)")
+    p.add_argument("--results", type=Path, default=Path("results"),
+                   help="local results folder (default: results)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECS",
+                   help="wait up to SECS for a sweep still running (default: don't wait)")
+    p.add_argument("--context", default=None,
+                   help="kubeconfig context (default: the stack's kubernetes:context, else "
+                   "the current context)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        location, context = resolve_location(REPO_ROOT, args.stack, args.run_id)
+        cluster = KubernetesClusterIO(args.context or context)
+        run_dir = collect(cluster, location, args.results, args.wait)
+    except CollectError as error:
+        print(f"collect: error: {error}", file=sys.stderr)
+        return 2
+    return 0 if run_dir is not None else 3

@@ -1,0 +1,178 @@
+"""Settings of the post-deploy benchmark (smoke test and sweep), read and checked up front.
+
+Why a module of its own: the Pulumi program, the `collect` command and the tests read the
+same keys and defaults; the benchmark numbers default to the seed's shape
+(`benchmarks.shape.SEED_SHAPE`), never restated here. Every bad value is
+reported through `infra.settings`' reader, naming the config key and the fix, before any
+resource exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from benchmarks.shape import SEED_SHAPE
+
+# A stock, pinned Python image; the Jobs install the pinned client into it at start.
+DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
+
+# Run ids end up in Job names (at most 63 characters with the recipe prefix).
+RUN_ID_MAX_LEN = 30
+_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# registry/repository:tag with an explicit tag (a digest may follow).
+_IMAGE = re.compile(
+    r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+    r"(@sha256:[0-9a-f]{64})?$"
+)
+MIN_TIMEOUT_SECS = 60
+MAX_TIMEOUT_SECS = 7 * 24 * 3600
+MAX_CONCURRENCY = 1024
+MAX_VIDEOS = 10_000
+MAX_QUESTIONS = 1000
+
+# Config keys (the project namespace is added by Pulumi: `<project>:<key>`).
+KEY_SMOKE = "benchmarkSmoke"
+KEY_SWEEP = "benchmarkSweep"
+KEY_WAIT = "benchmarkWaitForSweep"
+KEY_RUN_ID = "benchmarkRunId"
+KEY_CONCURRENCIES = "benchmarkConcurrencies"
+KEY_VIDEOS = "benchmarkVideos"
+KEY_QUESTIONS = "benchmarkQuestionsPerVideo"
+KEY_IMAGE = "benchmarkImage"
+KEY_SMOKE_TIMEOUT = "benchmarkSmokeTimeoutSecs"
+KEY_SWEEP_TIMEOUT = "benchmarkSweepTimeoutSecs"
+KEY_VIDEO_SERVER_TIMEOUT = "benchmarkVideoServerTimeoutSecs"
+
+
+class ConfigReader(Protocol):
+    """What `infra.settings` reads config through: typed getters that record problems."""
+
+    def boolean(self, key: str) -> bool: ...
+
+    def integer(self, key: str, low: int, high: int, what: str = "") -> int: ...
+
+    def string(self, key: str) -> str: ...
+
+    def problem(self, key: str, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """What runs after the graph is Ready, and for how long it may take."""
+
+    smoke: bool = True
+    sweep: bool = True
+    wait_for_sweep: bool = True
+    run_id: str = "run-1"
+    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
+    videos: int = SEED_SHAPE.videos.count
+    questions_per_video: int = SEED_SHAPE.questions_per_video
+    image: str = DEFAULT_BENCHMARK_IMAGE
+    smoke_timeout_secs: int = 1800
+    sweep_timeout_secs: int = 12 * 3600
+    video_server_timeout_secs: int = 1800
+
+    @property
+    def requests_per_level(self) -> int:
+        return self.videos * self.questions_per_video
+
+    @property
+    def any_enabled(self) -> bool:
+        return self.smoke or self.sweep
+
+
+# Key, default, description: what Pulumi.yaml declares and the README lists.
+def config_schema() -> dict[str, dict[str, Any]]:
+    """The `config:` entries of these settings, in Pulumi.yaml's shape."""
+    d = BenchmarkSettings()
+    return {
+        KEY_SMOKE: {"type": "boolean", "default": d.smoke,
+                    "description": "Run the smoke test (one video, one question) after the "
+                    "graph is Ready; a failure stops `pulumi up` with its reason."},
+        KEY_SWEEP: {"type": "boolean", "default": d.sweep,
+                    "description": "Run the AIPerf sweep after the smoke test passed."},
+        KEY_WAIT: {"type": "boolean", "default": d.wait_for_sweep,
+                   "description": "Wait for the sweep (hours) and bring its results home; "
+                   "false returns once it started (fetch later with "
+                   "`python -m benchmarks collect`)."},
+        KEY_RUN_ID: {"type": "string", "default": d.run_id,
+                     "description": "Names the run's results folder; a new value reruns the "
+                     "smoke test and the sweep without touching the graph."},
+        KEY_CONCURRENCIES: {"type": "array", "items": {"type": "integer"},
+                            "default": list(d.concurrencies),
+                            "description": "Concurrency levels of the sweep, in order."},
+        KEY_VIDEOS: {"type": "integer", "default": d.videos,
+                     "description": "Synthetic videos served in the cluster and swept."},
+        KEY_QUESTIONS: {"type": "integer", "default": d.questions_per_video,
+                        "description": "Questions per video (requests per level = videos "
+                        "x questions)."},
+        KEY_IMAGE: {"type": "string", "default": d.image,
+                    "description": "Image of the benchmark pods; the pinned client is "
+                    "installed at start unless the image already has it."},
+        KEY_SMOKE_TIMEOUT: {"type": "integer", "default": d.smoke_timeout_secs,
+                            "description": "Seconds the smoke test may take."},
+        KEY_SWEEP_TIMEOUT: {"type": "integer", "default": d.sweep_timeout_secs,
+                            "description": "Seconds the whole sweep may take."},
+        KEY_VIDEO_SERVER_TIMEOUT: {"type": "integer", "default": d.video_server_timeout_secs,
+                                   "description": "Seconds the video server may take to "
+                                   "make its videos and become ready."},
+    }
+
+
+def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
+    key = KEY_CONCURRENCIES
+    text = r.string(key)
+    example = json.dumps(list(BenchmarkSettings().concurrencies))
+    fix = f"; run `pulumi config set {key} '{example}'` (a JSON list, in order)"
+    try:
+        value = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, list) or not value or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        r.problem(key, f"'{text}' is not a non-empty list of whole numbers{fix}")
+        return BenchmarkSettings().concurrencies
+    if not all(1 <= v <= MAX_CONCURRENCY for v in value):
+        r.problem(key, f"{text} has a level outside 1..{MAX_CONCURRENCY}{fix}")
+    if len(set(value)) != len(value):
+        r.problem(key, f"{text} repeats a level{fix}")
+    return tuple(value)
+
+
+def read_benchmark_settings(r: ConfigReader) -> BenchmarkSettings:
+    """Typed benchmark settings; each bad value is recorded on `r` with its key and fix."""
+    run_id = r.string(KEY_RUN_ID)
+    if not _RUN_ID.match(run_id) or len(run_id) > RUN_ID_MAX_LEN:
+        r.problem(
+            KEY_RUN_ID,
+            f"'{run_id}' is not a run id; use lowercase letters, digits and '-', at most "
+            f"{RUN_ID_MAX_LEN} characters, e.g. `pulumi config set {KEY_RUN_ID} run-2`",
+        )
+    image = r.string(KEY_IMAGE)
+    if not _IMAGE.match(image) or image.endswith(":latest"):
+        r.problem(
+            KEY_IMAGE,
+            f"'{image}' is not a pinned image; write registry/repository:tag, e.g. "
+            f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)",
+        )
+    secs = " seconds"
+    return BenchmarkSettings(
+        smoke=r.boolean(KEY_SMOKE),
+        sweep=r.boolean(KEY_SWEEP),
+        wait_for_sweep=r.boolean(KEY_WAIT),
+        run_id=run_id,
+        concurrencies=_concurrencies(r),
+        videos=r.integer(KEY_VIDEOS, 1, MAX_VIDEOS, " videos"),
+        questions_per_video=r.integer(KEY_QUESTIONS, 1, MAX_QUESTIONS, " questions"),
+        image=image,
+        smoke_timeout_secs=r.integer(KEY_SMOKE_TIMEOUT, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
+                                     secs),
+        sweep_timeout_secs=r.integer(KEY_SWEEP_TIMEOUT, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
+                                     secs),
+        video_server_timeout_secs=r.integer(KEY_VIDEO_SERVER_TIMEOUT, MIN_TIMEOUT_SECS,
+                                            MAX_TIMEOUT_SECS, secs),
+    )

@@ -1,0 +1,205 @@
+"""Entry point of every benchmark container: install the pinned client, run a command.
+
+Why: the benchmark Jobs run the project's own `benchmarks` code, shipped in a ConfigMap,
+inside a stock Python image, so no image has to be built. At start this module installs
+the pinned packages that code needs (a no-op on an image that already has them, which is
+how clusters without registry access run it), then runs `python -m benchmarks ...`,
+streaming its output, and writes the command's last line to the termination log. When the
+command fails, Kubernetes puts that line in the Pod status, and `pulumi up` reports it.
+
+Standard library only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import venv
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# Third-party distributions the shipped `benchmarks` code needs inside the cluster
+# (the video server, the smoke test and the sweep), pinned by constraints.txt.
+IN_CLUSTER_PACKAGES = ("aiperf", "openai", "imageio-ffmpeg")
+CONSTRAINTS_FILE = "constraints.txt"
+# ConfigMap keys cannot hold '/': `benchmarks/videos.py` ships as `benchmarks__videos.py`.
+PATH_SEPARATOR = "__"
+# Kubernetes keeps at most 4096 bytes of a termination message.
+TERMINATION_MESSAGE_LIMIT = 4096
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
+
+
+def normalize(name: str) -> str:
+    """Distribution names compare case-, dash- and dot-insensitively (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(constraints_text: str, names: Iterable[str] = IN_CLUSTER_PACKAGES) -> list[str]:
+    """`name==version` for each wanted name, read from a constraints file's text."""
+    found: dict[str, str] = {}
+    for line in constraints_text.splitlines():
+        match = _PIN.match(line)
+        if match:
+            found[normalize(match.group(1))] = f"{match.group(1)}=={match.group(2)}"
+    missing = [name for name in names if normalize(name) not in found]
+    if missing:
+        raise ValueError(f"{CONSTRAINTS_FILE} pins no version of: {', '.join(missing)}")
+    return [found[normalize(name)] for name in names]
+
+
+def config_map_key(relative_path: str) -> str:
+    """The ConfigMap key a source file ships under."""
+    return relative_path.replace("/", PATH_SEPARATOR)
+
+
+def source_path(key: str) -> str:
+    """Inverse of `config_map_key` (top-level folder names never hold the separator)."""
+    head, sep, tail = key.partition(PATH_SEPARATOR)
+    return f"{head}/{tail}" if sep and "." not in head else key
+
+
+def unpack_sources(code_dir: Path, src: Path) -> list[Path]:
+    """Lay the flat ConfigMap volume out as a source tree (packages and pin files)."""
+    written = []
+    for item in sorted(code_dir.iterdir()):
+        # A ConfigMap volume also holds `..data` and timestamped folders: skip them.
+        if item.name.startswith(".") or not item.is_file():
+            continue
+        target = src / source_path(item.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(item.read_bytes())
+        written.append(target)
+    return written
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def unmet(
+    wanted: Iterable[str], version_of: Callable[[str], str | None] = installed_version
+) -> list[str]:
+    """The pins this interpreter does not already satisfy."""
+    result = []
+    for pin in wanted:
+        name, version = pin.split("==", 1)
+        if version_of(name) != version:
+            result.append(pin)
+    return result
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line, cut to what a termination message can hold."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1].encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")
+
+
+def prepare_python(src: Path, venv_dir: Path, say: Callable[[str], None]) -> str:
+    """An interpreter that has every pinned package: this one, or a fresh venv over it."""
+    wanted = pins((src / CONSTRAINTS_FILE).read_text())
+    todo = unmet(wanted)
+    if not todo:
+        say(f"runner: the image already has {', '.join(wanted)}")
+        return sys.executable
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        # Over the system site-packages, so a partly prepared image is reused.
+        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(venv_dir)
+    say(f"runner: installing {', '.join(todo)} (pinned; set the benchmark image to one that "
+        "has them for clusters without registry access)")
+    started = time.monotonic()
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-cache-dir", *todo, "-c", str(src / CONSTRAINTS_FILE)],
+        check=True,
+    )
+    say(f"runner: installed in {time.monotonic() - started:.0f} s")
+    return str(python)
+
+
+def run_streaming(command: list[str], env: dict[str, str], termination_log: Path) -> int:
+    """Run, echoing output line by line; keep the last line as the termination message."""
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        bufsize=1,
+    )
+    # Pod shutdown signals the runner (PID 1); pass them on so the command can stop cleanly.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: process.send_signal(signum))
+    last = ""
+    assert process.stdout is not None
+    for line in process.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        last = last_line(line) or last
+    code = process.wait()
+    if code != 0 and not last:
+        last = f"{' '.join(command[:4])} exited with code {code} and printed nothing"
+    write_termination_message(termination_log, last)
+    return code
+
+
+def write_termination_message(path: Path, message: str) -> None:
+    try:
+        path.write_text(message)
+    except OSError:
+        # Not in a Pod (or no write access): the log still ends with the same line.
+        pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.job_runner",
+        description="Install the pinned benchmark client if needed, then run "
+        "`python -m benchmarks ARGS...` and keep its last line as the termination message.",
+    )
+    parser.add_argument("--code", type=Path, default=None,
+                        help="the flat ConfigMap volume to lay out as --src first")
+    parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parent.parent,
+                        help="the source tree to run (holds constraints.txt)")
+    parser.add_argument("--venv", type=Path, default=Path("/work/venv"),
+                        help="where to install the packages the image lacks")
+    parser.add_argument("--termination-log", type=Path, default=Path("/dev/termination-log"))
+    parser.add_argument("args", nargs=argparse.REMAINDER,
+                        help="-- then the arguments of `python -m benchmarks`")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command_args = args.args[1:] if args.args[:1] == ["--"] else args.args
+    if not command_args:
+        build_parser().error("give the benchmarks command after --")
+    try:
+        if args.code is not None:
+            unpack_sources(args.code, args.src)
+        python = prepare_python(args.src, args.venv, lambda line: print(line, flush=True))
+    except (OSError, ValueError, subprocess.CalledProcessError) as error:
+        message = f"runner: could not install the benchmark client: {error}"
+        print(message, flush=True)
+        write_termination_message(args.termination_log, message)
+        return 1
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(args.src), env.get("PYTHONPATH", "")) if part
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PATH"] = os.pathsep.join((str(Path(python).parent), env.get("PATH", "")))
+    return run_streaming([python, "-m", "benchmarks", *command_args], env,
+                         args.termination_log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""The post-deploy hook's work: bring a run's results home and print the report.
+
+Why plain functions: the Pulumi resource hook (after the sweep Job is created or
+replaced) and `python -m benchmarks collect` do the same thing, and the tests run it
+against real files. Everything that talks to the cluster sits behind `ClusterIO`, one
+narrow interface; `KubernetesClusterIO` is the real one (the `kubernetes` client and the
+user's kubeconfig, the same the Pulumi provider uses).
+
+Layout on the user's machine: `results/<stack>/<run-id>/` holds what the sweep wrote on
+the cache claim (one AIPerf artifact folder per concurrency, the run manifest) and
+`report/` beside it (report.md/.csv/.json and plots).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import io
+import shutil
+import tarfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from infra.benchmark_jobs import CACHE_DIR, results_reader_pod, results_subpath, sweep_job_name
+
+AIPERF_EXPORT = "profile_export_aiperf.json"
+REPORT_FOLDER = "report"
+Say = Callable[[str], None]
+
+
+class CollectError(RuntimeError):
+    """Results could not be brought home; the message says why and what to do next."""
+
+
+class JobState(enum.Enum):
+    MISSING = "missing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RunLocation:
+    """Where one run's sweep ran and left its results."""
+
+    stack: str
+    run_id: str
+    namespace: str
+    cache_claim: str
+    image: str
+    image_pull_secrets: tuple[str, ...] = field(default=())
+
+    @property
+    def sweep_job(self) -> str:
+        return sweep_job_name(self.run_id)
+
+    @property
+    def subpath(self) -> str:
+        return results_subpath(self.stack, self.run_id)
+
+
+class ClusterIO(Protocol):
+    """The only cluster access the hook and `collect` need."""
+
+    def job_status(self, namespace: str, job: str) -> JobStatus: ...
+
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
+        """Until the Job succeeds or fails, or the timeout passes (then RUNNING)."""
+        ...
+
+    def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
+
+    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        """Copy `<claim>/<location.subpath>/` into `dest`; CollectError if it is absent."""
+        ...
+
+
+def collect_command(location: RunLocation) -> str:
+    return f"python -m benchmarks collect --stack {location.stack} --run-id {location.run_id}"
+
+
+def local_run_dir(results_root: Path, location: RunLocation) -> Path:
+    return results_root / location.stack / location.run_id
+
+
+def aiperf_exports(run_dir: Path) -> list[Path]:
+    """Every AIPerf summary export under a run folder (one per finished level)."""
+    return sorted(p for p in run_dir.rglob(AIPERF_EXPORT) if REPORT_FOLDER not in p.parts)
+
+
+def replace_dir(staged: Path, final: Path) -> None:
+    """Swap a fully copied folder into place, so a failed copy never leaves half a run."""
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staged.replace(final)
+
+
+def build_and_print_report(run_dir: Path, say: Say) -> Path:
+    """The comparison report of this run alone, printed; returns the report folder."""
+    from benchmarks.report import build_report
+
+    out = run_dir / REPORT_FOLDER
+    build_report([run_dir], out)
+    markdown = out / "report.md"
+    say(markdown.read_text() if markdown.exists() else f"report written to {out}")
+    return out
+
+
+def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
+    """Results of other stacks already at home, newest first: candidates to compare with."""
+    found = []
+    for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
+        if stack_dir.name == location.stack or not stack_dir.is_dir():
+            continue
+        runs = [r for r in stack_dir.iterdir() if r.is_dir() and aiperf_exports(r)]
+        if runs:
+            found.append(max(runs, key=lambda r: r.stat().st_mtime))
+    return found
+
+
+def bring_results_home(
+    cluster: ClusterIO,
+    location: RunLocation,
+    results_root: Path,
+    say: Say,
+    wait_secs: float = 0,
+) -> Path | None:
+    """Copy the run's results to `results/<stack>/<run-id>/` and print its report.
+
+    Returns the local run folder, or None when the sweep is still running (it says how
+    to collect later). A failed sweep still brings home the levels it finished.
+    """
+    job = location.sweep_job
+    status = cluster.job_status(location.namespace, job)
+    if status.state is JobState.RUNNING and wait_secs > 0:
+        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {location.namespace}")
+        status = cluster.wait_job(location.namespace, job, wait_secs, say)
+    if status.state is JobState.RUNNING:
+        tail = cluster.read_logs(location.namespace, job, 5)
+        say(
+            f"The sweep (Job {job} in namespace {location.namespace}) is still running"
+            + ("; latest log lines:\n  " + "\n  ".join(tail) if tail else "")
+            + f"\nFollow it: kubectl -n {location.namespace} logs -f job/{job}"
+            + f"\nWhen it has finished, bring the results home: {collect_command(location)}"
+        )
+        return None
+    if status.state is JobState.FAILED:
+        say(f"The sweep Job {job} failed: {status.reason or 'no reason recorded'}. "
+            "Bringing home the levels it finished.")
+    elif status.state is JobState.MISSING:
+        say(f"No Job {job} in {location.namespace} (removed, or never run); looking for "
+            f"its results on claim {location.cache_claim}.")
+
+    final = local_run_dir(results_root, location)
+    staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
+    started = time.monotonic()
+    say(f"copying {location.cache_claim}:{location.subpath}/ to {final}/")
+    try:
+        cluster.copy_dir_from_pvc(location, staged)
+        if not aiperf_exports(staged):
+            raise CollectError(
+                f"{location.cache_claim}:{location.subpath}/ holds no {AIPERF_EXPORT}: the "
+                f"sweep finished no level. Check its log: kubectl -n {location.namespace} "
+                f"logs job/{job}"
+            )
+        replace_dir(staged, final)
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged)
+    say(f"copied {len(aiperf_exports(final))} level(s) in {time.monotonic() - started:.0f} s")
+    build_and_print_report(final, say)
+    others = other_runs(results_root, location)
+    if others:
+        dirs = " ".join(str(p) for p in [*others, final])
+        say(f"Compare with the other profile(s): python -m benchmarks report {dirs} "
+            f"--out {results_root / 'comparison'}")
+    return final
+
+
+def hook_bring_results_home(
+    make_cluster: Callable[[], ClusterIO],
+    location: RunLocation,
+    results_root: Path,
+    say: Say,
+    warn: Say,
+) -> Path | None:
+    """What the resource hook runs: the sweep itself succeeded, so a failure to copy is a
+    warning with the command that retries it, never a failed deployment."""
+    try:
+        return bring_results_home(make_cluster(), location, results_root, say)
+    except Exception as error:  # noqa: BLE001 - any failure here must leave the stack as is
+        warn(f"could not bring the results home ({error}); they stay on claim "
+             f"{location.cache_claim} under {location.subpath}/. Retry: "
+             f"{collect_command(location)}")
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# The real cluster: the kubernetes client over the user's kubeconfig
+
+# Runs inside the reader pod: a gzipped tar of the folder, base64 on stdout (the exec
+# stream carries text). Exit 3 says the folder does not exist.
+TAR_SCRIPT = (
+    "import base64, io, os, sys, tarfile\n"
+    "root = sys.argv[1]\n"
+    "if not os.path.isdir(root):\n"
+    "    sys.stderr.write('missing ' + root)\n"
+    "    sys.exit(3)\n"
+    "buf = io.BytesIO()\n"
+    "with tarfile.open(fileobj=buf, mode='w:gz') as tar:\n"
+    "    tar.add(root, arcname='.')\n"
+    "sys.stdout.write(base64.b64encode(buf.getvalue()).decode())\n"
+)
+MISSING_EXIT_CODE = 3
+
+
+def extract_tar_b64(text: str, dest: Path) -> None:
+    """Unpack what TAR_SCRIPT printed; the `data` filter refuses links and paths that
+    would land outside `dest`."""
+    data = base64.b64decode(text.strip())
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+
+
+def job_status_from(job: dict[str, Any] | None) -> JobStatus:
+    """Interpret a Job object (as the API returns it, camelCase) as a JobStatus."""
+    if job is None:
+        return JobStatus(JobState.MISSING)
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return JobStatus(JobState.SUCCEEDED)
+        if condition.get("type") == "Failed":
+            reason = ": ".join(x for x in (condition.get("reason"), condition.get("message"))
+                               if x)
+            return JobStatus(JobState.FAILED, reason)
+    return JobStatus(JobState.RUNNING)
+
+
+class KubernetesClusterIO:
+    """ClusterIO over the kubernetes client; `context` picks a kubeconfig context."""
+
+    POLL_SECS = 10.0
+    POD_START_TIMEOUT_SECS = 300.0
+    COPY_TIMEOUT_SECS = 900.0
+
+    def __init__(self, context: str | None = None) -> None:
+        from kubernetes import client, config
+
+        try:
+            config.load_kube_config(context=context)
+        except Exception as error:  # noqa: BLE001 - config raises several unrelated types
+            raise CollectError(
+                f"cannot load the kubeconfig{f' context {context}' if context else ''} "
+                f"({error}); point KUBECONFIG at the cluster's kubeconfig"
+            ) from None
+        self._api = client.ApiClient()
+        self._core = client.CoreV1Api(self._api)
+        self._batch = client.BatchV1Api(self._api)
+
+    def _not_found(self, error: Exception) -> bool:
+        return getattr(error, "status", None) == 404
+
+    def job_status(self, namespace: str, job: str) -> JobStatus:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj = self._batch.read_namespaced_job_status(job, namespace)
+        except ApiException as error:
+            if self._not_found(error):
+                return job_status_from(None)
+            raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
+        return job_status_from(self._api.sanitize_for_serialization(obj))
+
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
+        deadline = time.monotonic() + timeout_secs
+        last = ""
+        while True:
+            status = self.job_status(namespace, job)
+            if status.state is not JobState.RUNNING or time.monotonic() >= deadline:
+                return status
+            lines = self.read_logs(namespace, job, 1)
+            if lines and lines[-1] != last:
+                last = lines[-1]
+                say(f"{job}: {last}")
+            time.sleep(min(self.POLL_SECS, max(0.0, deadline - time.monotonic())))
+
+    def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            pods = self._core.list_namespaced_pod(
+                namespace, label_selector=f"job-name={job}"
+            ).items
+            if not pods:
+                return []
+            newest = max(pods, key=lambda p: p.metadata.creation_timestamp)
+            text = self._core.read_namespaced_pod_log(
+                newest.metadata.name, namespace, container="main", tail_lines=tail_lines
+            )
+        except ApiException:
+            return []
+        return [line for line in (text or "").splitlines() if line.strip()]
+
+    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
+        manifest = results_reader_pod(location.namespace, location.cache_claim,
+                                      location.image, name, location.image_pull_secrets)
+        self._core.create_namespaced_pod(location.namespace, manifest)
+        try:
+            self._wait_running(location.namespace, name)
+            text = self._exec(location.namespace, name,
+                              ["python", "-c", TAR_SCRIPT, f"{CACHE_DIR}/{location.subpath}"])
+            extract_tar_b64(text, dest)
+        finally:
+            from kubernetes.client.exceptions import ApiException
+
+            try:
+                self._core.delete_namespaced_pod(name, location.namespace,
+                                                 grace_period_seconds=0)
+            except ApiException:
+                pass
+
+    def _wait_running(self, namespace: str, name: str) -> None:
+        deadline = time.monotonic() + self.POD_START_TIMEOUT_SECS
+        while time.monotonic() < deadline:
+            pod = self._core.read_namespaced_pod(name, namespace)
+            if pod.status.phase == "Running":
+                return
+            if pod.status.phase in ("Failed", "Succeeded"):
+                break
+            time.sleep(2)
+        raise CollectError(
+            f"the results reader pod {name} in {namespace} did not start within "
+            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `kubectl -n {namespace} describe pod "
+            f"{name}` says why (image pull, claim mount)"
+        )
+
+    def _exec(self, namespace: str, name: str, command: list[str]) -> str:
+        from kubernetes.stream import stream
+
+        ws = stream(
+            self._core.connect_get_namespaced_pod_exec, name, namespace, container="main",
+            command=command, stdout=True, stderr=True, stdin=False, tty=False,
+            _preload_content=False,
+        )
+        try:
+            # Buffers stdout and stderr until the command ends (or the timeout passes).
+            ws.run_forever(timeout=self.COPY_TIMEOUT_SECS)
+            timed_out = ws.is_open()
+            out, err = ws.read_stdout(), ws.read_stderr()
+        finally:
+            ws.close()
+        if timed_out:
+            raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
+        code = ws.returncode
+        if code == MISSING_EXIT_CODE:
+            raise CollectError(f"no results folder {command[-1]} on the claim: "
+                               "the sweep has not started writing this run yet")
+        if code not in (0, None):
+            raise CollectError(f"reading the results failed: {err[-500:]}")
+        return out
