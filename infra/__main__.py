@@ -1,0 +1,49 @@
+"""The Pulumi program (`main: infra/` in Pulumi.yaml): read config, validate, declare, export.
+
+The Python language host runs this directory with `runpy.run_path`, which puts `infra/`
+(not the repository root) on `sys.path`; adding the root lets the program import the
+`infra` package like the tests and the benchmark toolkit do. Tests run this same file
+under the SDK's mocks with the real stack files.
+"""
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+components = importlib.import_module("infra.components")
+settings_module = importlib.import_module("infra.settings")
+
+
+def cli_config() -> tuple[dict[str, Any], frozenset[str]]:
+    """All config the CLI handed this run (Pulumi.yaml defaults + stack file) and which
+    keys it marked secret. Read raw so unknown keys can be reported, and so the secret key
+    is not read through `Config.get` (which warns about reading a secret)."""
+    raw = dict(runtime_config.CONFIG.get()) or runtime_config.get_config_env()
+    secret = frozenset(k for k in raw if runtime_config.is_config_secret(k))
+    return raw, secret
+
+
+def main() -> None:
+    raw, secret_keys = cli_config()
+    try:
+        settings = settings_module.parse_settings(
+            raw, pulumi.get_stack(), pulumi.get_project(), secret_keys
+        )
+    except settings_module.SettingsError as err:
+        # RunError: the CLI prints the message alone, without a traceback.
+        raise pulumi.RunError(str(err)) from None
+    ngc_api_key = pulumi.Config().require_secret(settings_module.NGC_API_KEY)
+    deployment = components.deploy(settings, ngc_api_key)
+    for name, value in components.stack_outputs(settings, deployment).items():
+        pulumi.export(name, value)
+
+
+main()

@@ -1,0 +1,194 @@
+"""Pulumi resources of the recipe: one component per concern, in deployment order.
+
+Thin on purpose: every manifest comes from `infra.manifests`; this module adds what only
+Pulumi can express (parents, ordering, waits, what survives `pulumi destroy`).
+
+Order: RecipeNamespace (namespace + NGC secret) -> ModelCache (claim + download Job, awaited
+until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra import manifests, recipe
+from infra.settings import Settings
+
+TYPE_PREFIX = "cosmos3-routing:infra"
+
+
+def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
+    """Same bound as the manifest's `pulumi.com/timeoutSeconds`, for create and update."""
+    return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
+
+
+class RecipeNamespace(pulumi.ComponentResource):
+    """The namespace (created or existing) and the NGC secret the NIM pods read."""
+
+    name: pulumi.Output[str]
+    ngc_secret: k8s.core.v1.Secret
+
+    def __init__(
+        self,
+        resource_name: str,
+        settings: Settings,
+        ngc_api_key: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{TYPE_PREFIX}:RecipeNamespace", resource_name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        depends: list[pulumi.Resource] = []
+        if settings.namespace.create:
+            ns = manifests.namespace(settings)
+            namespace = k8s.core.v1.Namespace(
+                "namespace",
+                metadata=ns["metadata"],
+                # Deleting a namespace deletes the cache claim inside it.
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions(retain_on_delete=settings.cache.keep_on_destroy),
+                ),
+            )
+            self.name = namespace.metadata.apply(lambda m: m["name"])
+            depends.append(namespace)
+        else:
+            self.name = pulumi.Output.from_input(settings.namespace.name)
+        secret = manifests.ngc_secret(settings, pulumi.Output.secret(ngc_api_key))
+        self.ngc_secret = k8s.core.v1.Secret(
+            "ngc-secret",
+            metadata=secret["metadata"],
+            type=secret["type"],
+            string_data=secret["stringData"],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends)),
+        )
+        self.register_outputs({"name": self.name})
+
+
+class ModelCache(pulumi.ComponentResource):
+    """The shared model cache claim and the Job that fills it, awaited until Complete.
+
+    The claim is retained by default (`cacheKeepOnDestroy`): `pulumi destroy` leaves it,
+    and a change to an immutable field (storage class, access modes) can never make
+    Pulumi delete it: the planned replacement fails with AlreadyExists instead.
+    """
+
+    claim_name: pulumi.Output[str]
+    download_job: k8s.batch.v1.Job
+
+    def __init__(
+        self,
+        resource_name: str,
+        settings: Settings,
+        namespace: RecipeNamespace,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{TYPE_PREFIX}:ModelCache", resource_name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        depends: list[pulumi.Resource] = [namespace.ngc_secret]
+        if settings.cache.create_claim:
+            pvc = manifests.model_cache_claim(settings)
+            claim = k8s.core.v1.PersistentVolumeClaim(
+                "claim",
+                metadata=pvc["metadata"],
+                spec=pvc["spec"],
+                opts=pulumi.ResourceOptions.merge(
+                    child,
+                    pulumi.ResourceOptions(
+                        depends_on=[namespace],
+                        retain_on_delete=settings.cache.keep_on_destroy,
+                    ),
+                ),
+            )
+            self.claim_name = claim.metadata.apply(lambda m: m["name"])
+            depends.append(claim)
+        else:
+            self.claim_name = pulumi.Output.from_input(settings.cache.claim_name)
+        job = manifests.model_download_job(settings)
+        self.download_job = k8s.batch.v1.Job(
+            "download",
+            metadata=job["metadata"],
+            spec=job["spec"],
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=depends,
+                    custom_timeouts=_timeouts(settings.timeouts.download_secs),
+                ),
+            ),
+        )
+        self.register_outputs(
+            {"claimName": self.claim_name, "downloadJob": recipe.MODEL_DOWNLOAD_JOB_NAME}
+        )
+
+
+class ReasonerGraph(pulumi.ComponentResource):
+    """The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready."""
+
+    graph: k8s.apiextensions.CustomResource
+    name: pulumi.Output[str]
+    frontend_service: pulumi.Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        settings: Settings,
+        cache: ModelCache,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{TYPE_PREFIX}:ReasonerGraph", resource_name, None, opts)
+        manifest = manifests.graph(settings)
+        self.graph = k8s.apiextensions.CustomResource(
+            "graph",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[cache.download_job],
+                custom_timeouts=_timeouts(settings.timeouts.graph_secs),
+            ),
+        )
+        self.name = self.graph.metadata.apply(lambda m: m["name"])
+        self.frontend_service = self.name.apply(recipe.frontend_service_name)
+        self.register_outputs({"name": self.name, "frontendService": self.frontend_service})
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What `deploy` declared; later steps (e.g. a post-deploy hook) depend on `graph`."""
+
+    namespace: RecipeNamespace
+    cache: ModelCache
+    graph: ReasonerGraph
+
+
+def deploy(settings: Settings, ngc_api_key: pulumi.Input[str]) -> Deployment:
+    """Declare the whole recipe for one stack, in order."""
+    namespace = RecipeNamespace("namespace", settings, ngc_api_key)
+    cache = ModelCache("model-cache", settings, namespace)
+    graph = ReasonerGraph("graph", settings, cache)
+    return Deployment(namespace, cache, graph)
+
+
+def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
+    """Stack outputs: where the frontend is and the exact commands to check it."""
+    commands = manifests.verify_commands(settings)
+    ttl = settings.routing.affinity_ttl_secs
+    return {
+        "namespace": deployment.namespace.name,
+        "graphName": deployment.graph.name,
+        "frontendService": deployment.graph.frontend_service,
+        "frontendPort": recipe.FRONTEND_PORT,
+        "servedModel": recipe.SERVED_MODEL_NAME,
+        "profile": settings.profile,
+        "routerMode": settings.routing.router_mode,
+        "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
+        "modelCacheClaim": deployment.cache.claim_name,
+        "portForwardCommand": deployment.graph.name.apply(lambda _: commands["portForward"]),
+        "listModelsCommand": commands["listModels"],
+    }

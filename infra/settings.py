@@ -1,0 +1,549 @@
+"""Stack settings: raw Pulumi config in, typed and validated `Settings` out.
+
+Pure on purpose: `parse_settings` takes exactly what the Pulumi CLI hands the program (the
+defaults of `Pulumi.yaml` overlaid by `Pulumi.<stack>.yaml`, keys namespaced by project,
+every value a string, lists as JSON) so tests and tools can check a stack without Pulumi.
+It reports every problem at once, each naming its config key and the fix, and the program
+declares nothing when it fails.
+
+The NGC API key is checked for presence only and never stored here: `__main__` passes it
+on as a Pulumi secret Output, so it cannot leak through `Settings` or an error message.
+
+Extending (later issues): add a frozen sub-dataclass, a `_read_<section>(r)` function that
+reads its keys through the `_Reader`, a field on `Settings`, and the keys in Pulumi.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra import recipe
+from infra.routing import (
+    AFFINITY_MODES,
+    AFFINITY_TTL_MAX_SECS,
+    AFFINITY_TTL_MIN_SECS,
+    PROFILES,
+    ROUTER_MODES,
+    Routing,
+)
+
+PROJECT = "cosmos3-routing"
+NGC_API_KEY = "ngcApiKey"
+SECRET_KEYS = (NGC_API_KEY,)
+
+# The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
+# default so a stack that forgot its storage class fails here, not in the cluster.
+PLACEHOLDER = re.compile(r"[<>]|^your-|^changeme$|^todo$", re.IGNORECASE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
+SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# What this program renders today; the NIM picks the model profile from these.
+MODEL_VARIANTS = ("super",)
+PRECISIONS = ("fp8",)
+GPUS_PER_WORKER = (1, 2, 4, 8)
+MAX_WORKER_REPLICAS = 64
+# The FP8 Super weights alone are ~67 GiB; a smaller claim cannot hold the cache.
+MIN_CACHE_BYTES = 100 * 2**30
+# Operator plus service names: `<graph>-frontend` must stay a DNS label (63 chars).
+MAX_PROFILE_LEN = 63 - len(recipe.frontend_service_name(recipe.graph_name("")))
+MAX_TIMEOUT_SECS = 7 * 24 * 3600
+
+_SUFFIXES = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3,
+}
+
+
+class SettingsError(ValueError):
+    """Every problem with a stack's config, one line each: key, what is wrong, the fix."""
+
+    def __init__(self, stack: str, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(
+            f"stack '{stack}': {len(problems)} setting(s) need fixing before anything is "
+            f"deployed (nothing was created):\n{lines}"
+        )
+
+
+@dataclass(frozen=True)
+class NamespaceSettings:
+    name: str
+    create: bool
+
+
+@dataclass(frozen=True)
+class SecretSettings:
+    """Names only: the NGC key itself travels as a Pulumi secret, never through here."""
+
+    ngc_secret_name: str
+    ngc_secret_key: str
+    image_pull_secrets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """The model cache claim. `existing_claim` set means adopt it instead of creating one."""
+
+    storage_class: str | None
+    size: str
+    existing_claim: str | None
+    keep_on_destroy: bool
+
+    @property
+    def claim_name(self) -> str:
+        return self.existing_claim or recipe.MODEL_CACHE_PVC_NAME
+
+    @property
+    def create_claim(self) -> bool:
+        return self.existing_claim is None
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    nim: str
+    frontend: str
+    worker_runtime_version: str
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    value: str | None
+    effect: str | None
+
+    def manifest(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key}
+        if self.value is None:
+            out["operator"] = "Exists"
+        else:
+            out["operator"] = "Equal"
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """Where GPU pods (workers and a GPU download Job) may run."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """The NIM workers: topology, model choice and per-worker resources."""
+
+    replicas: int
+    gpus_per_worker: int
+    model_variant: str
+    precision: str
+    nim_tags_selector: str
+    nim_model_profile: str | None
+    cpu: str
+    memory: str
+    shared_memory: str
+
+
+@dataclass(frozen=True)
+class TimeoutSettings:
+    download_secs: int
+    download_retries: int
+    graph_secs: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one stack deploys, validated. `profile` is the stack name."""
+
+    stack: str
+    profile: str
+    routing: Routing
+    namespace: NamespaceSettings
+    secrets: SecretSettings
+    cache: CacheSettings
+    images: ImageSettings
+    placement: PlacementSettings
+    workers: WorkerSettings
+    timeouts: TimeoutSettings
+
+    @property
+    def graph_name(self) -> str:
+        return recipe.graph_name(self.profile)
+
+    @property
+    def frontend_service(self) -> str:
+        return recipe.frontend_service_name(self.graph_name)
+
+
+class _Reader:
+    """Reads typed values by short key, remembering problems instead of raising."""
+
+    def __init__(self, raw: Mapping[str, Any], project: str) -> None:
+        self.raw = raw
+        self.project = project
+        self.problems: list[str] = []
+        self.read: set[str] = set()
+
+    def full(self, key: str) -> str:
+        return f"{self.project}:{key}"
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(f"{self.full(key)}: {message}")
+
+    def _value(self, key: str) -> Any:
+        self.read.add(key)
+        value = self.raw.get(self.full(key))
+        if value is None:
+            self.problem(
+                key,
+                "missing; it is declared with a default in Pulumi.yaml, so restore that "
+                f"entry or run `pulumi config set {key} <value>`",
+            )
+        return value
+
+    def string(self, key: str) -> str:
+        value = self._value(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            value = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        return value.strip()
+
+    def boolean(self, key: str) -> bool:
+        value = self._value(key)
+        if isinstance(value, bool) or value is None:
+            return bool(value)
+        text = str(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        self.problem(key, f"'{value}' is not a boolean; use true or false")
+        return False
+
+    def integer(self, key: str, low: int, high: int, what: str = "") -> int:
+        value = self._value(key)
+        if value is None:
+            return low
+        try:
+            number = int(str(value).strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None:
+            self.problem(key, f"'{value}' is not a whole number; use an integer {low}..{high}")
+            return low
+        if not low <= number <= high:
+            self.problem(key, f"{number} is out of range; use {low}..{high}{what}")
+        return number
+
+    def string_list(self, key: str) -> tuple[str, ...]:
+        value = self._value(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError:
+                value = None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.problem(
+                key,
+                "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or run "
+                f"`pulumi config set --path '{key}[0]' <value>`",
+            )
+            return ()
+        return tuple(v.strip() for v in value)
+
+    def choice(self, key: str, allowed: tuple[str, ...], why: str = "") -> str:
+        value = self.string(key)
+        if value and value not in allowed:
+            self.problem(key, f"'{value}' is not one of {', '.join(allowed)}{why}")
+        return value
+
+    def quantity(self, key: str, minimum: float = 0.0, what: str = "") -> str:
+        value = self.string(key)
+        match = QUANTITY.match(value)
+        if not match:
+            self.problem(
+                key, f"'{value}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi"
+            )
+            return value
+        amount = float(match.group(1)) * _SUFFIXES.get(match.group(3) or "", 1)
+        if amount <= 0 or amount < minimum:
+            self.problem(key, f"'{value}' is too small{what}")
+        return value
+
+
+def _read_routing(r: _Reader, profile: str) -> Routing:
+    mode = r.choice("routerMode", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)")
+    affinity = r.boolean("sessionAffinity")
+    ttl = r.integer(
+        "sessionAffinityTtlSecs", AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
+        " seconds (an idle timeout per session)",
+    )
+    affinity_mode = r.choice("sessionAffinityMode", AFFINITY_MODES)
+    routing = Routing(
+        router_mode=mode, affinity_ttl_secs=ttl if affinity else None, affinity_mode=affinity_mode
+    )
+    expected = PROFILES.get(profile)
+    if expected is not None and not r.problems and routing != expected:
+        r.problems.append(
+            f"{r.full('routerMode')}/{r.full('sessionAffinity')}/"
+            f"{r.full('sessionAffinityTtlSecs')}: stack '{profile}' is one of the recipe's "
+            f"profiles and must route as it does ({_describe(expected)}), but this config "
+            f"routes {_describe(routing)}; restore Pulumi.{profile}.yaml, or use a stack "
+            "with another name for a custom routing profile"
+        )
+    return routing
+
+
+def _describe(routing: Routing) -> str:
+    if routing.affinity_ttl_secs is None:
+        return f"{routing.router_mode}, no session affinity"
+    return (
+        f"{routing.router_mode}, session affinity {routing.affinity_ttl_secs} s "
+        f"{routing.affinity_mode}"
+    )
+
+
+def _read_namespace(r: _Reader) -> NamespaceSettings:
+    name = r.string("namespace")
+    if not DNS_LABEL.match(name) or len(name) > 63:
+        r.problem(
+            "namespace",
+            f"'{name}' is not a valid namespace name; use lowercase letters, digits and '-' "
+            "(at most 63 characters)",
+        )
+    return NamespaceSettings(name=name, create=r.boolean("createNamespace"))
+
+
+def _read_secrets(r: _Reader) -> SecretSettings:
+    key = r.raw.get(r.full(NGC_API_KEY))
+    r.read.add(NGC_API_KEY)
+    if key is None or (isinstance(key, str) and not key.strip()):
+        r.problem(
+            NGC_API_KEY,
+            "missing; run `pulumi config set --secret ngcApiKey` (an NGC API key with access "
+            "to the Cosmos3 NIM)",
+        )
+    pulls = r.string_list("imagePullSecrets")
+    for name in pulls:
+        if not DNS_SUBDOMAIN.match(name):
+            r.problem(
+                "imagePullSecrets",
+                f"'{name}' is not a Secret name; list names of existing docker-registry "
+                "Secrets in the namespace (kubectl create secret docker-registry ...)",
+            )
+    return SecretSettings(
+        ngc_secret_name=recipe.NGC_SECRET_NAME,
+        ngc_secret_key=recipe.NGC_SECRET_KEY,
+        image_pull_secrets=pulls,
+    )
+
+
+def _read_cache(r: _Reader) -> CacheSettings:
+    existing = r.string("cacheExistingClaim") or None
+    storage_class = r.string("cacheStorageClass")
+    size = r.quantity(
+        "cacheSize", MIN_CACHE_BYTES, " for the model cache; use at least 100Gi (FP8 Super "
+        "weights are ~67 GiB)",
+    )
+    keep = r.boolean("cacheKeepOnDestroy")
+    if existing is not None:
+        if not DNS_SUBDOMAIN.match(existing) or PLACEHOLDER.search(existing):
+            r.problem(
+                "cacheExistingClaim",
+                f"'{existing}' is not a claim name; give the name of an existing "
+                "ReadWriteMany PersistentVolumeClaim in the namespace, or leave it empty",
+            )
+        return CacheSettings(None, size, existing, keep)
+    if not storage_class or PLACEHOLDER.search(storage_class):
+        r.problem(
+            "cacheStorageClass",
+            f"'{storage_class}' is a placeholder; set a ReadWriteMany-capable storage class "
+            "of your cluster (`kubectl get storageclass`), e.g. `pulumi config set "
+            "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim",
+        )
+    elif not DNS_SUBDOMAIN.match(storage_class):
+        r.problem(
+            "cacheStorageClass",
+            f"'{storage_class}' is not a storage class name (lowercase DNS name)",
+        )
+    return CacheSettings(storage_class, size, None, keep)
+
+
+def _read_images(r: _Reader) -> ImageSettings:
+    images = {}
+    for key in ("nimImage", "frontendImage"):
+        value = r.string(key)
+        if not IMAGE.match(value) or PLACEHOLDER.search(value):
+            r.problem(
+                key,
+                f"'{value}' is not a pinned image; write registry/repository:tag with an "
+                "explicit tag, e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0",
+            )
+        elif value.endswith(":latest"):
+            r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
+        images[key] = value
+    version = r.string("workerRuntimeVersion")
+    if not SEMVER.match(version):
+        r.problem(
+            "workerRuntimeVersion",
+            f"'{version}' is not MAJOR.MINOR.PATCH; give the Dynamo version inside the NIM "
+            "image (the operator cannot read it from a NIM tag)",
+        )
+    return ImageSettings(images["nimImage"], images["frontendImage"], version)
+
+
+def _parse_toleration(text: str) -> Toleration | None:
+    match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
+    if not match or not LABEL_KEY.match(match.group(1)):
+        return None
+    value, effect = match.group(3), match.group(5)
+    if (value is not None and not LABEL_VALUE.match(value)) or (
+        effect is not None and effect not in TAINT_EFFECTS
+    ):
+        return None
+    return Toleration(match.group(1), value, effect)
+
+
+def _read_placement(r: _Reader) -> PlacementSettings:
+    selector: list[tuple[str, str]] = []
+    for item in r.string_list("gpuNodeSelector"):
+        key, sep, value = item.partition("=")
+        if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
+            r.problem(
+                "gpuNodeSelector",
+                f"'{item}' is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
+                "(`kubectl get nodes --show-labels` shows your GPU node labels)",
+            )
+            continue
+        selector.append((key, value))
+    tolerations: list[Toleration] = []
+    for item in r.string_list("gpuTolerations"):
+        toleration = _parse_toleration(item)
+        if toleration is None:
+            r.problem(
+                "gpuTolerations",
+                f"'{item}' is not key[=value][:Effect]; e.g. nvidia.com/gpu:NoSchedule "
+                f"(effects: {', '.join(TAINT_EFFECTS)})",
+            )
+            continue
+        tolerations.append(toleration)
+    return PlacementSettings(tuple(selector), tuple(tolerations))
+
+
+def _read_workers(r: _Reader) -> WorkerSettings:
+    replicas = r.integer("workerReplicas", 1, MAX_WORKER_REPLICAS, " workers")
+    gpus = r.integer("gpusPerWorker", 1, max(GPUS_PER_WORKER))
+    if gpus not in GPUS_PER_WORKER:
+        r.problem("gpusPerWorker", f"{gpus} is not one of {GPUS_PER_WORKER}")
+    variant = r.choice("modelVariant", MODEL_VARIANTS, " (what this program deploys)")
+    precision = r.choice(
+        "precision", PRECISIONS, " (FP8 is what fits Super on one H200)"
+    )
+    tags = r.string("nimTagsSelector")
+    tp = re.search(r"(?:^|,)tp=(\d+)(?:,|$)", tags)
+    if tp and int(tp.group(1)) != gpus:
+        r.problem(
+            "nimTagsSelector",
+            f"'{tags}' selects tensor parallel {tp.group(1)} but gpusPerWorker is {gpus}; "
+            "make them agree",
+        )
+    profile = r.string("nimModelProfile") or None
+    if profile is not None and not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$", profile):
+        r.problem(
+            "nimModelProfile",
+            f"'{profile}' is not a NIM profile id; run `list-model-profiles` in the NIM image "
+            "or leave it empty to let the download Job detect the GPU",
+        )
+    return WorkerSettings(
+        replicas=replicas,
+        gpus_per_worker=gpus,
+        model_variant=variant,
+        precision=precision,
+        nim_tags_selector=tags,
+        nim_model_profile=profile,
+        cpu=r.quantity("workerCpu"),
+        memory=r.quantity("workerMemory", 2**30, "; give a memory size such as 96Gi"),
+        shared_memory=r.quantity("workerSharedMemory", 2**30, "; give a size such as 64Gi"),
+    )
+
+
+def _read_timeouts(r: _Reader) -> TimeoutSettings:
+    return TimeoutSettings(
+        download_secs=r.integer("downloadTimeoutSecs", 60, MAX_TIMEOUT_SECS, " seconds"),
+        download_retries=r.integer("downloadRetries", 0, 10, " retries"),
+        graph_secs=r.integer("graphTimeoutSecs", 60, MAX_TIMEOUT_SECS, " seconds"),
+    )
+
+
+def _check_profile(r: _Reader, stack: str) -> str:
+    profile = stack.rsplit("/", 1)[-1]
+    if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
+        r.problems.append(
+            f"stack name '{stack}': it names the routing profile and the graph "
+            f"({recipe.graph_name('<stack>')}); use lowercase letters, digits and '-', "
+            f"at most {MAX_PROFILE_LEN} characters (e.g. round-robin, session-affinity)"
+        )
+    return profile
+
+
+def parse_settings(
+    raw: Mapping[str, Any],
+    stack: str,
+    project: str = PROJECT,
+    secret_keys: frozenset[str] | None = None,
+) -> Settings:
+    """Validate a stack's config; raise one `SettingsError` listing every problem.
+
+    `raw` maps `<project>:<key>` to the value the CLI gives (strings, lists as JSON);
+    native YAML values are accepted too. `secret_keys`, when known, are the full keys the
+    CLI marked secret: the NGC key must be one of them.
+    """
+    r = _Reader(raw, project)
+    profile = _check_profile(r, stack)
+    routing = _read_routing(r, profile)
+    settings = Settings(
+        stack=stack,
+        profile=profile,
+        routing=routing,
+        namespace=_read_namespace(r),
+        secrets=_read_secrets(r),
+        cache=_read_cache(r),
+        images=_read_images(r),
+        placement=_read_placement(r),
+        workers=_read_workers(r),
+        timeouts=_read_timeouts(r),
+    )
+    if secret_keys is not None and r.full(NGC_API_KEY) in raw:
+        if r.full(NGC_API_KEY) not in secret_keys:
+            r.problem(
+                NGC_API_KEY,
+                "is stored in plain text; set it again with `pulumi config set --secret "
+                "ngcApiKey`",
+            )
+    prefix = f"{project}:"
+    for key in sorted(raw):
+        if key.startswith(prefix) and key[len(prefix):] not in r.read:
+            r.problems.append(
+                f"{key}: unknown setting; check the spelling against the `config:` block of "
+                "Pulumi.yaml, or remove it with `pulumi config rm`"
+            )
+    if r.problems:
+        raise SettingsError(stack, r.problems)
+    return settings

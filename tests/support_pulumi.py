@@ -1,0 +1,204 @@
+"""Run the real Pulumi program (`infra/__main__.py`) under the Pulumi SDK's mocks.
+
+Config is loaded the way the CLI does it: the `config:` defaults of Pulumi.yaml overlaid
+by `Pulumi.<stack>.yaml`, every key namespaced by the project, every value a string (lists
+as JSON). What the program registers (type, name, parent, options, inputs), its stack
+outputs and every log line are captured for the tests to inspect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings as pulumi_settings
+
+from infra import stack_files
+from tests.conftest import REPO_ROOT
+
+# Distinctive so a leak is unmistakable; never a real key.
+TEST_NGC_KEY = "nvapi-TEST-ONLY-3f9c2a7e51d04b8b9c6e"
+# How the SDK marks a secret value on the wire (and in mock inputs).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def project_file() -> dict[str, Any]:
+    return yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+
+
+def project_name() -> str:
+    return stack_files.project_name(REPO_ROOT)
+
+
+def stack_config(stack: str, overrides: dict[str, Any] | None = None,
+                 ngc_key: str | None = TEST_NGC_KEY,
+                 storage_class: str | None = "rwx-test") -> dict[str, str]:
+    """Pulumi.yaml defaults + Pulumi.<stack>.yaml, plus the settings a user must add.
+
+    `ngc_key` stands for `pulumi config set --secret ngcApiKey`, `storage_class` for the
+    cluster-specific storage class; `overrides` use short keys.
+    """
+    name, raw = stack_files.config_from_files(REPO_ROOT, stack, require_stack_file=False)
+    if ngc_key is not None:
+        raw[f"{name}:ngcApiKey"] = ngc_key
+    if storage_class is not None:
+        raw[f"{name}:cacheStorageClass"] = storage_class
+    for key, value in (overrides or {}).items():
+        raw[f"{name}:{key}"] = stack_files.cli_value(value)
+    return raw
+
+
+@dataclass
+class Registration:
+    """One RegisterResource call as the engine would receive it."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    dependencies: list[str]
+    retain_on_delete: bool
+    protect: bool
+    timeouts: dict[str, str]
+
+
+@dataclass
+class ProgramRun:
+    resources: list[Registration] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+    logs: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Registration:
+        found = self.of_type(type_)
+        assert len(found) == 1, f"expected one {type_}, got {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.resources if r.urn == urn)
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__(_Mocks())
+        self.run = run
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            timeouts = request.customTimeouts
+            self.run.resources.append(
+                Registration(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent,
+                    custom=request.custom,
+                    inputs=_plain(json.loads(_to_json(request.object))),
+                    dependencies=list(request.dependencies),
+                    retain_on_delete=request.retainOnDelete,
+                    protect=request.protect,
+                    timeouts={"create": timeouts.create, "update": timeouts.update},
+                )
+            )
+        return response
+
+
+def _to_json(struct: Any) -> str:
+    from google.protobuf import json_format
+
+    return json_format.MessageToJson(struct)
+
+
+def _plain(value: Any) -> Any:
+    """Protobuf numbers arrive as floats; make whole ones ints again."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class _Capture(logging.Handler):
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__(logging.DEBUG)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.run.logs.append(record.getMessage())
+
+
+def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | None = None,
+                preview: bool = True) -> ProgramRun:
+    """Run infra/__main__.py once, as `pulumi preview` (or `up`) would, under mocks."""
+    run = ProgramRun()
+    logger = logging.getLogger(f"pulumi-program-{stack}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    handler = _Capture(run)
+    logger.addHandler(handler)
+    if secret_keys is None:
+        secret_keys = [k for k in config if k.endswith(":ngcApiKey")]
+    pulumi_settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(
+        _Mocks(), project=project_name(), stack=stack, preview=preview, logger=logger,
+        monitor=_RecordingMonitor(run),
+    )
+    pulumi.runtime.set_all_config(dict(config), list(secret_keys))
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output:
+        runpy.run_path(str(REPO_ROOT / "infra"), run_name="__main__")
+        exported = pulumi_settings.get_root_resource().outputs
+        names = list(exported)
+        values = [pulumi.Output.from_input(exported[n]) for n in names]
+
+        def record(resolved: list[Any]) -> None:
+            run.outputs.update(dict(zip(names, resolved, strict=True)))
+
+        secrets = [v.is_secret() for v in values]
+
+        async def mark() -> None:
+            for name, flag in zip(names, secrets, strict=True):
+                if await flag:
+                    run.secret_outputs.add(name)
+
+        return pulumi.Output.all(*values, pulumi.Output.from_input(mark())).apply(
+            lambda resolved: record(resolved[:-1])
+        )
+
+    try:
+        program()
+    except BaseException as err:  # noqa: BLE001 (the test inspects it)
+        run.error = err
+    finally:
+        logger.removeHandler(handler)
+        pulumi.runtime.set_all_config({}, [])
+    return run
+
+
+def repo_path(*parts: str) -> Path:
+    return REPO_ROOT.joinpath(*parts)

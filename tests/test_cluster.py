@@ -1,0 +1,129 @@
+"""End to end on a real cluster with the Automation API: up, /v1/models, destroy.
+
+Runs only where a Pulumi CLI, kubectl and a kubeconfig exist and the cluster-specific
+inputs are given in the environment; otherwise it is skipped with the reason:
+
+  NGC_API_KEY                  the NGC key (stored as the stack's secret ngcApiKey)
+  COSMOS3_STORAGE_CLASS        a ReadWriteMany storage class (or COSMOS3_EXISTING_CLAIM)
+  COSMOS3_STACK                stack to deploy (default session-affinity)
+  COSMOS3_CONFIG_JSON          optional extra settings, e.g. {"gpuNodeSelector": [...]}
+
+The stack lives in a throwaway local backend under the test's tmp dir, so no stack or
+config file of the user's is touched. Allow hours: the download may take 2 h, the graph 1 h.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from infra import recipe
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.cluster
+
+
+def _missing() -> list[str]:
+    reasons = []
+    if shutil.which("pulumi") is None:
+        reasons.append("no `pulumi` CLI on PATH")
+    if shutil.which("kubectl") is None:
+        reasons.append("no `kubectl` on PATH (used for the port-forward)")
+    kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))
+    if not any(Path(p).is_file() for p in kubeconfig.split(os.pathsep) if p):
+        reasons.append(f"no kubeconfig at {kubeconfig}")
+    if not os.environ.get("NGC_API_KEY"):
+        reasons.append("NGC_API_KEY is not set")
+    if not (os.environ.get("COSMOS3_STORAGE_CLASS") or os.environ.get("COSMOS3_EXISTING_CLAIM")):
+        reasons.append("neither COSMOS3_STORAGE_CLASS nor COSMOS3_EXISTING_CLAIM is set")
+    return reasons
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _project_copy(tmp: Path, stack: str) -> Path:
+    """The project in a scratch dir (links to infra/ and .venv), so the Automation API
+    writes its config there and never into the repository's stack files."""
+    work = tmp / "project"
+    work.mkdir()
+    for name in ("Pulumi.yaml", f"Pulumi.{stack}.yaml"):
+        if (REPO_ROOT / name).exists():
+            shutil.copy(REPO_ROOT / name, work / name)
+    (work / "infra").symlink_to(REPO_ROOT / "infra")
+    (work / ".venv").symlink_to(REPO_ROOT / ".venv")
+    return work
+
+
+def _models(port: int, deadline: float) -> dict:
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+                return json.loads(r.read())
+        except OSError as err:
+            last = err
+            time.sleep(2)
+    raise AssertionError(f"/v1/models did not answer through the port-forward: {last}")
+
+
+def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
+    reasons = _missing()
+    if reasons:
+        message = "cluster test skipped: " + "; ".join(reasons)
+        print(message)
+        pytest.skip(message)
+    from pulumi import automation as auto
+
+    stack_name = os.environ.get("COSMOS3_STACK", "session-affinity")
+    work = _project_copy(tmp_path, stack_name)
+    backend = tmp_path / "backend"
+    backend.mkdir()
+    env = {
+        "PULUMI_BACKEND_URL": backend.as_uri(),
+        "PULUMI_CONFIG_PASSPHRASE": "cluster-test-only",
+    }
+    stack = auto.create_or_select_stack(
+        stack_name=stack_name, work_dir=str(work),
+        opts=auto.LocalWorkspaceOptions(env_vars=env),
+    )
+    stack.set_config("ngcApiKey", auto.ConfigValue(os.environ["NGC_API_KEY"], secret=True))
+    if os.environ.get("COSMOS3_EXISTING_CLAIM"):
+        stack.set_config("cacheExistingClaim",
+                         auto.ConfigValue(os.environ["COSMOS3_EXISTING_CLAIM"]))
+    else:
+        stack.set_config("cacheStorageClass", auto.ConfigValue(os.environ["COSMOS3_STORAGE_CLASS"]))
+    for key, value in json.loads(os.environ.get("COSMOS3_CONFIG_JSON", "{}")).items():
+        stack.set_config(key, auto.ConfigValue(json.dumps(value) if isinstance(value, list | dict)
+                                               else str(value)))
+    try:
+        result = stack.up(on_output=print)
+        outputs = {k: v.value for k, v in result.outputs.items()}
+        assert outputs["graphName"] == recipe.graph_name(stack_name)
+        port = _free_port()
+        forward = subprocess.Popen(
+            ["kubectl", "-n", outputs["namespace"], "port-forward", "--address", "127.0.0.1",
+             f"service/{outputs['frontendService']}", f"{port}:{outputs['frontendPort']}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            models = _models(port, time.monotonic() + 120)
+        finally:
+            forward.terminate()
+            forward.wait(timeout=30)
+        served = [m.get("id") for m in models.get("data", [])]
+        assert recipe.SERVED_MODEL_NAME in served, served
+    finally:
+        stack.destroy(on_output=print)
+        print("destroyed; the model cache claim and its namespace are kept by default")

@@ -1,0 +1,188 @@
+"""Manifests: valid against the Kubernetes and DynamoGraphDeployment schemas, and right."""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+
+from infra import manifests, recipe
+from infra.routing import PROFILES, frontend_args, frontend_command
+from infra.settings import Settings, parse_settings
+from tests.support_pulumi import stack_config
+from tests.support_schemas import graph_errors, validate_k8s, validate_pod_template
+
+STACKS = sorted(PROFILES)
+
+
+def settings_of(stack: str, **overrides: object) -> Settings:
+    return parse_settings(stack_config(stack, overrides), stack)
+
+
+VARIANTS = {
+    "default": {},
+    "cluster-specific": {
+        "gpuNodeSelector": ["nvidia.com/gpu.product=NVIDIA-H200"],
+        "gpuTolerations": ["nvidia.com/gpu:NoSchedule", "dedicated=gpu:NoExecute"],
+        "imagePullSecrets": ["registry-pull-secret", "second-mirror"],
+        "nimModelProfile": "abc123-h200-fp8-tp1",
+    },
+    "existing-claim": {"cacheExistingClaim": "team-cache", "createNamespace": False},
+}
+
+
+def all_manifests(settings: Settings) -> list[dict]:
+    return [
+        manifests.namespace(settings),
+        manifests.ngc_secret(settings, "placeholder-not-a-key"),
+        manifests.model_cache_claim(settings),
+        manifests.model_download_job(settings),
+    ]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_manifest_is_a_valid_kubernetes_object(stack: str, variant: str) -> None:
+    settings = settings_of(stack, **VARIANTS[variant])
+    for manifest in all_manifests(settings):
+        validate_k8s(manifest)
+    for component in manifests.graph(settings)["spec"]["components"]:
+        validate_pod_template(component["podTemplate"])
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("stack", STACKS)
+def test_graph_is_a_valid_v1beta1_dynamographdeployment(stack: str, variant: str) -> None:
+    graph = manifests.graph(settings_of(stack, **VARIANTS[variant]))
+    assert graph_errors(graph) == []
+
+
+def test_validators_reject_what_the_api_server_rejects() -> None:
+    """Guard the guards: unknown fields and wrong shapes fail both validators."""
+    settings = settings_of("round-robin")
+    job = manifests.model_download_job(settings)
+    job["spec"]["template"]["spec"]["containers"][0]["gpus"] = 1
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_k8s(job)
+    graph = manifests.graph(settings)
+    bad = copy.deepcopy(graph)
+    bad["spec"]["components"][1]["extraPodSpec"] = {}  # the deprecated v1alpha1 shape
+    bad["spec"]["components"][0]["type"] = "router"
+    bad["spec"]["backendFramework"] = "nim"
+    errors = " ".join(graph_errors(bad))
+    assert "extraPodSpec" in errors and "router" in errors and "nim" in errors
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_graph_shape_frontend_then_worker(stack: str) -> None:
+    settings = settings_of(stack)
+    graph = manifests.graph(settings)
+    assert (graph["apiVersion"], graph["kind"]) == ("nvidia.com/v1beta1", "DynamoGraphDeployment")
+    assert graph["metadata"]["name"] == recipe.graph_name(stack)
+    assert graph["metadata"]["annotations"] == {
+        "pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "3600",
+    }
+    frontend, worker = graph["spec"]["components"]
+    assert (frontend["name"], frontend["type"]) == (recipe.FRONTEND_COMPONENT, "frontend")
+    assert (worker["name"], worker["type"]) == (recipe.WORKER_COMPONENT, "worker")
+    main = frontend["podTemplate"]["spec"]["containers"][0]
+    assert main["name"] == "main"
+    assert main["command"] == frontend_command()
+    assert main["args"] == frontend_args(PROFILES[stack], port=recipe.FRONTEND_PORT)
+
+
+def test_routing_flags_differ_exactly_as_the_profiles_do() -> None:
+    args = {
+        s: manifests.graph(settings_of(s))["spec"]["components"][0]["podTemplate"]["spec"][
+            "containers"][0]["args"]
+        for s in STACKS
+    }
+    assert "--router-session-affinity-ttl-secs" not in args["round-robin"]
+    ttl = args["session-affinity"].index("--router-session-affinity-ttl-secs")
+    assert args["session-affinity"][ttl + 1] == "300"
+    assert args["round-robin"] == args["session-affinity"][:ttl]
+
+
+def test_worker_runs_the_nim_as_the_recipe_says() -> None:
+    settings = settings_of("session-affinity", **VARIANTS["cluster-specific"])
+    worker = manifests.graph(settings)["spec"]["components"][1]
+    assert worker["replicas"] == 8
+    assert worker["sharedMemorySize"] == "64Gi"
+    assert worker["runtimeVersionOverride"] == settings.images.worker_runtime_version
+    spec = worker["podTemplate"]["spec"]
+    main = spec["containers"][0]
+    assert main["image"] == settings.images.nim
+    assert (main["command"], main["workingDir"]) == (["/opt/nim/start_server.sh"], "/opt/nim")
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
+    assert {k: env[k] for k in ("NIM_MODEL_TYPE", "NIM_MODEL_VARIANT", "NIM_PRECISION",
+                                "NIM_DYNAMO_WORKER", "NIM_CACHE_PATH", "DYN_SYSTEM_PORT",
+                                "NIM_TAGS_SELECTOR", "NIM_DISCOVERY_BACKEND")} == {
+        "NIM_MODEL_TYPE": "reasoner", "NIM_MODEL_VARIANT": "super", "NIM_PRECISION": "fp8",
+        "NIM_DYNAMO_WORKER": "true", "NIM_CACHE_PATH": recipe.NIM_CACHE_PATH,
+        "DYN_SYSTEM_PORT": "9090", "NIM_TAGS_SELECTOR": "tp=1",
+        "NIM_DISCOVERY_BACKEND": "kubernetes",
+    }
+    assert env["NGC_API_KEY"] == {"secretKeyRef": {"name": "ngc-api-secret",
+                                                   "key": "NGC_API_KEY"}}
+    assert main["resources"]["limits"] == {"cpu": "16", "memory": "96Gi", "nvidia.com/gpu": 1}
+    assert main["startupProbe"]["httpGet"] == {"path": "/v1/health/live", "port": 8000}
+    # The startup probe allows a cold start as long as the graph wait.
+    probe = main["startupProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= settings.timeouts.graph_secs
+    assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": "/opt/nim/.cache"}]
+    assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared-model-cache"}
+    assert spec["securityContext"]["runAsUser"] == spec["securityContext"]["runAsGroup"] == 1000
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert spec["imagePullSecrets"] == [{"name": "registry-pull-secret"},
+                                        {"name": "second-mirror"}]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec[
+        "tolerations"]
+
+
+def test_pull_secrets_reach_every_pod_the_stack_makes() -> None:
+    settings = settings_of("round-robin", imagePullSecrets=["mirror"])
+    graph = manifests.graph(settings)
+    pods = [c["podTemplate"]["spec"] for c in graph["spec"]["components"]]
+    pods.append(manifests.model_download_job(settings)["spec"]["template"]["spec"])
+    assert all(p["imagePullSecrets"] == [{"name": "mirror"}] for p in pods)
+
+
+def test_download_job_matches_the_workers() -> None:
+    settings = settings_of("round-robin", gpuNodeSelector=["nvidia.com/gpu.product=NVIDIA-H200"])
+    job = manifests.model_download_job(settings)
+    assert job["metadata"]["name"] == recipe.MODEL_DOWNLOAD_JOB_NAME
+    assert job["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "7200"
+    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["activeDeadlineSeconds"] == 7200
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    worker = manifests.graph(settings)["spec"]["components"][1]["podTemplate"]["spec"]
+    assert container["image"] == worker["containers"][0]["image"]
+    assert pod["volumes"] == worker["volumes"]
+    assert container["command"] == ["download-to-cache"]
+    # No pinned profile: one GPU of the workers' class, so the NIM picks the same profile.
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert pod["nodeSelector"] == worker["nodeSelector"]
+    assert pod["securityContext"]["runAsUser"] == 1000
+    assert pod["restartPolicy"] == "Never"
+
+    pinned = manifests.model_download_job(settings_of("round-robin", nimModelProfile="p1"))
+    container = pinned["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["download-to-cache", "--profiles", "p1"]
+    assert "resources" not in container
+
+
+def test_cache_claim_is_rwx_with_the_configured_class() -> None:
+    claim = manifests.model_cache_claim(settings_of("round-robin", cacheSize="500Gi"))
+    assert claim["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"], "storageClassName": "rwx-test",
+        "resources": {"requests": {"storage": "500Gi"}},
+    }
+
+
+def test_shared_objects_are_identical_across_profiles() -> None:
+    """Namespace, secret, claim and Job are shared by both stacks: no profile in them."""
+    a, b = (settings_of(s) for s in STACKS)
+    assert all_manifests(a) == all_manifests(b)

@@ -1,0 +1,248 @@
+"""The Pulumi program itself (infra/__main__.py), run under the SDK's mocks per stack."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from infra import recipe
+from infra.manifests import PROFILE_LABEL
+from infra.routing import PROFILES, frontend_args
+from tests.support_pulumi import (
+    SECRET_SIG,
+    TEST_NGC_KEY,
+    ProgramRun,
+    Registration,
+    run_program,
+    stack_config,
+)
+from tests.support_schemas import graph_errors, validate_k8s
+
+STACKS = sorted(PROFILES)
+NS, SECRET, PVC, JOB, GRAPH = (
+    "kubernetes:core/v1:Namespace",
+    "kubernetes:core/v1:Secret",
+    "kubernetes:core/v1:PersistentVolumeClaim",
+    "kubernetes:batch/v1:Job",
+    "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment",
+)
+COMPONENTS = ("RecipeNamespace", "ModelCache", "ReasonerGraph")
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, ProgramRun]:
+    out = {stack: run_program(stack, stack_config(stack)) for stack in STACKS}
+    for stack, run in out.items():
+        assert run.error is None, f"{stack}: {run.error}"
+    return out
+
+
+def _unwrap(value: Any) -> Any:
+    """Manifest as the API server would get it: secrets revealed, in a plain dict."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return _unwrap(value["value"])
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+def _plain_occurrences(value: Any, needle: str) -> list[str]:
+    """Paths where `needle` appears outside a secret wrapper."""
+    found: list[str] = []
+
+    def walk(v: Any, path: str) -> None:
+        if isinstance(v, dict):
+            if v.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+                return
+            for k, item in v.items():
+                walk(item, f"{path}/{k}")
+        elif isinstance(v, list):
+            for i, item in enumerate(v):
+                walk(item, f"{path}/{i}")
+        elif needle in str(v):
+            found.append(path)
+
+    walk(value, "")
+    return found
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], stack: str) -> None:
+    run = runs[stack]
+    kinds = sorted(r.type for r in run.resources if r.custom)
+    assert kinds == sorted([NS, SECRET, PVC, JOB, GRAPH])
+    components = {r.type.rsplit(":", 1)[-1]: r for r in run.resources if not r.custom}
+    assert set(components) == set(COMPONENTS)
+    parent_of = {
+        NS: "RecipeNamespace", SECRET: "RecipeNamespace", PVC: "ModelCache",
+        JOB: "ModelCache", GRAPH: "ReasonerGraph",
+    }
+    for kind, component in parent_of.items():
+        assert run.one(kind).parent == components[component].urn, kind
+    assert _unwrap(run.one(SECRET).inputs)["metadata"]["name"] == recipe.NGC_SECRET_NAME
+    assert run.one(PVC).inputs["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
+    assert run.one(JOB).inputs["metadata"]["name"] == recipe.MODEL_DOWNLOAD_JOB_NAME
+    assert run.one(GRAPH).inputs["metadata"]["name"] == recipe.graph_name(stack)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_declared_manifest_passes_the_api_schemas(
+    runs: dict[str, ProgramRun], stack: str
+) -> None:
+    """What the program really hands the provider, not just what manifests.py returns."""
+    for res in runs[stack].resources:
+        if not res.custom:
+            continue
+        manifest = _unwrap(res.inputs)
+        if res.type == GRAPH:
+            assert graph_errors(manifest) == []
+        else:
+            validate_k8s(manifest)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_order_and_waits(runs: dict[str, ProgramRun], stack: str) -> None:
+    run = runs[stack]
+    ns, secret, pvc, job, graph = (run.one(k) for k in (NS, SECRET, PVC, JOB, GRAPH))
+
+    def deps(res: Registration) -> set[str]:
+        return set(res.dependencies)
+
+    assert ns.urn in deps(secret)
+    assert {secret.urn, pvc.urn} <= deps(job)
+    assert ns.urn in deps(pvc)
+    assert job.urn in deps(graph), "the graph must wait for the filled cache"
+    assert job.timeouts == {"create": "7200s", "update": "7200s"}
+    assert graph.timeouts == {"create": "3600s", "update": "3600s"}
+    assert graph.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_cache_survives_destroy_by_default(runs: dict[str, ProgramRun], stack: str) -> None:
+    run = runs[stack]
+    assert run.one(PVC).retain_on_delete
+    # Deleting the namespace would delete the claim in it.
+    assert run.one(NS).retain_on_delete
+    assert not any(r.retain_on_delete for r in run.resources if r.type in (SECRET, JOB, GRAPH))
+    assert not any(r.protect for r in run.resources), "protect would block `pulumi destroy`"
+
+
+def test_cache_can_be_dropped_on_destroy_or_adopted() -> None:
+    dropped = run_program("round-robin", stack_config("round-robin", {
+        "cacheKeepOnDestroy": False}))
+    assert not dropped.one(PVC).retain_on_delete and not dropped.one(NS).retain_on_delete
+    adopted = run_program("round-robin", stack_config("round-robin", {
+        "cacheExistingClaim": "team-cache", "createNamespace": False, "namespace": "ml"},
+        storage_class=None))
+    assert adopted.error is None, adopted.error
+    assert not adopted.of_type(PVC) and not adopted.of_type(NS)
+    volumes = adopted.one(GRAPH).inputs["spec"]["components"][1]["podTemplate"]["spec"]["volumes"]
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == "team-cache"
+    assert adopted.outputs["modelCacheClaim"] == "team-cache"
+    assert adopted.outputs["namespace"] == "ml"
+    assert adopted.one(JOB).inputs["metadata"]["namespace"] == "ml"
+
+
+def _sorted(run: ProgramRun) -> list[Registration]:
+    """Registration order is concurrent; compare by (type, name)."""
+    return sorted(run.resources, key=lambda r: (r.type, r.name))
+
+
+def _keys(run: ProgramRun) -> list[tuple[str, str]]:
+    return [(r.type, r.name) for r in _sorted(run)]
+
+
+def _routing_parts(graph: dict[str, Any], stack: str) -> tuple[dict[str, Any], list[str]]:
+    """Split a declared graph into (everything else, frontend args), checking that the
+    profile appears exactly where routing requires it: name, profile labels, args."""
+    graph = copy.deepcopy(graph)
+    assert graph["metadata"].pop("name") == recipe.graph_name(stack)
+    labelled = [graph["metadata"]] + [
+        c["podTemplate"]["metadata"] for c in graph["spec"]["components"]
+    ]
+    for meta in labelled:
+        assert meta["labels"].pop(PROFILE_LABEL) == stack
+    container = graph["spec"]["components"][0]["podTemplate"]["spec"]["containers"][0]
+    return graph, container.pop("args")
+
+
+def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
+    rr, sa = runs["round-robin"], runs["session-affinity"]
+    assert _keys(rr) == _keys(sa)
+    for a, b in zip(_sorted(rr), _sorted(sa), strict=True):
+        if a.type != GRAPH:
+            assert a.inputs == b.inputs, f"{a.type} differs between stacks"
+    rest_a, args_a = _routing_parts(rr.one(GRAPH).inputs, "round-robin")
+    rest_b, args_b = _routing_parts(sa.one(GRAPH).inputs, "session-affinity")
+    assert args_a == frontend_args(PROFILES["round-robin"], port=recipe.FRONTEND_PORT)
+    assert args_b == frontend_args(PROFILES["session-affinity"], port=recipe.FRONTEND_PORT)
+    assert args_a != args_b
+    assert rest_a == rest_b, "beyond name, profile labels and frontend args the graphs match"
+    diff = {k for k in rr.outputs if rr.outputs[k] != sa.outputs[k]}
+    assert diff == {"graphName", "frontendService", "profile", "sessionAffinityTtlSecs",
+                    "portForwardCommand"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_outputs_tell_how_to_verify(runs: dict[str, ProgramRun], stack: str) -> None:
+    out = runs[stack].outputs
+    graph = recipe.graph_name(stack)
+    assert out["namespace"] == "cosmos3-reasoner"
+    assert out["graphName"] == graph
+    assert out["frontendService"] == f"{graph}-frontend"
+    assert out["frontendPort"] == 8000
+    assert out["servedModel"] == "nvidia/cosmos3-super-reasoner"
+    assert out["profile"] == stack
+    assert out["sessionAffinityTtlSecs"] == (PROFILES[stack].affinity_ttl_secs or 0)
+    assert out["portForwardCommand"] == (
+        f"kubectl -n cosmos3-reasoner port-forward service/{graph}-frontend 8000:8000"
+    )
+    assert out["listModelsCommand"] == "curl -fsS http://localhost:8000/v1/models"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_ngc_key_never_appears_in_plain_form(
+    runs: dict[str, ProgramRun], stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = runs[stack]
+    secret = run.one(SECRET)
+    # The one place the key lives: the Secret's data, as a Pulumi secret.
+    assert _unwrap(secret.inputs)["stringData"] == {"NGC_API_KEY": TEST_NGC_KEY}
+    assert secret.inputs["stringData"][SECRET_SIG]
+    for res in run.resources:
+        assert _plain_occurrences(res.inputs, TEST_NGC_KEY) == [], res.type
+    assert TEST_NGC_KEY not in json.dumps(run.outputs)
+    assert run.logs, "the logger captured nothing: the check below would be vacuous"
+    assert not [line for line in run.logs if TEST_NGC_KEY in line]
+    captured = capsys.readouterr()
+    assert TEST_NGC_KEY not in captured.out + captured.err
+
+
+def test_bad_settings_declare_nothing_and_say_why(capsys: pytest.CaptureFixture[str]) -> None:
+    run = run_program("session-affinity", stack_config(
+        "session-affinity", {"routerMode": "fastest", "workerReplicas": 0}, storage_class=None))
+    assert run.resources == []
+    message = str(run.error)
+    for key in ("routerMode", "workerReplicas", "cacheStorageClass"):
+        assert f"cosmos3-routing:{key}" in message
+    assert "nothing was created" in message
+    assert TEST_NGC_KEY not in message + " ".join(run.logs) + capsys.readouterr().err
+
+
+def test_plaintext_ngc_key_is_refused() -> None:
+    run = run_program("round-robin", stack_config("round-robin"), secret_keys=[])
+    assert run.resources == []
+    assert "pulumi config set --secret ngcApiKey" in str(run.error)
+    assert TEST_NGC_KEY not in str(run.error)
+
+
+def test_update_declares_what_preview_declares() -> None:
+    preview = run_program("round-robin", stack_config("round-robin"), preview=True)
+    update = run_program("round-robin", stack_config("round-robin"), preview=False)
+    assert _keys(preview) == _keys(update)
+    assert [r.inputs for r in _sorted(preview)] == [r.inputs for r in _sorted(update)]

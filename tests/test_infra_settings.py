@@ -1,0 +1,180 @@
+"""Stack settings: the real stack files parse; every bad value fails naming its key."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra import recipe
+from infra.routing import PROFILES
+from infra.settings import NGC_API_KEY, SettingsError, parse_settings
+from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
+
+STACKS = sorted(PROFILES)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
+    settings = parse_settings(stack_config(stack), stack)
+    assert settings.profile == stack
+    assert settings.routing == PROFILES[stack]
+    assert settings.graph_name == recipe.graph_name(stack)
+    assert settings.workers.replicas == 8 and settings.workers.gpus_per_worker == 1
+    assert (settings.workers.model_variant, settings.workers.precision) == ("super", "fp8")
+    assert (settings.timeouts.download_secs, settings.timeouts.graph_secs) == (7200, 3600)
+    assert settings.cache.keep_on_destroy and settings.cache.create_claim
+    assert settings.cache.claim_name == recipe.MODEL_CACHE_PVC_NAME
+
+
+def test_settings_hold_no_secret() -> None:
+    settings = parse_settings(stack_config("round-robin"), "round-robin")
+    assert TEST_NGC_KEY not in repr(settings)
+
+
+def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
+    """Each key has a type and description; all but the NGC key have a default, so a
+    stack needs only the secret and its cluster-specific settings."""
+    declared = project_file()["config"]
+    name = project_name()
+    for key, spec in declared.items():
+        assert {"type", "description"} <= set(spec), key
+        assert ("default" in spec) == (key != NGC_API_KEY), key
+    assert declared[NGC_API_KEY].get("secret") is True
+    raw = stack_config("round-robin")
+    extra = dict(raw, **{f"{name}:notDeclared": "x"})
+    with pytest.raises(SettingsError) as err:
+        parse_settings(extra, "round-robin")
+    assert err.value.problems == [
+        f"{name}:notDeclared: unknown setting; check the spelling against the `config:` "
+        "block of Pulumi.yaml, or remove it with `pulumi config rm`"
+    ]
+    # Every declared key is read: dropping any one of them is reported by name.
+    for key in declared:
+        partial = {k: v for k, v in raw.items() if k != f"{name}:{key}"}
+        if key == "cacheStorageClass":
+            continue  # its absence reads as the placeholder, reported below
+        with pytest.raises(SettingsError, match=f"{name}:{key}"):
+            parse_settings(partial, "round-robin")
+
+
+def test_the_seed_placeholder_storage_class_is_rejected() -> None:
+    raw = stack_config("round-robin", storage_class=None)  # Pulumi.yaml's placeholder
+    with pytest.raises(SettingsError) as err:
+        parse_settings(raw, "round-robin")
+    assert len(err.value.problems) == 1
+    assert "cacheStorageClass" in err.value.problems[0]
+    assert "ReadWriteMany" in err.value.problems[0]
+
+
+def test_an_existing_claim_needs_no_storage_class() -> None:
+    raw = stack_config("round-robin", {"cacheExistingClaim": "my-cache"}, storage_class=None)
+    settings = parse_settings(raw, "round-robin")
+    assert settings.cache.claim_name == "my-cache" and not settings.cache.create_claim
+
+
+def test_custom_stack_routes_as_configured() -> None:
+    raw = stack_config("kv-trial", {"routerMode": "kv", "sessionAffinity": True,
+                                    "sessionAffinityMode": "soft"})
+    settings = parse_settings(raw, "kv-trial")
+    assert settings.routing.router_mode == "kv"
+    assert settings.routing.affinity_mode == "soft"
+    assert settings.graph_name == recipe.graph_name("kv-trial")
+
+
+def test_node_selector_and_tolerations_parse() -> None:
+    raw = stack_config("round-robin", {
+        "gpuNodeSelector": ["nvidia.com/gpu.product=NVIDIA-H200"],
+        "gpuTolerations": ["nvidia.com/gpu:NoSchedule", "dedicated=gpu:NoExecute"],
+        "imagePullSecrets": ["registry-pull-secret"],
+    })
+    settings = parse_settings(raw, "round-robin")
+    assert settings.placement.node_selector == (("nvidia.com/gpu.product", "NVIDIA-H200"),)
+    assert [t.manifest() for t in settings.placement.tolerations] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+    ]
+    assert settings.secrets.image_pull_secrets == ("registry-pull-secret",)
+
+
+# (stack, short key overrides, key the message must name, words the fix must contain)
+BAD = [
+    ("round-robin", {"routerMode": "fastest"}, "routerMode", "round-robin"),
+    ("round-robin", {"sessionAffinity": "maybe"}, "sessionAffinity", "true or false"),
+    ("kv-trial", {"sessionAffinity": True, "sessionAffinityTtlSecs": 0},
+     "sessionAffinityTtlSecs", "1..31536000"),
+    ("kv-trial", {"sessionAffinityTtlSecs": "5m"}, "sessionAffinityTtlSecs", "integer"),
+    ("kv-trial", {"sessionAffinityMode": "sticky"}, "sessionAffinityMode", "hard, soft"),
+    ("session-affinity", {"sessionAffinity": False}, "sessionAffinity", "Pulumi.session-affinity"),
+    ("round-robin", {"sessionAffinity": True}, "sessionAffinityTtlSecs", "another name"),
+    ("round-robin", {"namespace": "Cosmos_3"}, "namespace", "lowercase"),
+    ("round-robin", {"createNamespace": "yes"}, "createNamespace", "true or false"),
+    ("round-robin", {"imagePullSecrets": "registry-pull-secret"}, "imagePullSecrets", "list"),
+    ("round-robin", {"imagePullSecrets": ["Bad Name"]}, "imagePullSecrets", "docker-registry"),
+    ("round-robin", {"cacheStorageClass": "<your-rwx-storage-class>"}, "cacheStorageClass",
+     "ReadWriteMany"),
+    ("round-robin", {"cacheStorageClass": "Fast_RWX"}, "cacheStorageClass", "storage class"),
+    ("round-robin", {"cacheSize": "50Gi"}, "cacheSize", "100Gi"),
+    ("round-robin", {"cacheSize": "lots"}, "cacheSize", "quantity"),
+    ("round-robin", {"cacheExistingClaim": "<existing-claim>"}, "cacheExistingClaim",
+     "existing"),
+    ("round-robin", {"cacheKeepOnDestroy": "sometimes"}, "cacheKeepOnDestroy", "true or false"),
+    ("round-robin", {"nimImage": "nvcr.io/nim/nvidia/cosmos3"}, "nimImage", "tag"),
+    ("round-robin", {"frontendImage": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:latest"},
+     "frontendImage", "explicit version"),
+    ("round-robin", {"workerRuntimeVersion": "v1.6"}, "workerRuntimeVersion", "MAJOR.MINOR"),
+    ("round-robin", {"workerReplicas": 0}, "workerReplicas", "1..64"),
+    ("round-robin", {"gpusPerWorker": 3}, "gpusPerWorker", "(1, 2, 4, 8)"),
+    ("round-robin", {"gpusPerWorker": 2}, "nimTagsSelector", "gpusPerWorker"),
+    ("round-robin", {"modelVariant": "ultra"}, "modelVariant", "super"),
+    ("round-robin", {"precision": "int3"}, "precision", "fp8"),
+    ("round-robin", {"nimModelProfile": "a b"}, "nimModelProfile", "list-model-profiles"),
+    ("round-robin", {"gpuNodeSelector": ["NVIDIA-H200"]}, "gpuNodeSelector", "label=value"),
+    ("round-robin", {"gpuTolerations": ["nvidia.com/gpu:Never"]}, "gpuTolerations", "NoSchedule"),
+    ("round-robin", {"workerCpu": "sixteen"}, "workerCpu", "quantity"),
+    ("round-robin", {"workerMemory": "96"}, "workerMemory", "96Gi"),
+    ("round-robin", {"workerSharedMemory": "-1Gi"}, "workerSharedMemory", "quantity"),
+    ("round-robin", {"downloadTimeoutSecs": 10}, "downloadTimeoutSecs", "60.."),
+    ("round-robin", {"downloadRetries": -1}, "downloadRetries", "0..10"),
+    ("round-robin", {"graphTimeoutSecs": "an hour"}, "graphTimeoutSecs", "integer"),
+]
+
+
+@pytest.mark.parametrize(("stack", "overrides", "key", "fix"), BAD,
+                         ids=[f"{b[2]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_setting_is_rejected_naming_the_key_and_fix(
+    stack: str, overrides: dict, key: str, fix: str
+) -> None:
+    with pytest.raises(SettingsError) as err:
+        parse_settings(stack_config(stack, overrides), stack)
+    message = str(err.value)
+    assert f"{project_name()}:{key}" in message
+    assert fix in message
+    assert "nothing was created" in message
+    assert TEST_NGC_KEY not in message
+
+
+def test_missing_or_plaintext_ngc_key_is_rejected_without_echoing_it() -> None:
+    with pytest.raises(SettingsError, match=r"cosmos3-routing:ngcApiKey: missing; run "
+                                            r"`pulumi config set --secret ngcApiKey`"):
+        parse_settings(stack_config("round-robin", ngc_key=None), "round-robin")
+    with pytest.raises(SettingsError, match="plain text") as err:
+        parse_settings(stack_config("round-robin"), "round-robin", secret_keys=frozenset())
+    assert TEST_NGC_KEY not in str(err.value)
+
+
+def test_bad_stack_name_is_rejected() -> None:
+    with pytest.raises(SettingsError, match="stack name 'Round_Robin'"):
+        parse_settings(stack_config("Round_Robin"), "Round_Robin")
+    too_long = "x" * 30
+    with pytest.raises(SettingsError, match="at most"):
+        parse_settings(stack_config(too_long), too_long)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    raw = stack_config("round-robin", {"routerMode": "fastest", "workerReplicas": -2,
+                                       "cacheSize": "1Gi"}, ngc_key=None, storage_class=None)
+    with pytest.raises(SettingsError) as err:
+        parse_settings(raw, "round-robin")
+    named = " ".join(err.value.problems)
+    for key in ("routerMode", "workerReplicas", "cacheSize", "ngcApiKey", "cacheStorageClass"):
+        assert f"cosmos3-routing:{key}" in named
+    assert len(err.value.problems) == 5
