@@ -27,11 +27,16 @@ from typing import Any
 
 from benchmarks.videos import video_name
 from infra import recipe
+from infra.benchmark_names import (
+    code_config_map_name,
+    results_subpath,
+    smoke_job_name,
+    sweep_job_name,
+    video_server_name,
+)
 from infra.benchmark_settings import BenchmarkSettings
 from infra.job_runner import config_map_key
 
-CODE_CONFIG_MAP = f"{recipe.RECIPE}-benchmark-code"
-VIDEO_SERVER = f"{recipe.RECIPE}-videos"
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80
 
@@ -40,8 +45,6 @@ WORK_DIR = "/work"
 SRC_DIR = f"{WORK_DIR}/src"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-# Folder of the cache claim that holds benchmark results, beside the model files.
-RESULTS_FOLDER = "benchmarks"
 RUNNER_KEY = config_map_key("infra/job_runner.py")
 
 # Pulumi Kubernetes provider annotations (await behaviour).
@@ -63,7 +66,6 @@ CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 class BenchmarkTarget:
     """Where the benchmark runs and what it measures, from the stack's settings."""
 
-    stack: str
     profile: str
     namespace: str
     frontend_service: str
@@ -79,34 +81,26 @@ class BenchmarkTarget:
     def video_base_url(self) -> str:
         # `<service>.<namespace>.svc` resolves in any cluster domain through the pod's
         # DNS search path; the port is the Service's.
-        return f"http://{VIDEO_SERVER}.{self.namespace}.svc:{VIDEO_SERVICE_PORT}/"
+        service = video_server_name(self.profile)
+        return f"http://{service}.{self.namespace}.svc:{VIDEO_SERVICE_PORT}/"
 
 
 # ---------------------------------------------------------------------------------------
 # Names and paths
 
 
-def smoke_job_name(run_id: str) -> str:
-    return f"{recipe.RECIPE}-smoke-{run_id}"
+RUN_ID_LABEL = "cosmos3-routing/run-id"
 
 
-def sweep_job_name(run_id: str) -> str:
-    return f"{recipe.RECIPE}-sweep-{run_id}"
-
-
-def results_subpath(stack: str, run_id: str) -> str:
-    """Where a run's results live inside the cache claim."""
-    return f"{RESULTS_FOLDER}/{stack}/{run_id}"
-
-
-def labels(component: str, run_id: str | None = None) -> dict[str, str]:
+def labels(component: str, profile: str, run_id: str | None = None) -> dict[str, str]:
+    """The instance label keeps two stacks' objects (and selectors) apart in one namespace."""
     out = {
         "app.kubernetes.io/name": recipe.RECIPE,
-        "app.kubernetes.io/part-of": recipe.RECIPE,
+        "app.kubernetes.io/instance": profile,
         "app.kubernetes.io/component": component,
     }
     if run_id is not None:
-        out["benchmark.cosmos3/run-id"] = run_id
+        out[RUN_ID_LABEL] = run_id
     return out
 
 
@@ -140,7 +134,9 @@ def shipped_sources(repo_root: Path) -> dict[str, str]:
     return files
 
 
-def code_config_map(namespace: str, sources: Mapping[str, str]) -> dict[str, Any]:
+def code_config_map(
+    namespace: str, profile: str, sources: Mapping[str, str]
+) -> dict[str, Any]:
     """One ConfigMap with every shipped file under a flat key (see job_runner)."""
     data = {config_map_key(path): text for path, text in sorted(sources.items())}
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
@@ -152,8 +148,8 @@ def code_config_map(namespace: str, sources: Mapping[str, str]) -> dict[str, Any
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": CODE_CONFIG_MAP, "namespace": namespace,
-                     "labels": labels("benchmark-code")},
+        "metadata": {"name": code_config_map_name(profile), "namespace": namespace,
+                     "labels": labels("benchmark-code", profile)},
         "data": data,
     }
 
@@ -190,7 +186,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--questions-per-video", str(settings.questions_per_video),
         "--concurrency", *(str(c) for c in settings.concurrencies),
         "--run-id", settings.run_id,
-        "--out", f"{CACHE_DIR}/{results_subpath(target.stack, settings.run_id)}",
+        "--out", f"{CACHE_DIR}/{results_subpath(target.profile, settings.run_id)}",
         *(["--session-affinity"] if target.session_affinity else []),
     ]
 
@@ -232,8 +228,8 @@ def _pod_security() -> dict[str, Any]:
     }
 
 
-def _code_volume() -> dict[str, Any]:
-    return {"name": "code", "configMap": {"name": CODE_CONFIG_MAP}}
+def _code_volume(profile: str) -> dict[str, Any]:
+    return {"name": "code", "configMap": {"name": code_config_map_name(profile)}}
 
 
 def _work_volume() -> dict[str, Any]:
@@ -273,7 +269,7 @@ def _pod_spec(
         "securityContext": _pod_security(),
         "automountServiceAccountToken": False,
         "containers": containers,
-        "volumes": [_code_volume(), _work_volume(), *volumes],
+        "volumes": [_code_volume(target.profile), _work_volume(), *volumes],
     }
     if init_containers:
         spec["initContainers"] = init_containers
@@ -294,7 +290,7 @@ def video_server_deployment(
     target: BenchmarkTarget, settings: BenchmarkSettings
 ) -> dict[str, Any]:
     """Makes the videos (init container), then serves them read-only over HTTP."""
-    selector = labels("benchmark-videos")
+    selector = labels("benchmark-videos", target.profile)
     server = {
         "name": "main",
         "image": settings.image,
@@ -318,7 +314,8 @@ def video_server_deployment(
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
-            "name": VIDEO_SERVER, "namespace": target.namespace, "labels": selector,
+            "name": video_server_name(target.profile), "namespace": target.namespace,
+            "labels": selector,
             "annotations": {TIMEOUT_ANNOTATION: str(settings.video_server_timeout_secs)},
         },
         "spec": {
@@ -333,11 +330,12 @@ def video_server_deployment(
 
 
 def video_service(target: BenchmarkTarget) -> dict[str, Any]:
-    selector = labels("benchmark-videos")
+    selector = labels("benchmark-videos", target.profile)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": VIDEO_SERVER, "namespace": target.namespace, "labels": selector},
+        "metadata": {"name": video_server_name(target.profile), "namespace": target.namespace,
+                     "labels": selector},
         "spec": {
             "selector": selector,
             "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}],
@@ -354,7 +352,7 @@ def _job(
     deadline_secs: int, backoff_limit: int, annotations: dict[str, str],
     pod_failure_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    job_labels = labels(component, run_id)
+    job_labels = labels(component, target.profile, run_id)
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "activeDeadlineSeconds": deadline_secs,
@@ -378,7 +376,7 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
         "main", smoke_args(target, settings), settings.image, _resources("500m", "1Gi", "2Gi"),
     )
     return _job(
-        smoke_job_name(settings.run_id), "benchmark-smoke", target, settings.run_id,
+        smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
         _pod_spec(target, [container], [], "Never"),
         deadline_secs=settings.smoke_timeout_secs, backoff_limit=0,
         annotations={TIMEOUT_ANNOTATION: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS)},
@@ -410,7 +408,8 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
         ]
     }
     return _job(
-        sweep_job_name(settings.run_id), "benchmark-sweep", target, settings.run_id, pod,
+        sweep_job_name(target.profile, settings.run_id), "benchmark-sweep", target,
+        settings.run_id, pod,
         deadline_secs=settings.sweep_timeout_secs, backoff_limit=3, annotations=annotations,
         pod_failure_policy=policy,
     )
@@ -423,7 +422,7 @@ def benchmark_manifests(
     if not settings.any_enabled:
         return {}
     out = {
-        "code": code_config_map(target.namespace, sources),
+        "code": code_config_map(target.namespace, target.profile, sources),
         "video-server": video_server_deployment(target, settings),
         "video-service": video_service(target),
     }
@@ -439,7 +438,7 @@ def benchmark_manifests(
 
 
 def results_reader_pod(
-    namespace: str, claim: str, image: str, name: str,
+    namespace: str, profile: str, claim: str, image: str, name: str,
     image_pull_secrets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
@@ -470,6 +469,6 @@ def results_reader_pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": labels("benchmark-results-reader")},
+                     "labels": labels("benchmark-results-reader", profile)},
         "spec": pod,
     }

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from benchmarks.shape import SEED_SHAPE
+from infra.benchmark_names import max_run_id_len
 
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
-# Run ids end up in Job names (at most 63 characters with the recipe prefix).
+# Run ids end up in Job names and folder names; the profile may shorten this further.
 RUN_ID_MAX_LEN = 30
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # registry/repository:tag with an explicit tag (a digest may follow).
@@ -143,14 +144,16 @@ def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
     return tuple(value)
 
 
-def read_benchmark_settings(r: ConfigReader) -> BenchmarkSettings:
+def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
     """Typed benchmark settings; each bad value is recorded on `r` with its key and fix."""
     run_id = r.string(KEY_RUN_ID)
-    if not _RUN_ID.match(run_id) or len(run_id) > RUN_ID_MAX_LEN:
+    longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
+    if not _RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem(
             KEY_RUN_ID,
-            f"'{run_id}' is not a run id; use lowercase letters, digits and '-', at most "
-            f"{RUN_ID_MAX_LEN} characters, e.g. `pulumi config set {KEY_RUN_ID} run-2`",
+            f"'{run_id}' is not a run id for stack '{profile}'; use lowercase letters, "
+            f"digits and '-', at most {longest} characters (it names the Jobs and the "
+            f"results folder), e.g. `pulumi config set {KEY_RUN_ID} run-2`",
         )
     image = r.string(KEY_IMAGE)
     if not _IMAGE.match(image) or image.endswith(":latest"):

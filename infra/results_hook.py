@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from infra.benchmark_jobs import CACHE_DIR, results_reader_pod, results_subpath, sweep_job_name
+from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
+from infra.benchmark_names import results_subpath, sweep_job_name
 
 AIPERF_EXPORT = "profile_export_aiperf.json"
 REPORT_FOLDER = "report"
@@ -62,7 +63,7 @@ class RunLocation:
 
     @property
     def sweep_job(self) -> str:
-        return sweep_job_name(self.run_id)
+        return sweep_job_name(self.stack, self.run_id)
 
     @property
     def subpath(self) -> str:
@@ -317,7 +318,7 @@ class KubernetesClusterIO:
 
     def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
-        manifest = results_reader_pod(location.namespace, location.cache_claim,
+        manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
                                       location.image, name, location.image_pull_secrets)
         self._core.create_namespaced_pod(location.namespace, manifest)
         try:

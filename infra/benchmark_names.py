@@ -1,0 +1,43 @@
+"""Names of the benchmark's cluster objects and where a run's results live.
+
+Why a module of its own: the manifests, the settings check (a run id must keep every Job
+name a valid DNS label), the results hook and `collect` must agree on them. Every name
+carries the profile, so both stacks can share one namespace (and one cache) without
+touching each other's objects; the Job names also carry the run id, so a new run id
+replaces the Jobs and nothing else.
+"""
+
+from __future__ import annotations
+
+from infra import recipe
+
+# A Job's name is also a label value of its pods: at most 63 characters.
+MAX_NAME_LEN = 63
+# Folder of the cache claim that holds benchmark results, beside the model files.
+RESULTS_FOLDER = "benchmarks"
+
+
+def code_config_map_name(profile: str) -> str:
+    return f"{recipe.RECIPE}-bench-code-{profile}"
+
+
+def video_server_name(profile: str) -> str:
+    return f"{recipe.RECIPE}-videos-{profile}"
+
+
+def smoke_job_name(profile: str, run_id: str) -> str:
+    return f"{recipe.RECIPE}-smoke-{profile}-{run_id}"
+
+
+def sweep_job_name(profile: str, run_id: str) -> str:
+    return f"{recipe.RECIPE}-sweep-{profile}-{run_id}"
+
+
+def max_run_id_len(profile: str) -> int:
+    """The longest run id that keeps both Job names within 63 characters."""
+    return MAX_NAME_LEN - max(len(smoke_job_name(profile, "")), len(sweep_job_name(profile, "")))
+
+
+def results_subpath(profile: str, run_id: str) -> str:
+    """Where a run's results live inside the cache claim."""
+    return f"{RESULTS_FOLDER}/{profile}/{run_id}"
