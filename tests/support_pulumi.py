@@ -75,7 +75,6 @@ class Registration:
 class ProgramRun:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
-    secret_outputs: set[str] = field(default_factory=set)
     logs: list[str] = field(default_factory=list)
     error: BaseException | None = None
 
@@ -179,16 +178,7 @@ def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | Non
         def record(resolved: list[Any]) -> None:
             run.outputs.update(dict(zip(names, resolved, strict=True)))
 
-        secrets = [v.is_secret() for v in values]
-
-        async def mark() -> None:
-            for name, flag in zip(names, secrets, strict=True):
-                if await flag:
-                    run.secret_outputs.add(name)
-
-        return pulumi.Output.all(*values, pulumi.Output.from_input(mark())).apply(
-            lambda resolved: record(resolved[:-1])
-        )
+        return pulumi.Output.all(*values).apply(record)
 
     try:
         program()
