@@ -10,7 +10,8 @@ Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the test
   HTTP by a Service, so traffic and media never leave the cluster.
 - The smoke Job and the sweep Job are awaited by the Kubernetes provider (to completion,
   with `pulumi.com/timeoutSeconds`); a failed Job fails `pulumi up` with the command's last
-  log line, which the runner writes to the termination log that the provider reports.
+  log line, which the runner writes to the termination log that the provider reports, and
+  is run again by the next `up` (`pulumi.com/replaceUnready`).
 - The sweep writes to the model-cache claim under `benchmarks/<stack>/<run-id>/`, which
   outlives the Job (and `pulumi destroy`, by default) until the hook or `collect` fetches it.
 - The run id is part of both Job names: a new run id replaces both Jobs (the smoke test
@@ -36,6 +37,7 @@ from infra.benchmark_names import (
 )
 from infra.benchmark_settings import BenchmarkSettings
 from infra.job_runner import config_map_key
+from infra.manifests import PROFILE_LABEL, REPLACE_UNREADY, TIMEOUT_SECONDS, common_labels
 
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80
@@ -47,9 +49,8 @@ VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
 RUNNER_KEY = config_map_key("infra/job_runner.py")
 
-# Pulumi Kubernetes provider annotations (await behaviour).
-TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-SKIP_AWAIT_ANNOTATION = "pulumi.com/skipAwait"
+# Pulumi Kubernetes provider annotation: create without awaiting (a sweep left running).
+SKIP_AWAIT = "pulumi.com/skipAwait"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
 
@@ -93,10 +94,10 @@ RUN_ID_LABEL = "cosmos3-routing/run-id"
 
 
 def labels(component: str, profile: str, run_id: str | None = None) -> dict[str, str]:
-    """The instance label keeps two stacks' objects (and selectors) apart in one namespace."""
+    """The profile label keeps two stacks' objects (and selectors) apart in one namespace."""
     out = {
-        "app.kubernetes.io/name": recipe.RECIPE,
-        "app.kubernetes.io/instance": profile,
+        **common_labels(),
+        PROFILE_LABEL: profile,
         "app.kubernetes.io/component": component,
     }
     if run_id is not None:
@@ -316,7 +317,7 @@ def video_server_deployment(
         "metadata": {
             "name": video_server_name(target.profile), "namespace": target.namespace,
             "labels": selector,
-            "annotations": {TIMEOUT_ANNOTATION: str(settings.video_server_timeout_secs)},
+            "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)},
         },
         "spec": {
             "replicas": 1,
@@ -379,7 +380,9 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
         smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
         _pod_spec(target, [container], [], "Never"),
         deadline_secs=settings.smoke_timeout_secs, backoff_limit=0,
-        annotations={TIMEOUT_ANNOTATION: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS)},
+        annotations={TIMEOUT_SECONDS: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS),
+                     # After a failed smoke test, the next `up` runs it again.
+                     REPLACE_UNREADY: "true"},
     )
 
 
@@ -396,9 +399,11 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
         [{"name": "cache", "persistentVolumeClaim": {"claimName": target.cache_claim}}],
         "Never",
     )
-    annotations = {TIMEOUT_ANNOTATION: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS)}
+    # After a failed sweep, the next `up` runs it again; the same run id resumes it.
+    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS),
+                   REPLACE_UNREADY: "true"}
     if not settings.wait_for_sweep:
-        annotations[SKIP_AWAIT_ANNOTATION] = "true"
+        annotations[SKIP_AWAIT] = "true"
     policy = {
         "rules": [
             {"action": "Ignore",

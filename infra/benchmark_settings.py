@@ -85,41 +85,23 @@ class BenchmarkSettings:
         return self.smoke or self.sweep
 
 
-# Key, default, description: what Pulumi.yaml declares and the README lists.
 def config_schema() -> dict[str, dict[str, Any]]:
-    """The `config:` entries of these settings, in Pulumi.yaml's shape."""
+    """Type and default of each key, as Pulumi.yaml must declare them (a test compares)."""
     d = BenchmarkSettings()
+    integer = {"type": "integer"}
     return {
-        KEY_SMOKE: {"type": "boolean", "default": d.smoke,
-                    "description": "Run the smoke test (one video, one question) after the "
-                    "graph is Ready; a failure stops `pulumi up` with its reason."},
-        KEY_SWEEP: {"type": "boolean", "default": d.sweep,
-                    "description": "Run the AIPerf sweep after the smoke test passed."},
-        KEY_WAIT: {"type": "boolean", "default": d.wait_for_sweep,
-                   "description": "Wait for the sweep (hours) and bring its results home; "
-                   "false returns once it started (fetch later with "
-                   "`python -m benchmarks collect`)."},
-        KEY_RUN_ID: {"type": "string", "default": d.run_id,
-                     "description": "Names the run's results folder; a new value reruns the "
-                     "smoke test and the sweep without touching the graph."},
-        KEY_CONCURRENCIES: {"type": "array", "items": {"type": "integer"},
-                            "default": list(d.concurrencies),
-                            "description": "Concurrency levels of the sweep, in order."},
-        KEY_VIDEOS: {"type": "integer", "default": d.videos,
-                     "description": "Synthetic videos served in the cluster and swept."},
-        KEY_QUESTIONS: {"type": "integer", "default": d.questions_per_video,
-                        "description": "Questions per video (requests per level = videos "
-                        "x questions)."},
-        KEY_IMAGE: {"type": "string", "default": d.image,
-                    "description": "Image of the benchmark pods; the pinned client is "
-                    "installed at start unless the image already has it."},
-        KEY_SMOKE_TIMEOUT: {"type": "integer", "default": d.smoke_timeout_secs,
-                            "description": "Seconds the smoke test may take."},
-        KEY_SWEEP_TIMEOUT: {"type": "integer", "default": d.sweep_timeout_secs,
-                            "description": "Seconds the whole sweep may take."},
-        KEY_VIDEO_SERVER_TIMEOUT: {"type": "integer", "default": d.video_server_timeout_secs,
-                                   "description": "Seconds the video server may take to "
-                                   "make its videos and become ready."},
+        KEY_SMOKE: {"type": "boolean", "default": d.smoke},
+        KEY_SWEEP: {"type": "boolean", "default": d.sweep},
+        KEY_WAIT: {"type": "boolean", "default": d.wait_for_sweep},
+        KEY_RUN_ID: {"type": "string", "default": d.run_id},
+        KEY_CONCURRENCIES: {"type": "array", "items": integer,
+                            "default": list(d.concurrencies)},
+        KEY_VIDEOS: {**integer, "default": d.videos},
+        KEY_QUESTIONS: {**integer, "default": d.questions_per_video},
+        KEY_IMAGE: {"type": "string", "default": d.image},
+        KEY_SMOKE_TIMEOUT: {**integer, "default": d.smoke_timeout_secs},
+        KEY_SWEEP_TIMEOUT: {**integer, "default": d.sweep_timeout_secs},
+        KEY_VIDEO_SERVER_TIMEOUT: {**integer, "default": d.video_server_timeout_secs},
     }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import recipe
+from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
 from infra.routing import (
     AFFINITY_MODES,
     AFFINITY_TTL_MAX_SECS,
@@ -181,6 +182,7 @@ class Settings:
     placement: PlacementSettings
     workers: WorkerSettings
     timeouts: TimeoutSettings
+    benchmark: BenchmarkSettings
 
     @property
     def graph_name(self) -> str:
@@ -529,6 +531,7 @@ def parse_settings(
         placement=_read_placement(r),
         workers=_read_workers(r),
         timeouts=_read_timeouts(r),
+        benchmark=read_benchmark_settings(r, profile),
     )
     if secret_keys is not None and r.full(NGC_API_KEY) in raw:
         if r.full(NGC_API_KEY) not in secret_keys:
