@@ -241,6 +241,10 @@ class RecordingOpenAIServer:
         if not pieces and nvext:
             final["nvext"] = nvext
         events.append(final)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 1, "completion_tokens": len(pieces),
+                     "total_tokens": 1 + len(pieces)}
+            events.append({**base, "choices": [], "usage": usage})
         # One write for the whole answer: the server costs next to nothing per request.
         data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         await response.write(data.encode())

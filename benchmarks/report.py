@@ -1,0 +1,353 @@
+"""`report DIR [DIR ...] --out OUT`: the side-by-side comparison of routing profiles.
+
+Finds every AIPerf `profile_export_aiperf.json` under the given directories, takes each
+export's concurrency from its own `input_config`, and labels it by the profile in the
+nearest `manifest.json` above it (a sweep's run directory), else by the directory name.
+The first profile found is the baseline: every other profile's throughput gain is in
+percent over it. Writes `report.md` (the seed's "Measured performance" table, then TTFT
+p90, request-latency p50 and output tokens/s), `report.csv` and `report.json` (the same
+numbers, unrounded), and `throughput.png`, `ttft.png`.
+
+A run directory may also hold `routing_stickiness.json` (written by the local rehearsal):
+`{"by_concurrency": {"<c>": {"videos", "share_single_worker", "mean_workers_per_video",
+"workers_seen"}}}`; it is shown beside the throughput. A manifest's `notes` are listed.
+
+Programmatic use: `build_report([run_dir, ...], out) -> Path` (the report.md path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.aiperf_command import SUMMARY_EXPORT
+from benchmarks.aiperf_export import ExportError, LevelSummary, summarize_file
+from benchmarks.sweep import MANIFEST_NAME
+
+STICKINESS_FILE = "routing_stickiness.json"
+AIPERF_PHASES_DIR = "phases"
+STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
+METRICS = (
+    ("request_throughput", "req/s"),
+    ("ttft_p50_ms", "TTFT p50 (ms)"),
+    ("ttft_p90_ms", "TTFT p90 (ms)"),
+    ("request_latency_p50_ms", "request latency p50 (ms)"),
+    ("output_token_throughput", "output tokens/s"),
+)
+
+
+class ReportError(ValueError):
+    pass
+
+
+@dataclass
+class ProfileRun:
+    """The levels of one labelled run (one profile)."""
+
+    label: str
+    source: Path
+    manifest: dict[str, Any] | None
+    levels: dict[int, LevelSummary] = field(default_factory=dict)
+    exports: dict[int, Path] = field(default_factory=dict)
+    stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _nearest_manifest(export: Path, root: Path) -> Path | None:
+    for folder in export.parents:
+        if (folder / MANIFEST_NAME).is_file():
+            return folder
+        if folder == root:
+            return None
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _stickiness(run_dir: Path) -> dict[int, dict[str, Any]]:
+    data = _read_json(run_dir / STICKINESS_FILE) or {}
+    out = {}
+    for level, entry in (data.get("by_concurrency") or {}).items():
+        if isinstance(entry, dict):
+            out[int(level)] = {k: entry.get(k) for k in STICKINESS_KEYS}
+    return out
+
+
+def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
+    """Group every export under `dirs` by run, in the order the directories were given."""
+    runs: dict[Path, ProfileRun] = {}
+    for root in dirs:
+        if not root.is_dir():
+            raise ReportError(f"{root} is not a directory")
+        # AIPerf also writes per-phase copies under phases/ (warm-up included): skip them.
+        exports = sorted(
+            p for p in root.rglob(SUMMARY_EXPORT)
+            if AIPERF_PHASES_DIR not in p.relative_to(root).parts
+        )
+        if not exports:
+            warn(f"report: no {SUMMARY_EXPORT} under {root}")
+        for export in exports:
+            run_dir = _nearest_manifest(export, root) or root
+            run = runs.get(run_dir)
+            if run is None:
+                manifest = _read_json(run_dir / MANIFEST_NAME)
+                label = (manifest or {}).get("profile") or run_dir.name
+                run = runs[run_dir] = ProfileRun(label, run_dir, manifest)
+                run.stickiness = _stickiness(run_dir)
+            summary = summarize_file(export)
+            earlier = run.exports.get(summary.concurrency)
+            if earlier is not None:
+                newer = max(earlier, export, key=lambda p: p.stat().st_mtime)
+                warn(f"report: two exports of concurrency {summary.concurrency} in "
+                     f"{run_dir}; using the newer {newer}")
+                if newer == earlier:
+                    continue
+            run.levels[summary.concurrency] = summary
+            run.exports[summary.concurrency] = export
+    labels = [r.label for r in runs.values()]
+    for run in runs.values():
+        if labels.count(run.label) > 1:
+            run.label = f"{run.label} ({run.source.name})"
+    return list(runs.values())
+
+
+def gain_pct(value: float | None, baseline: float | None) -> float | None:
+    if value is None or not baseline:
+        return None
+    return (value / baseline - 1.0) * 100.0
+
+
+def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
+    """One row per (concurrency, profile): every metric, the gain over the first profile."""
+    baseline = runs[0]
+    rows = []
+    for concurrency in sorted({c for r in runs for c in r.levels}):
+        base = baseline.levels.get(concurrency)
+        for run in runs:
+            level = run.levels.get(concurrency)
+            if level is None:
+                continue
+            sticky = run.stickiness.get(concurrency, {})
+            rows.append({
+                "concurrency": concurrency,
+                "profile": run.label,
+                "requests": level.requests,
+                "errors": level.errors,
+                **{name: getattr(level, name) for name, _ in METRICS},
+                "throughput_gain_pct": gain_pct(
+                    level.request_throughput, base.request_throughput if base else None),
+                **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
+                "export": str(run.exports[concurrency]),
+            })
+    return rows
+
+
+def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.0f}%"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) -> str:
+    by_key = {(r["concurrency"], r["profile"]): r for r in rows}
+    levels = sorted({r["concurrency"] for r in rows})
+    labels = [r.label for r in runs]
+    base = labels[0]
+
+    def cell(c: int, label: str, key: str, fmt: Any) -> str:
+        row = by_key.get((c, label))
+        return fmt(row[key]) if row else "n/a"
+
+    out = ["# Routing comparison", ""]
+    out.append(f"Profiles: {', '.join(labels)}. Throughput gain is over {base}.")
+    out.append("")
+    header = ["Concurrency", *(f"{lb} req/s" for lb in labels)]
+    header += [f"{lb} throughput gain" for lb in labels[1:]]
+    header += [f"{lb} TTFT p50" for lb in labels]
+    body = []
+    for c in levels:
+        row = [str(c)]
+        row += [cell(c, lb, "request_throughput", _fmt) for lb in labels]
+        row += [cell(c, lb, "throughput_gain_pct", _pct) for lb in labels[1:]]
+        row += [cell(c, lb, "ttft_p50_ms", lambda v: _fmt(v, 0, " ms")) for lb in labels]
+        body.append(row)
+    out += _table(header, body)
+    out += ["", "## Latency and token throughput", ""]
+    header = ["Concurrency"]
+    for lb in labels:
+        header += [f"{lb} TTFT p90", f"{lb} request latency p50", f"{lb} output tokens/s"]
+    body = []
+    for c in levels:
+        row = [str(c)]
+        for lb in labels:
+            row += [cell(c, lb, "ttft_p90_ms", lambda v: _fmt(v, 0, " ms")),
+                    cell(c, lb, "request_latency_p50_ms", lambda v: _fmt(v, 0, " ms")),
+                    cell(c, lb, "output_token_throughput", lambda v: _fmt(v, 0))]
+        body.append(row)
+    out += _table(header, body)
+    out += ["", "## Requests", ""]
+    body = [[str(c)] + [cell(c, lb, "requests", str) + " / " + cell(c, lb, "errors", str)
+                        for lb in labels] for c in levels]
+    out += _table(["Concurrency", *(f"{lb} requests / errors" for lb in labels)], body)
+    sticky_runs = [r for r in runs if r.stickiness]
+    if sticky_runs:
+        out += ["", "## Routing stickiness (which worker served each video's questions)", ""]
+        header = ["Concurrency"]
+        for r in sticky_runs:
+            header += [f"{r.label} videos on one worker", f"{r.label} workers per video"]
+        body = []
+        for c in sorted({c for r in sticky_runs for c in r.stickiness}):
+            row = [str(c)]
+            for r in sticky_runs:
+                s = r.stickiness.get(c, {})
+                share = s.get("share_single_worker")
+                row += [_fmt(None if share is None else share * 100, 0, "%"),
+                        _fmt(s.get("mean_workers_per_video"), 2)]
+            body.append(row)
+        out += _table(header, body)
+    out += ["", "## Runs", ""]
+    for run in runs:
+        m = run.manifest or {}
+        facts = [f"**{run.label}**: `{run.source}`"]
+        if m:
+            ttl = m.get("affinity_ttl_secs")
+            facts.append(
+                f"endpoint {m.get('endpoint')}, model {m.get('model')}, "
+                f"session header {m.get('session_header') or 'none'}"
+                + (f", affinity TTL {ttl} s" if ttl else "")
+                + f"; {m.get('requests_per_level')} requests per level "
+                f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
+                f"questions), {m.get('output_tokens')} output tokens, warm-up "
+                f"{m.get('warmup_requests')} requests, seed {m.get('random_seed')}; "
+                f"AIPerf {(m.get('tools') or {}).get('aiperf')}"
+            )
+        out.append("- " + " ".join(facts))
+        for note in m.get("notes") or []:
+            out.append(f"  - note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def write_plots(runs: Sequence[ProfileRun], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in runs:
+        levels = sorted(run.levels)
+        ax.plot(levels, [run.levels[c].request_throughput for c in levels], marker="o",
+                label=run.label)
+    ax.set(xscale="log", xlabel="concurrency", ylabel="requests/s",
+           title="Throughput against concurrency")
+    _concurrency_ticks(ax, runs)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "throughput.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, run in enumerate(runs):
+        levels = sorted(run.levels)
+        for key, style, name in (("ttft_p50_ms", "-", "p50"), ("ttft_p90_ms", "--", "p90")):
+            values = [getattr(run.levels[c], key) for c in levels]
+            points = [(c, v) for c, v in zip(levels, values, strict=True) if v is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{index}",
+                        label=f"{run.label} TTFT {name}")
+    ax.set(xscale="log", xlabel="concurrency", ylabel="milliseconds",
+           title="Time to first token against concurrency")
+    _concurrency_ticks(ax, runs)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "ttft.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def _concurrency_ticks(ax: Any, runs: Sequence[ProfileRun]) -> None:
+    levels = sorted({c for r in runs for c in r.levels})
+    ax.set_xticks(levels)
+    ax.set_xticklabels([str(c) for c in levels])
+    ax.minorticks_off()
+
+
+def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path:
+    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path."""
+    runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
+    if not runs:
+        raise ReportError(
+            f"no AIPerf results ({SUMMARY_EXPORT}) under {', '.join(map(str, run_dirs))}: "
+            f"run `python -m benchmarks sweep` first"
+        )
+    rows = report_rows(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "report.md"
+    markdown.write_text(render_markdown(runs, rows))
+    with open(out / "report.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    summary = {
+        "baseline": runs[0].label,
+        "profiles": [r.label for r in runs],
+        "rows": rows,
+        "runs": [
+            {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
+             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())},
+             "notes": (r.manifest or {}).get("notes") or []}
+            for r in runs
+        ],
+    }
+    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_plots(runs, out)
+    return markdown
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="compare sweep results: Markdown, CSV, JSON and plots",
+        description="Compare AIPerf results of one or more runs side by side: req/s, "
+        "throughput gain over the first profile, TTFT p50/p90, request-latency p50, output "
+        "tokens/s per concurrency. The first directory's profile is the baseline.",
+    )
+    p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
+    p.add_argument("--out", type=Path, required=True, help="report directory")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        markdown = build_report(args.dirs, args.out,
+                                warn=lambda line: print(line, file=sys.stderr))
+    except (ReportError, ExportError) as exc:
+        print(f"report: error: {exc}", file=sys.stderr)
+        return 1
+    print(markdown.read_text())
+    print(f"report: written to {args.out} (report.md, report.csv, report.json, "
+          f"throughput.png, ttft.png)")
+    return 0

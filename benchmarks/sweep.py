@@ -1,0 +1,576 @@
+"""`sweep`: AIPerf at each concurrency level, resumable, with a manifest of what ran.
+
+Layout of a run (`results/<profile>/<run-id>/` unless `--out` names it):
+    manifest.json            what produced the results (see `manifest_base`) + level states
+    dataset.jsonl            when the sweep built the dataset itself (+ dataset.meta.json)
+    tokenizer/               the tiny local tokenizer, when none was given
+    concurrency-<N>/         AIPerf's artifact directory of one level
+        profile_export_aiperf.json   summary (what `report` reads)
+        profile_export.jsonl         one record per request (export level records/raw)
+        profile_export_raw.jsonl     requests and responses verbatim (export level raw)
+        aiperf_console.log           AIPerf's own output
+
+Resume: a level is complete when the manifest says so and its summary export exists.
+Rerunning with the same run directory keeps complete levels and redoes any other level
+from scratch (an interrupted level's partial artifacts are removed first). A rerun with
+different settings (endpoint, dataset, profile...) is refused: results of two setups
+never mix in one run.
+
+Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.aiperf_command import (
+    EXPORT_LEVELS,
+    SUMMARY_EXPORT,
+    LevelSpec,
+    aiperf_command,
+    aiperf_env,
+)
+from benchmarks.aiperf_export import ExportError, summarize_file
+from benchmarks.dataset import build_dataset, load_dataset_info, video_references
+from benchmarks.shape import SEED_SHAPE
+from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
+from benchmarks.videos import load_manifest
+from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
+from infra.routing import PROFILES
+
+MANIFEST_NAME = "manifest.json"
+LEVEL_LOG = "aiperf_console.log"
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
+
+Say = Callable[[str], None]
+
+
+class SweepError(RuntimeError):
+    """A sweep that cannot start or cannot go on; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One sweep. Only `url` and `dataset` are required.
+
+    `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
+    PROFILES needs it explicitly. True sends `infra.recipe.SESSION_HEADER` per session.
+    `requests_per_level` None sends the whole dataset; else a multiple of the questions
+    per video (whole sessions). `tokenizer` None builds the tiny local tokenizer in the run
+    directory (token counts then come from the server, see `server_token_count`).
+    `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
+    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`); `export_level`
+    "raw" keeps every response (see benchmarks/aiperf_command.py). `deployment` holds
+    facts about the target (images, versions...) copied into the manifest; `notes` are
+    free-text lines shown in the report.
+    """
+
+    url: str
+    dataset: Path
+    profile: str = "round-robin"
+    model: str = SERVED_MODEL_NAME
+    affinity: bool | None = None
+    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
+    requests_per_level: int | None = None
+    output_tokens: int = SEED_SHAPE.output_tokens
+    warmup_requests: int = SEED_SHAPE.warmup_requests
+    random_seed: int = SEED_SHAPE.random_seed
+    tokenizer: str | None = None
+    server_token_count: bool = True
+    results_root: Path = Path("results")
+    run_id: str | None = None
+    run_dir: Path | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    export_level: str = "records"
+    request_timeout_secs: float = 600.0
+    level_timeout_secs: float = 8 * 3600.0
+    heartbeat_secs: float = 60.0
+    notes: tuple[str, ...] = ()
+    deployment: Mapping[str, Any] = field(default_factory=dict)
+    python: str = sys.executable
+
+
+@dataclass(frozen=True)
+class DatasetScan:
+    """What the sweep needs to know about a dataset file (any origin)."""
+
+    sha256: str
+    requests: int
+    sessions: int
+    questions_per_session: int | None  # None when sessions differ in size
+    output_tokens: frozenset[int]
+
+
+def scan_dataset(path: Path) -> DatasetScan:
+    digest = hashlib.sha256()
+    sizes: dict[str, int] = {}
+    lengths: set[int] = set()
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            digest.update(raw)
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError as exc:
+                raise SweepError(f"dataset {path} line {number} is not JSON: {exc}") from exc
+            if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
+                raise SweepError(
+                    f"dataset {path} line {number} has no `messages`: build the dataset "
+                    f"with `python -m benchmarks dataset`"
+                )
+            session = str(line.get("session_id", f"line-{number}"))
+            sizes[session] = sizes.get(session, 0) + 1
+            if isinstance(line.get("output_length"), int):
+                lengths.add(line["output_length"])
+    counts = set(sizes.values())
+    return DatasetScan(
+        sha256=digest.hexdigest(),
+        requests=sum(sizes.values()),
+        sessions=len(sizes),
+        questions_per_session=counts.pop() if len(counts) == 1 else None,
+        output_tokens=frozenset(lengths),
+    )
+
+
+def resolve_affinity(config: SweepConfig) -> bool:
+    if config.affinity is not None:
+        return config.affinity
+    if config.profile in PROFILES:
+        return PROFILES[config.profile].affinity
+    raise SweepError(
+        f"profile {config.profile!r} is not one of {sorted(PROFILES)}: say whether it sends "
+        f"{SESSION_HEADER} with --session-affinity or --no-session-affinity"
+    )
+
+
+def resolve_run_dir(config: SweepConfig) -> Path:
+    if config.run_dir is not None:
+        return config.run_dir
+    run_id = config.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return config.results_root / config.profile / run_id
+
+
+def config_problems(config: SweepConfig) -> list[str]:
+    """Every bad setting, each naming the option and the fix (checked before anything runs)."""
+    problems = []
+    if not re.match(r"^https?://[^/\s]+", config.url):
+        problems.append(f"--url must look like http://HOST:PORT (got {config.url!r})")
+    if not config.model:
+        problems.append("--model must not be empty")
+    if not config.concurrencies:
+        problems.append("--concurrency needs at least one level")
+    if any(c < 1 for c in config.concurrencies):
+        problems.append(f"--concurrency levels must be >= 1 (got {list(config.concurrencies)})")
+    if len(set(config.concurrencies)) != len(config.concurrencies):
+        problems.append(f"--concurrency levels repeat (got {list(config.concurrencies)})")
+    if config.output_tokens < 1:
+        problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
+    if config.warmup_requests < 0:
+        problems.append(f"--warmup-requests must be >= 0 (got {config.warmup_requests})")
+    if config.export_level not in EXPORT_LEVELS:
+        problems.append(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}")
+    if config.run_id is not None and not RUN_ID_PATTERN.match(config.run_id):
+        problems.append(
+            f"--run-id {config.run_id!r}: use letters, digits, '.', '_' or '-' (max 100)"
+        )
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", config.profile):
+        problems.append(f"--profile {config.profile!r}: use letters, digits, '.', '_' or '-'")
+    if config.requests_per_level is not None and config.requests_per_level < 1:
+        problems.append(f"--requests-per-level must be >= 1 (got {config.requests_per_level})")
+    if not Path(config.dataset).is_file():
+        problems.append(
+            f"dataset {config.dataset} does not exist: build it with `python -m benchmarks "
+            f"dataset`, or pass --videos/--video-base-url to the sweep"
+        )
+    if config.tokenizer is not None and config.tokenizer.startswith((".", "/")):
+        if not Path(config.tokenizer).is_dir():
+            problems.append(f"--tokenizer {config.tokenizer}: no such directory")
+    return problems
+
+
+def sessions_per_level(config: SweepConfig, scan: DatasetScan) -> int:
+    if scan.output_tokens and scan.output_tokens != {config.output_tokens}:
+        raise SweepError(
+            f"the dataset asks for {sorted(scan.output_tokens)} output tokens but the sweep "
+            f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
+            f"{config.output_tokens}, or pass the dataset's value to --output-tokens"
+        )
+    if config.requests_per_level is None:
+        return scan.sessions
+    per = scan.questions_per_session
+    if per is None:
+        raise SweepError("--requests-per-level needs a dataset whose sessions are all one size")
+    if config.requests_per_level % per or config.requests_per_level > scan.requests:
+        raise SweepError(
+            f"--requests-per-level {config.requests_per_level} must be a multiple of "
+            f"{per} (questions per video) and at most {scan.requests} (the dataset)"
+        )
+    return config.requests_per_level // per
+
+
+def tool_versions() -> dict[str, str | None]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    commit = None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"aiperf": version("aiperf"), "openai": version("openai"),
+            "python": platform.python_version(), "toolkit_commit": commit}
+
+
+def manifest_base(
+    config: SweepConfig, affinity: bool, scan: DatasetScan, sessions: int, tokenizer: str
+) -> dict[str, Any]:
+    """What produced a run (pure): the manifest without level states and timestamps."""
+    routing = PROFILES.get(config.profile)
+    info = load_dataset_info(Path(config.dataset))
+    questions = scan.questions_per_session
+    return {
+        "profile": config.profile,
+        "routing": asdict(routing) if routing else None,
+        "affinity_ttl_secs": routing.affinity_ttl_secs if routing else None,
+        "session_header": SESSION_HEADER if affinity else None,
+        "endpoint": config.url,
+        "model": config.model,
+        "concurrencies": list(config.concurrencies),
+        "requests_per_level": sessions * questions if questions else None,
+        "sessions_per_level": sessions,
+        "questions_per_video": questions,
+        "output_tokens": config.output_tokens,
+        "warmup_requests": config.warmup_requests,
+        "random_seed": config.random_seed,
+        "dataset": {
+            "path": str(Path(config.dataset).resolve()),
+            "sha256": scan.sha256,
+            "requests": scan.requests,
+            "videos": scan.sessions,
+            "info": info.to_dict() if info else None,
+        },
+        "video_settings": info.video_settings if info else None,
+        "extra_body": dict(config.extra_body),
+        "export_level": config.export_level,
+        "tokenizer": tokenizer,
+        "server_token_count": config.server_token_count,
+        "deployment": dict(config.deployment),
+        "notes": list(config.notes),
+        "tools": tool_versions(),
+    }
+
+
+# Settings that must match for a rerun to resume a run (others may change, e.g. notes).
+FINGERPRINT_KEYS = (
+    "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
+    "warmup_requests", "random_seed", "extra_body", "export_level", "server_token_count",
+)
+
+
+def fingerprint(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: manifest.get(k) for k in FINGERPRINT_KEYS}
+    out["dataset_sha256"] = (manifest.get("dataset") or {}).get("sha256")
+    return out
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def level_dir_name(concurrency: int) -> str:
+    return f"concurrency-{concurrency}"
+
+
+def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int) -> bool:
+    state = (manifest.get("levels") or {}).get(str(concurrency)) or {}
+    return (
+        state.get("status") == STATUS_COMPLETE
+        and (run_dir / level_dir_name(concurrency) / SUMMARY_EXPORT).is_file()
+    )
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
+
+
+def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
+    """Run AIPerf for one level; returns when its summary export exists, else raises."""
+    spec.artifact_dir.mkdir(parents=True)
+    log = spec.artifact_dir / LEVEL_LOG
+    started = time.monotonic()
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            aiperf_command(spec, config.python), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=aiperf_env(),
+        )
+        try:
+            while True:
+                try:
+                    code = process.wait(timeout=config.heartbeat_secs)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - started
+                    if elapsed > config.level_timeout_secs:
+                        raise SweepError(
+                            f"concurrency {spec.concurrency} ran longer than "
+                            f"{config.level_timeout_secs:.0f} s; raise --level-timeout or "
+                            f"check the endpoint (AIPerf output: {log})"
+                        ) from None
+                    say(f"concurrency {spec.concurrency}: running for {elapsed / 60:.1f} min")
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=30)
+    if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
+        raise SweepError(
+            f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}). Its last "
+            f"lines:\n{_tail(log)}\nFull output: {log}. Fix the cause, then rerun the same "
+            f"command: finished levels are kept."
+        )
+
+
+def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
+    if config.tokenizer is not None:
+        return config.tokenizer
+    path = run_dir / "tokenizer"
+    if not is_tiny_model_dir(path):
+        build_tiny_model_dir(path)
+    return str(path.resolve())
+
+
+def run_sweep(config: SweepConfig, say: Say = print) -> Path:
+    """Run (or resume) the sweep; returns the run directory.
+
+    Each finished level prints its summary line through `say` at once. Raises SweepError
+    with what to do when a setting is bad or a level fails.
+    """
+    problems = config_problems(config)
+    if problems:
+        raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
+    affinity = resolve_affinity(config)
+    scan = scan_dataset(Path(config.dataset))
+    sessions = sessions_per_level(config, scan)
+    run_dir = resolve_run_dir(config)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = _prepare_tokenizer(config, run_dir)
+    base = manifest_base(config, affinity, scan, sessions, tokenizer)
+    manifest_path = run_dir / MANIFEST_NAME
+    earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    if earlier is not None:
+        old, new = fingerprint(earlier), fingerprint(base)
+        changed = [f"{k}: {old[k]!r} -> {new[k]!r}" for k in new if old.get(k) != new[k]]
+        if changed:
+            raise SweepError(
+                f"{run_dir} holds a run with other settings ({'; '.join(changed)}); "
+                f"use a new --run-id (or --out) for these settings"
+            )
+    manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
+                "levels": dict((earlier or {}).get("levels") or {})}
+    write_json(manifest_path, manifest)
+    header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
+    say(
+        f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
+        f"{sessions} videos x {scan.questions_per_session or '?'} questions per level, "
+        f"levels {list(config.concurrencies)}, results in {run_dir}"
+    )
+    for concurrency in config.concurrencies:
+        level_dir = run_dir / level_dir_name(concurrency)
+        if level_complete(run_dir, manifest, concurrency):
+            kept = summarize_file(level_dir / SUMMARY_EXPORT)
+            say(f"{kept.line()} [kept from the earlier run]")
+            continue
+        if level_dir.exists():
+            say(f"concurrency {concurrency}: removing an unfinished earlier attempt")
+            shutil.rmtree(level_dir)
+        spec = LevelSpec(
+            url=config.url, model=config.model, dataset=Path(config.dataset).resolve(),
+            concurrency=concurrency, sessions=sessions, output_tokens=config.output_tokens,
+            artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
+            warmup_requests=config.warmup_requests, random_seed=config.random_seed,
+            extra_body=config.extra_body, export_level=config.export_level,
+            server_token_count=config.server_token_count,
+            request_timeout_secs=config.request_timeout_secs,
+        )
+        manifest["levels"][str(concurrency)] = {
+            "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now()}
+        write_json(manifest_path, manifest)
+        say(f"concurrency {concurrency}: running AIPerf (output: {level_dir / LEVEL_LOG})")
+        try:
+            run_level(spec, config, say)
+            summary = summarize_file(level_dir / SUMMARY_EXPORT)
+        except (SweepError, ExportError) as exc:
+            manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
+            write_json(manifest_path, manifest)
+            raise SweepError(str(exc)) from exc
+        manifest["levels"][str(concurrency)].update(
+            status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict())
+        write_json(manifest_path, manifest)
+        say(summary.line())
+        if summary.errors:
+            say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
+                f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
+    say(f"sweep done: {run_dir} (compare: python -m benchmarks report {run_dir} --out REPORT)")
+    return run_dir
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    s = SEED_SHAPE
+    p = subparsers.add_parser(
+        "sweep",
+        help="run AIPerf at each concurrency level (resumable)",
+        description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
+        "level: every video's questions as one session, video first, exact output length, "
+        "warm-up excluded. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
+        "same run id to resume.",
+    )
+    p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", default=SERVED_MODEL_NAME, help=f"default {SERVED_MODEL_NAME}")
+    p.add_argument("--profile", default="round-robin",
+                   help=f"routing profile label ({', '.join(PROFILES)}, or your own)")
+    p.add_argument("--session-affinity", dest="affinity", action=argparse.BooleanOptionalAction,
+                   default=None, help=f"send {SESSION_HEADER} per video (default: the profile's)")
+    src = p.add_argument_group("dataset (a file, or built in the run directory)")
+    src.add_argument("--dataset", type=Path, default=None, help="dataset made by `dataset`")
+    src.add_argument("--videos", type=Path, default=None, help="directory made by `videos`")
+    src.add_argument("--video-base-url", default=None, help="URL the videos are served from")
+    src.add_argument("--video-count", type=int, default=None, help="videos to use")
+    src.add_argument("--text-standin-tokens", type=int, default=None,
+                     help="text-only: a ~N-token per-video block instead of the video")
+    src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
+                     help=f"default {s.questions_per_video}")
+    p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
+                   help=f"levels (default {' '.join(map(str, s.concurrencies))})")
+    p.add_argument("--requests-per-level", type=int, default=None,
+                   help="default: the whole dataset")
+    p.add_argument("--output-tokens", type=int, default=s.output_tokens,
+                   help=f"exact output tokens per request (default {s.output_tokens})")
+    p.add_argument("--warmup-requests", type=int, default=s.warmup_requests,
+                   help=f"per level, excluded from results (default {s.warmup_requests})")
+    p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer name or local directory (default: a tiny local one)")
+    p.add_argument("--client-token-count", action="store_true",
+                   help="count tokens with --tokenizer instead of the server's usage")
+    p.add_argument("--results-root", type=Path, default=Path("results"))
+    p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
+    p.add_argument("--extra-body", default="{}",
+                   help='JSON merged into every request body, e.g. \'{"nvext": '
+                   '{"extra_fields": ["worker_id"]}}\'')
+    p.add_argument("--export-level", choices=EXPORT_LEVELS, default="records",
+                   help="raw keeps every request and response (large)")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    p.add_argument("--level-timeout", type=float, default=8 * 3600.0,
+                   help="seconds per level")
+    p.add_argument("--note", action="append", default=[], help="free text for the report")
+    p.set_defaults(func=_run)
+
+
+def _dataset_for(args: argparse.Namespace, run_dir: Path) -> Path:
+    """The given dataset, or one built in the run directory from the video options."""
+    if args.dataset is not None:
+        if args.videos or args.video_base_url or args.text_standin_tokens is not None:
+            raise SweepError("--dataset excludes --videos/--video-base-url/--text-standin-tokens")
+        return args.dataset
+    out = run_dir / "dataset.jsonl"
+    try:
+        if args.text_standin_tokens is not None:
+            build_dataset(
+                out, video_count=args.video_count, text_standin_tokens=args.text_standin_tokens,
+                questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
+                seed=args.seed,
+            )
+        else:
+            refs = video_references(args.videos, args.video_base_url, args.video_count)
+            manifest = load_manifest(args.videos) if args.videos else None
+            build_dataset(
+                out, video_refs=refs, questions_per_video=args.questions_per_video,
+                output_tokens=args.output_tokens, seed=args.seed,
+                video_settings=(manifest or {}).get("settings"),
+                video_source=args.video_base_url or "local files",
+            )
+    except ValueError as exc:
+        raise SweepError(f"cannot build the dataset: {exc}") from exc
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        extra_body = json.loads(args.extra_body)
+        if not isinstance(extra_body, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        print(f"sweep: error: --extra-body must be a JSON object ({exc})", file=sys.stderr)
+        return 2
+    config = SweepConfig(
+        url=args.url, dataset=Path("."), profile=args.profile, model=args.model,
+        affinity=args.affinity, concurrencies=tuple(args.concurrency),
+        requests_per_level=args.requests_per_level, output_tokens=args.output_tokens,
+        warmup_requests=args.warmup_requests, random_seed=args.seed, tokenizer=args.tokenizer,
+        server_token_count=not args.client_token_count, results_root=args.results_root,
+        run_id=args.run_id, run_dir=args.out, extra_body=extra_body,
+        export_level=args.export_level, request_timeout_secs=args.request_timeout,
+        level_timeout_secs=args.level_timeout, notes=tuple(args.note),
+    )
+    # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
+        if problems:
+            raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
+        run_dir = resolve_run_dir(config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config = replace(config, run_dir=run_dir, dataset=_dataset_for(args, run_dir))
+        run_sweep(config, say=lambda line: print(line, flush=True))
+    except SweepError as exc:
+        print(f"sweep: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
