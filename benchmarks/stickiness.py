@@ -1,0 +1,163 @@
+"""How sticky routing was: which worker served each video's questions.
+
+A Dynamo frontend adds the serving worker's id to every response when the request body
+carries `WORKER_ID_REQUEST_FIELDS`. AIPerf's raw export (`--export-level raw`) keeps the
+responses, and each record names its conversation, which is the dataset's per-video
+session id. From that: the share of videos whose questions all went to one worker (1.0
+under session affinity) and how many workers a video touched on average (close to the
+fleet size under round robin with 20 questions and 8 workers).
+
+`routing_stickiness.json` in a run directory has the schema the report reads:
+`{"by_concurrency": {"<c>": {"videos", "share_single_worker", "mean_workers_per_video",
+"workers_seen"}}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# Body fields that make a Dynamo frontend report the worker on every response.
+WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
+RAW_EXPORT = "profile_export_raw.jsonl"
+STICKINESS_FILE = "routing_stickiness.json"
+
+
+def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
+    """The worker id in one response body or stream chunk, if the frontend put one there.
+
+    Dynamo 1.6.1 reports `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N
+    for an aggregated worker); the decode worker is the one that holds the session.
+    """
+    nvext = body.get("nvext")
+    if not isinstance(nvext, Mapping):
+        return None
+    worker = nvext.get("worker_id")
+    if isinstance(worker, Mapping):
+        worker = worker.get("decode_worker_id", worker.get("prefill_worker_id"))
+    if isinstance(worker, bool) or not isinstance(worker, int | str):
+        return None
+    try:
+        return int(worker)
+    except ValueError:
+        return None
+
+
+def _payloads(record: Mapping[str, Any]) -> Iterable[str]:
+    """Response texts of one raw record: SSE packets when streaming, else the body."""
+    for response in record.get("responses") or []:
+        for packet in response.get("packets") or []:
+            value = packet.get("value")
+            if isinstance(value, str):
+                yield value
+        text = response.get("text")
+        if isinstance(text, str):
+            yield text
+
+
+def worker_of_record(record: Mapping[str, Any]) -> int | None:
+    for payload in _payloads(record):
+        if "worker_id" not in payload:
+            continue
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(body, Mapping) and (worker := worker_id_from_body(body)) is not None:
+            return worker
+    return None
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Which worker served each request of one level, grouped by video."""
+
+    workers_by_video: dict[str, list[int]]
+    unattributed: int
+
+    @property
+    def requests(self) -> int:
+        return sum(len(w) for w in self.workers_by_video.values()) + self.unattributed
+
+
+def attribute_raw_export(path: Path) -> Attribution:
+    """Read AIPerf's raw export: per video (conversation id), the worker of each request.
+
+    Only profiling-phase records count (warm-up requests are not part of the level).
+    """
+    by_video: dict[str, list[int]] = defaultdict(list)
+    unattributed = 0
+    with path.open() as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            meta = record.get("metadata") or {}
+            if meta.get("benchmark_phase", "profiling") != "profiling":
+                continue
+            worker = worker_of_record(record)
+            video = meta.get("conversation_id")
+            if worker is None or video is None:
+                unattributed += 1
+            else:
+                by_video[str(video)].append(worker)
+    return Attribution(dict(by_video), unattributed)
+
+
+@dataclass(frozen=True)
+class Stickiness:
+    videos: int
+    share_single_worker: float
+    mean_workers_per_video: float
+    workers_seen: int
+
+
+def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
+    """Share of videos served by a single worker, mean distinct workers per video."""
+    distinct = [set(workers) for workers in workers_by_video.values()]
+    distinct = [d for d in distinct if d]
+    if not distinct:
+        return Stickiness(0, 0.0, 0.0, 0)
+    return Stickiness(
+        videos=len(distinct),
+        share_single_worker=sum(len(d) == 1 for d in distinct) / len(distinct),
+        mean_workers_per_video=sum(len(d) for d in distinct) / len(distinct),
+        workers_seen=len(set().union(*distinct)),
+    )
+
+
+def stickiness_document(levels: Mapping[int, Attribution]) -> dict[str, Any]:
+    """The `routing_stickiness.json` content for one run (one profile), by concurrency."""
+    return {
+        "by_concurrency": {
+            str(c): asdict(stickiness(a.workers_by_video)) for c, a in sorted(levels.items())
+        },
+        "attribution": {
+            str(c): {"requests": a.requests, "unattributed": a.unattributed}
+            for c, a in sorted(levels.items())
+        },
+    }
+
+
+def write_stickiness(run_dir: Path, level_dirs: Mapping[int, Path]) -> dict[str, Any]:
+    """Attribute every level's raw export and write `routing_stickiness.json` in `run_dir`.
+
+    Raises FileNotFoundError naming the level whose raw export is missing (the sweep must
+    run AIPerf with `--export-level raw` and the worker-id body fields).
+    """
+    levels: dict[int, Attribution] = {}
+    for concurrency, level_dir in level_dirs.items():
+        raw = level_dir / RAW_EXPORT
+        if not raw.is_file():
+            raise FileNotFoundError(
+                f"{raw} is missing: concurrency {concurrency} ran without AIPerf's raw export, "
+                "so the worker of each request is unknown (run it with --export-level raw)"
+            )
+        levels[concurrency] = attribute_raw_export(raw)
+    document = stickiness_document(levels)
+    (run_dir / STICKINESS_FILE).write_text(json.dumps(document, indent=2) + "\n")
+    return document

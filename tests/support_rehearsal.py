@@ -1,0 +1,56 @@
+"""Helpers for rehearsal tests: a tiny model dir, a small real local Dynamo stack."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
+from benchmarks.loopback import listeners
+from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from infra.routing import Routing
+
+
+def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalDynamoConfig:
+    nats = find_nats_server()
+    assert nats is not None, "nats-server missing: run `bash scripts/setup.sh`"
+    return LocalDynamoConfig(
+        routing=routing,
+        model_dir=build_tiny_model_dir(work / "model"),
+        fleet=MockFleet(workers=workers, speedup_ratio=10.0),
+        work_dir=work / "stack",
+        nats_binary=nats,
+        ready_timeout_secs=90.0,
+    )
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_gone(pids: set[int], timeout: float = 20.0) -> set[int]:
+    """Wait until none of `pids` runs; return those still running at the deadline."""
+    deadline = time.monotonic() + timeout
+    left = {p for p in pids if alive(p)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = {p for p in left if alive(p)}
+    return left
+
+
+def leftover_listeners(pids: set[int]) -> list:
+    return listeners({p for p in pids if alive(p)})
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a Python child that imports the repository's packages."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

@@ -1,0 +1,164 @@
+"""The rehearsal's serving layer, for real: NATS, dynamo.mocker, dynamo.frontend on loopback.
+
+Each test starts a small real stack (a few seconds) and checks what the rehearsal relies
+on: the routing flags are accepted, every worker is reachable, everything listens on
+127.0.0.1 only, and nothing survives a stop, Ctrl-C, SIGTERM or the parent's death.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from benchmarks.local_dynamo import (
+    LocalDynamo,
+    LocalDynamoError,
+    dynamo_env,
+    local_frontend_command,
+)
+from benchmarks.loopback import LOOPBACK, listeners
+from benchmarks.rehearsal_stack import rehearsal_stack
+from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
+from infra.manifests import frontend_component
+from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
+from infra.routing import PROFILES
+from tests.support_rehearsal import (
+    alive,
+    child_env,
+    leftover_listeners,
+    small_stack_config,
+    wait_gone,
+)
+
+PROFILE_NAMES = sorted(PROFILES)
+
+
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> None:
+    """Same flags as the stack's graph renders; only the bind address and port differ."""
+    stack = rehearsal_stack(profile)
+    container = frontend_component(stack.settings)["podTemplate"]["spec"]["containers"][0]
+    local = local_frontend_command(sys.executable, stack.routing, 12345)
+
+    assert local[:3] == [sys.executable, *container["command"][1:]]
+    graph_args = list(container["args"])
+    local_args = local[3:]
+    assert len(local_args) == len(graph_args)
+    for i, (ours, theirs) in enumerate(zip(local_args, graph_args, strict=True)):
+        if i > 0 and graph_args[i - 1] == "--http-host":
+            assert ours == LOOPBACK
+        elif i > 0 and graph_args[i - 1] == "--http-port":
+            assert ours == "12345"
+        else:
+            assert ours == theirs
+    assert stack.routing == PROFILES[profile]
+    assert stack.workers == stack.settings.workers.replicas
+
+
+def test_dynamo_env_keeps_everything_on_loopback(tmp_path: Path) -> None:
+    env = dynamo_env({"PATH": "/bin"}, 4222, tmp_path)
+    assert env["NATS_SERVER"] == f"nats://{LOOPBACK}:4222"
+    for key in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST", "DYN_SYSTEM_HOST"):
+        assert env[key] == LOOPBACK
+    assert env["DYN_SYSTEM_PORT"] == "-1"
+    assert env["DYN_DISCOVERY_BACKEND"] == "file" and env["DYN_FILE_KV"] == str(tmp_path)
+
+
+def _chat(url: str, session: str | None) -> int | None:
+    body = {
+        "model": SERVED_MODEL_NAME,
+        "messages": [{"role": "user", "content": "describe the video ?"}],
+        "max_tokens": 2,
+        **WORKER_ID_REQUEST_FIELDS,
+    }
+    headers = {"Content-Type": "application/json"}
+    if session is not None:
+        headers[SESSION_HEADER] = session
+    request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
+                                     headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return worker_id_from_body(json.loads(response.read()))
+
+
+def test_stack_starts_routes_as_profiled_and_stops_clean(tmp_path: Path) -> None:
+    config = small_stack_config(tmp_path, PROFILES["session-affinity"], workers=3)
+    with LocalDynamo(config) as stack:
+        pids = stack.pids()
+        assert len(stack.worker_ids) == 3
+        found = stack.listeners()
+        assert found and all(lst.address == LOOPBACK for lst in found), found
+        assert stack.frontend_port in {lst.port for lst in found}
+        # Affinity: one session stays on one worker; no session spreads round robin.
+        assert len({_chat(stack.url, "video-1") for _ in range(6)}) == 1
+        assert len({_chat(stack.url, None) for _ in range(6)}) == 3
+    assert not wait_gone(pids, timeout=1.0)
+    assert not listeners(pids)
+
+
+def test_round_robin_profile_ignores_session_header(tmp_path: Path) -> None:
+    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=2)
+    with LocalDynamo(config) as stack:
+        pids = stack.pids()
+        assert len({_chat(stack.url, "video-1") for _ in range(4)}) == 2
+    assert not wait_gone(pids, timeout=1.0)
+
+
+def test_start_failure_reports_the_log_and_leaves_nothing(tmp_path: Path) -> None:
+    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=2)
+    broken = tmp_path / "not-a-model"
+    broken.mkdir()
+    config = type(config)(**{**config.__dict__, "model_dir": broken, "ready_timeout_secs": 30.0})
+    stack = LocalDynamo(config)
+    with pytest.raises(LocalDynamoError) as failure:
+        stack.__enter__()
+    assert "log" in str(failure.value)
+    pids = {p.pid for p in stack.processes}
+    assert pids and not wait_gone(pids, timeout=1.0)
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from benchmarks.local_dynamo import LocalDynamo, sigterm_as_interrupt
+    from infra.routing import PROFILES
+    from tests.support_rehearsal import small_stack_config
+    with sigterm_as_interrupt():
+        with LocalDynamo(small_stack_config(Path(sys.argv[1]), PROFILES["round-robin"], 2)) as s:
+            print(json.dumps(sorted(s.pids())), flush=True)
+            time.sleep(300)
+    """
+)
+
+
+def _start_child(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        env=child_env(), start_new_session=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line, f"child exited with {child.wait(timeout=30)} before the stack was ready"
+    pids = set(json.loads(line))
+    assert pids and all(alive(p) for p in pids)
+    return child, pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["ctrl-c", "sigterm", "sigkill-parent"])
+def test_interrupted_rehearsal_leaves_no_process_or_listener(tmp_path: Path, sig: int) -> None:
+    child, pids = _start_child(tmp_path)
+    started = time.monotonic()
+    child.send_signal(sig)
+    child.wait(timeout=60)
+    assert not wait_gone(pids, timeout=30.0), "processes survived the rehearsal"
+    assert not leftover_listeners(pids)
+    assert time.monotonic() - started < 45
