@@ -4,21 +4,60 @@ Thin on purpose: every manifest comes from `infra.manifests`; this module adds w
 Pulumi can express (parents, ordering, waits, what survives `pulumi destroy`).
 
 Order: RecipeNamespace (namespace + NGC secret) -> ModelCache (claim + download Job, awaited
-until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready).
+until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready) -> BenchmarkRun
+(video server, smoke Job, sweep Job, each awaited; a resource hook on the sweep brings the
+results home).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import manifests, recipe
+from infra import benchmark_jobs, manifests, recipe, results_hook
 from infra.settings import Settings
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where the hook puts results: results/<stack>/<run-id>/ in the project.
+RESULTS_ROOT = REPO_ROOT / "results"
+
 TYPE_PREFIX = "cosmos3-routing:infra"
+
+
+def kept_objects_provider(settings: Settings) -> k8s.Provider | None:
+    """Provider for the objects `pulumi destroy` keeps (namespace, cache claim).
+
+    Kept objects outlive the stack that made it, so the next `pulumi up` of either stack
+    finds them in the cluster. This provider adopts them (`upsertExistingObjects`)
+    instead of failing with AlreadyExists; a kept object is never deleted by Pulumi, so
+    adoption can't turn a replacement into a deletion. A claim whose storage class or
+    access modes differ is still refused by the API server (immutable fields), with the
+    cache intact. Explicit providers don't read `kubernetes:*` stack config, so the
+    context and kubeconfig the user set are passed through.
+    """
+    if not settings.cache.keep_on_destroy:
+        return None
+    cluster = pulumi.Config("kubernetes")
+    return k8s.Provider(
+        "kept-objects",
+        context=cluster.get("context"),
+        kubeconfig=cluster.get("kubeconfig"),
+        upsert_existing_objects=True,
+    )
+
+
+def _kept(
+    child: pulumi.ResourceOptions, provider: k8s.Provider | None, **more: Any
+) -> pulumi.ResourceOptions:
+    """Options of an object kept on destroy: retained, and adopted when it exists."""
+    return pulumi.ResourceOptions.merge(
+        child,
+        pulumi.ResourceOptions(retain_on_delete=provider is not None, provider=provider, **more),
+    )
 
 
 def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
@@ -37,6 +76,7 @@ class RecipeNamespace(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         ngc_api_key: pulumi.Input[str],
+        kept: k8s.Provider | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:RecipeNamespace", resource_name, None, opts)
@@ -48,10 +88,7 @@ class RecipeNamespace(pulumi.ComponentResource):
                 "namespace",
                 metadata=ns["metadata"],
                 # Deleting a namespace deletes the cache claim inside it.
-                opts=pulumi.ResourceOptions.merge(
-                    child,
-                    pulumi.ResourceOptions(retain_on_delete=settings.cache.keep_on_destroy),
-                ),
+                opts=_kept(child, kept),
             )
             self.name = namespace.metadata.apply(lambda m: m["name"])
             depends.append(namespace)
@@ -72,8 +109,9 @@ class ModelCache(pulumi.ComponentResource):
     """The shared model cache claim and the Job that fills it, awaited until Complete.
 
     The claim is retained by default (`cacheKeepOnDestroy`): `pulumi destroy` leaves it,
-    and a change to an immutable field (storage class, access modes) can never make
-    Pulumi delete it: the planned replacement fails with AlreadyExists instead.
+    the next `pulumi up` of either stack adopts it, and a change to an immutable field
+    (storage class, access modes) can never make Pulumi delete it: the API server refuses
+    the change and the cache stays as it is.
     """
 
     claim_name: pulumi.Output[str]
@@ -84,6 +122,7 @@ class ModelCache(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         namespace: RecipeNamespace,
+        kept: k8s.Provider | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ModelCache", resource_name, None, opts)
@@ -95,13 +134,7 @@ class ModelCache(pulumi.ComponentResource):
                 "claim",
                 metadata=pvc["metadata"],
                 spec=pvc["spec"],
-                opts=pulumi.ResourceOptions.merge(
-                    child,
-                    pulumi.ResourceOptions(
-                        depends_on=[namespace],
-                        retain_on_delete=settings.cache.keep_on_destroy,
-                    ),
-                ),
+                opts=_kept(child, kept, depends_on=[namespace]),
             )
             self.claim_name = claim.metadata.apply(lambda m: m["name"])
             depends.append(claim)
@@ -141,6 +174,9 @@ class ReasonerGraph(pulumi.ComponentResource):
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ReasonerGraph", resource_name, None, opts)
         manifest = manifests.graph(settings)
+        if settings.benchmark.any_enabled:
+            # The benchmark's videos come from an in-cluster http:// Service.
+            manifest = benchmark_jobs.with_internal_media(manifest)
         self.graph = k8s.apiextensions.CustomResource(
             "graph",
             api_version=manifest["apiVersion"],
@@ -169,8 +205,9 @@ class Deployment:
 
 def deploy(settings: Settings, ngc_api_key: pulumi.Input[str]) -> Deployment:
     """Declare the whole recipe for one stack, in order."""
-    namespace = RecipeNamespace("namespace", settings, ngc_api_key)
-    cache = ModelCache("model-cache", settings, namespace)
+    kept = kept_objects_provider(settings)
+    namespace = RecipeNamespace("namespace", settings, ngc_api_key, kept)
+    cache = ModelCache("model-cache", settings, namespace, kept)
     graph = ReasonerGraph("graph", settings, cache)
     return Deployment(namespace, cache, graph)
 
@@ -191,4 +228,5 @@ def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
         "modelCacheClaim": deployment.cache.claim_name,
         "portForwardCommand": deployment.graph.name.apply(lambda _: commands["portForward"]),
         "listModelsCommand": commands["listModels"],
+        "benchmark": benchmark_output(settings),
     }

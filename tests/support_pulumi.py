@@ -69,6 +69,11 @@ class Registration:
     retain_on_delete: bool
     protect: bool
     timeouts: dict[str, str]
+    provider: str  # "<provider urn>::<id>", empty for the default provider
+
+    @property
+    def is_provider(self) -> bool:
+        return self.type.startswith("pulumi:providers:")
 
 
 @dataclass
@@ -77,6 +82,10 @@ class ProgramRun:
     outputs: dict[str, Any] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     error: BaseException | None = None
+
+    def objects(self) -> list[Registration]:
+        """The Kubernetes objects declared (custom resources other than providers)."""
+        return [r for r in self.resources if r.custom and not r.is_provider]
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -119,6 +128,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     retain_on_delete=request.retainOnDelete,
                     protect=request.protect,
                     timeouts={"create": timeouts.create, "update": timeouts.update},
+                    provider=request.provider,
                 )
             )
         return response

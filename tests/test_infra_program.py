@@ -74,7 +74,7 @@ def _plain_occurrences(value: Any, needle: str) -> list[str]:
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], stack: str) -> None:
     run = runs[stack]
-    kinds = sorted(r.type for r in run.resources if r.custom)
+    kinds = sorted(r.type for r in run.objects())
     assert kinds == sorted([NS, SECRET, PVC, JOB, GRAPH])
     components = {r.type.rsplit(":", 1)[-1]: r for r in run.resources if not r.custom}
     assert set(components) == set(COMPONENTS)
@@ -95,9 +95,7 @@ def test_every_declared_manifest_passes_the_api_schemas(
     runs: dict[str, ProgramRun], stack: str
 ) -> None:
     """What the program really hands the provider, not just what manifests.py returns."""
-    for res in runs[stack].resources:
-        if not res.custom:
-            continue
+    for res in runs[stack].objects():
         manifest = _unwrap(res.inputs)
         if res.type == GRAPH:
             assert graph_errors(manifest) == []
@@ -130,6 +128,20 @@ def test_cache_survives_destroy_by_default(runs: dict[str, ProgramRun], stack: s
     assert run.one(NS).retain_on_delete
     assert not any(r.retain_on_delete for r in run.resources if r.type in (SECRET, JOB, GRAPH))
     assert not any(r.protect for r in run.resources), "protect would block `pulumi destroy`"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_kept_objects_are_adopted_by_the_next_up(runs: dict[str, ProgramRun], stack: str) -> None:
+    """After a destroy the kept namespace and claim are still in the cluster; the next `up`
+    of either stack must adopt them rather than fail with AlreadyExists."""
+    run = runs[stack]
+    (provider,) = [r for r in run.resources if r.is_provider]
+    assert provider.inputs["upsertExistingObjects"] == "true"  # provider config is JSON text
+    kept = [r for r in run.objects() if r.retain_on_delete]
+    assert sorted(r.type for r in kept) == sorted([NS, PVC])
+    assert all(r.provider.startswith(provider.urn + "::") for r in kept)
+    others = [r for r in run.objects() if not r.retain_on_delete]
+    assert others and not any(r.provider.startswith(provider.urn) for r in others)
 
 
 def test_cache_can_be_dropped_on_destroy_or_adopted() -> None:
