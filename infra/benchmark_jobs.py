@@ -73,6 +73,8 @@ class BenchmarkTarget:
     cache_claim: str
     session_affinity: bool
     image_pull_secrets: tuple[str, ...] = ()
+    # What produced the run (images, topology), recorded with its results.
+    notes: tuple[str, ...] = ()
 
     @property
     def frontend_url(self) -> str:
@@ -188,7 +190,9 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--concurrency", *(str(c) for c in settings.concurrencies),
         "--run-id", settings.run_id,
         "--out", f"{CACHE_DIR}/{results_subpath(target.profile, settings.run_id)}",
-        *(["--session-affinity"] if target.session_affinity else []),
+        # Explicit either way: the header follows the stack's routing, not its name.
+        "--session-affinity" if target.session_affinity else "--no-session-affinity",
+        *(arg for note in target.notes for arg in ("--note", note)),
     ]
 
 
@@ -477,3 +481,19 @@ def results_reader_pod(
                      "labels": labels("benchmark-results-reader", profile)},
         "spec": pod,
     }
+
+
+# ---------------------------------------------------------------------------------------
+# What the graph needs for in-cluster media
+
+# Dynamo refuses `http://` and private-address media unless this is set where the fetch
+# happens; `spec.env` reaches every component (frontend and workers alike).
+ALLOW_INTERNAL_MEDIA = {"name": "DYN_MM_ALLOW_INTERNAL", "value": "1"}
+
+
+def with_internal_media(graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph manifest, allowed to fetch the videos from the in-cluster Service."""
+    spec = dict(graph["spec"])
+    env = [e for e in spec.get("env", []) if e.get("name") != ALLOW_INTERNAL_MEDIA["name"]]
+    spec["env"] = [*env, dict(ALLOW_INTERNAL_MEDIA)]
+    return {**graph, "spec": spec}

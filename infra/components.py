@@ -4,26 +4,20 @@ Thin on purpose: every manifest comes from `infra.manifests`; this module adds w
 Pulumi can express (parents, ordering, waits, what survives `pulumi destroy`).
 
 Order: RecipeNamespace (namespace + NGC secret) -> ModelCache (claim + download Job, awaited
-until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready) -> BenchmarkRun
-(video server, smoke Job, sweep Job, each awaited; a resource hook on the sweep brings the
-results home).
+until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready). The
+post-deploy benchmark that follows lives in infra/benchmark_components.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, manifests, recipe, results_hook
+from infra import benchmark_jobs, manifests, recipe
 from infra.settings import Settings
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# Where the hook puts results: results/<stack>/<run-id>/ in the project.
-RESULTS_ROOT = REPO_ROOT / "results"
 
 TYPE_PREFIX = "cosmos3-routing:infra"
 
@@ -228,5 +222,4 @@ def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
         "modelCacheClaim": deployment.cache.claim_name,
         "portForwardCommand": deployment.graph.name.apply(lambda _: commands["portForward"]),
         "listModelsCommand": commands["listModels"],
-        "benchmark": benchmark_output(settings),
     }
