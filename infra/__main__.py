@@ -19,6 +19,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 components = importlib.import_module("infra.components")
+benchmark_components = importlib.import_module("infra.benchmark_components")
 settings_module = importlib.import_module("infra.settings")
 
 
@@ -42,7 +43,12 @@ def main() -> None:
         raise pulumi.RunError(str(err)) from None
     ngc_api_key = pulumi.Config().require_secret(settings_module.NGC_API_KEY)
     deployment = components.deploy(settings, ngc_api_key)
-    for name, value in components.stack_outputs(settings, deployment).items():
+    benchmark_components.deploy_benchmark(settings, deployment)
+    outputs = {
+        **components.stack_outputs(settings, deployment),
+        **benchmark_components.stack_outputs(settings),
+    }
+    for name, value in outputs.items():
         pulumi.export(name, value)
 
 

@@ -30,11 +30,13 @@ NS, SECRET, PVC, JOB, GRAPH = (
     "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment",
 )
 COMPONENTS = ("RecipeNamespace", "ModelCache", "ReasonerGraph")
+# The recipe alone; the post-deploy benchmark is tested in tests/test_benchmark_program.py.
+RECIPE_ONLY = {"benchmarkSmoke": False, "benchmarkSweep": False}
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, ProgramRun]:
-    out = {stack: run_program(stack, stack_config(stack)) for stack in STACKS}
+    out = {stack: run_program(stack, stack_config(stack, RECIPE_ONLY)) for stack in STACKS}
     for stack, run in out.items():
         assert run.error is None, f"{stack}: {run.error}"
     return out
@@ -146,10 +148,11 @@ def test_kept_objects_are_adopted_by_the_next_up(runs: dict[str, ProgramRun], st
 
 def test_cache_can_be_dropped_on_destroy_or_adopted() -> None:
     dropped = run_program("round-robin", stack_config("round-robin", {
-        "cacheKeepOnDestroy": False}))
+        **RECIPE_ONLY, "cacheKeepOnDestroy": False}))
     assert not dropped.one(PVC).retain_on_delete and not dropped.one(NS).retain_on_delete
     adopted = run_program("round-robin", stack_config("round-robin", {
-        "cacheExistingClaim": "team-cache", "createNamespace": False, "namespace": "ml"},
+        **RECIPE_ONLY, "cacheExistingClaim": "team-cache", "createNamespace": False,
+        "namespace": "ml"},
         storage_class=None))
     assert adopted.error is None, adopted.error
     assert not adopted.of_type(PVC) and not adopted.of_type(NS)

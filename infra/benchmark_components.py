@@ -1,0 +1,181 @@
+"""Pulumi resources of the post-deploy benchmark, and the hook that brings results home.
+
+Thin on purpose: every manifest comes from `infra.benchmark_jobs`, the hook's work from
+`infra.results_hook`; this module adds what only Pulumi can express.
+
+Order and waits: the video server comes up beside the model download (it needs only the
+namespace); the smoke Job waits for the graph to be Ready and the videos to be served;
+the sweep Job waits for the smoke Job to succeed. The provider awaits each Job to
+completion, so a failed smoke test fails `pulumi up` with its own last log line and the
+sweep never starts. The resource hook after the sweep Job's create or replace (never on
+preview) copies the results to `results/<stack>/<run-id>/` and prints the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra import benchmark_jobs, manifests, results_hook
+from infra.components import TYPE_PREFIX, Deployment, _timeouts
+from infra.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where the hook puts results: results/<stack>/<run-id>/ in the project.
+RESULTS_ROOT = REPO_ROOT / "results"
+
+
+def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
+    """What the benchmark Jobs point at, and what the run records about the deployment."""
+    w = settings.workers
+    return benchmark_jobs.BenchmarkTarget(
+        profile=settings.profile,
+        namespace=settings.namespace.name,
+        frontend_service=settings.frontend_service,
+        cache_claim=settings.cache.claim_name,
+        session_affinity=settings.routing.affinity,
+        image_pull_secrets=settings.secrets.image_pull_secrets,
+        notes=(
+            f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
+            f"NIM image {settings.images.nim}, frontend image {settings.images.frontend}",
+            f"{w.replicas} workers x {w.gpus_per_worker} GPU, {w.model_variant} {w.precision}",
+        ),
+    )
+
+
+def run_location(settings: Settings) -> results_hook.RunLocation:
+    return results_hook.RunLocation(
+        stack=settings.profile,
+        run_id=settings.benchmark.run_id,
+        namespace=settings.namespace.name,
+        cache_claim=settings.cache.claim_name,
+        image=settings.benchmark.image,
+        image_pull_secrets=settings.secrets.image_pull_secrets,
+    )
+
+
+def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
+    """After the sweep Job is created (or replaced): copy its results home, print the
+    report. Never on preview; a sweep left running gets the command to collect it later."""
+    location = run_location(settings)
+    # The same cluster the provider deploys to (its default: the current context).
+    context = pulumi.Config("kubernetes").get("context")
+
+    def bring_home(args: pulumi.ResourceHookArgs) -> None:
+        results_hook.hook_bring_results_home(
+            lambda: results_hook.KubernetesClusterIO(context), location, RESULTS_ROOT,
+            say=pulumi.log.info, warn=pulumi.log.warn,
+        )
+
+    return pulumi.ResourceHook(
+        f"bring-results-home-{settings.profile}", bring_home,
+        pulumi.ResourceHookOptions(on_dry_run=False),
+    )
+
+
+def _awaited(manifest: dict[str, Any]) -> pulumi.CustomTimeouts | None:
+    """The provider's wait bound: the same as the manifest's annotation."""
+    seconds = manifest["metadata"].get("annotations", {}).get(manifests.TIMEOUT_SECONDS)
+    return _timeouts(int(seconds)) if seconds else None
+
+
+class BenchmarkRun(pulumi.ComponentResource):
+    """The video server, the smoke Job and the sweep Job (each only when enabled)."""
+
+    smoke_job: k8s.batch.v1.Job | None
+    sweep_job: k8s.batch.v1.Job | None
+
+    def __init__(
+        self,
+        resource_name: str,
+        settings: Settings,
+        deployment: Deployment,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(f"{TYPE_PREFIX}:BenchmarkRun", resource_name, None, opts)
+        b = settings.benchmark
+        objects = benchmark_jobs.benchmark_manifests(
+            benchmark_target(settings), b, benchmark_jobs.shipped_sources(REPO_ROOT)
+        )
+
+        def child(*depends: pulumi.Resource, awaited: dict[str, Any] | None = None,
+                  **extra: Any) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, depends_on=list(depends),
+                custom_timeouts=_awaited(awaited) if awaited else None, **extra,
+            )
+
+        namespace = deployment.namespace
+        code_manifest = objects["code"]
+        code = k8s.core.v1.ConfigMap(
+            "code", metadata=code_manifest["metadata"], data=code_manifest["data"],
+            opts=child(namespace),
+        )
+        server_manifest = objects["video-server"]
+        server = k8s.apps.v1.Deployment(
+            "video-server", metadata=server_manifest["metadata"], spec=server_manifest["spec"],
+            opts=child(namespace, code, awaited=server_manifest),
+        )
+        service_manifest = objects["video-service"]
+        service = k8s.core.v1.Service(
+            "video-service", metadata=service_manifest["metadata"],
+            spec=service_manifest["spec"], opts=child(namespace),
+        )
+        ready: list[pulumi.Resource] = [deployment.graph.graph, server, service]
+        self.smoke_job = None
+        if b.smoke:
+            smoke = objects["smoke"]
+            self.smoke_job = k8s.batch.v1.Job(
+                "smoke", metadata=smoke["metadata"], spec=smoke["spec"],
+                opts=child(*ready, awaited=smoke),
+            )
+            ready = [self.smoke_job]
+        self.sweep_job = None
+        if b.sweep:
+            sweep = objects["sweep"]
+            hook = results_home_hook(settings)
+            self.sweep_job = k8s.batch.v1.Job(
+                "sweep", metadata=sweep["metadata"], spec=sweep["spec"],
+                opts=child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
+                    after_create=[hook], after_update=[hook])),
+            )
+        self.register_outputs({})
+
+
+def deploy_benchmark(settings: Settings, deployment: Deployment) -> BenchmarkRun | None:
+    """Declare the benchmark after the recipe; nothing when the smoke test and sweep are off."""
+    if not settings.benchmark.any_enabled:
+        return None
+    return BenchmarkRun("benchmark", settings, deployment)
+
+
+def stack_outputs(settings: Settings) -> dict[str, Any]:
+    """The `benchmark` stack output (none when the benchmark is off)."""
+    if not settings.benchmark.any_enabled:
+        return {}
+    return {"benchmark": benchmark_output(settings)}
+
+
+def benchmark_output(settings: Settings) -> dict[str, Any]:
+    """What `python -m benchmarks collect` reads to find a run, and the commands to follow
+    and fetch it."""
+    location = run_location(settings)
+    b = settings.benchmark
+    smoke = benchmark_jobs.smoke_job_name(settings.profile, b.run_id) if b.smoke else ""
+    return {
+        "stack": location.stack,
+        "runId": location.run_id,
+        "namespace": location.namespace,
+        "cacheClaim": location.cache_claim,
+        "image": location.image,
+        "imagePullSecrets": list(location.image_pull_secrets),
+        "resultsPath": location.subpath,
+        "smokeJob": smoke,
+        "sweepJob": location.sweep_job if b.sweep else "",
+        "followCommand": (f"kubectl -n {location.namespace} logs -f job/{location.sweep_job}"
+                          if b.sweep else ""),
+        "collectCommand": results_hook.collect_command(location) if b.sweep else "",
+    }
