@@ -28,9 +28,9 @@ from typing import Any
 
 from benchmarks.aiperf_command import SUMMARY_EXPORT
 from benchmarks.aiperf_export import ExportError, LevelSummary, summarize_file
+from benchmarks.stickiness import STICKINESS_FILE
 from benchmarks.sweep import MANIFEST_NAME
 
-STICKINESS_FILE = "routing_stickiness.json"
 AIPERF_PHASES_DIR = "phases"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 METRICS = (

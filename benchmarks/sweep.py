@@ -433,7 +433,13 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         except (SweepError, ExportError) as exc:
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
             write_json(manifest_path, manifest)
-            raise SweepError(str(exc)) from exc
+            if isinstance(exc, SweepError):
+                raise
+            raise SweepError(
+                f"concurrency {concurrency}: {exc}. AIPerf's last lines:\n"
+                f"{_tail(level_dir / LEVEL_LOG)}\nFix the cause, then rerun the same "
+                f"command: finished levels are kept."
+            ) from exc
         manifest["levels"][str(concurrency)].update(
             status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict())
         write_json(manifest_path, manifest)

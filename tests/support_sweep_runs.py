@@ -1,0 +1,87 @@
+"""Two small real sweeps (real AIPerf, recording server on 127.0.0.1), run once per test
+session and shared by tests/test_sweep.py and tests/test_report.py.
+
+AIPerf takes several seconds to start per level, so the suite runs as few as it can:
+session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2, warm-up 2.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from benchmarks.dataset import build_dataset
+from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS
+from benchmarks.sweep import SweepConfig, run_sweep
+from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
+
+MODEL = "test-model"
+VIDEOS = 3
+QUESTIONS = 3
+LEVELS = (1, 2)
+WARMUP = 2
+OUTPUT_TOKENS = 128
+VIDEO_BASE_URL = "http://127.0.0.1:9/videos"
+
+
+@dataclass
+class SweepRun:
+    run_dir: Path
+    said: list[str]
+    requests: list[RecordedRequest]  # chat requests, in arrival order
+
+    def level_requests(
+        self, level_index: int
+    ) -> tuple[list[RecordedRequest], list[RecordedRequest]]:
+        """(warm-up, measured) requests of the `level_index`-th level (levels run in turn)."""
+        per_level = WARMUP + VIDEOS * QUESTIONS
+        chunk = self.requests[level_index * per_level:(level_index + 1) * per_level]
+        return chunk[:WARMUP], chunk[WARMUP:]
+
+
+@dataclass
+class SweepRuns:
+    dataset: Path
+    affinity: SweepRun
+    round_robin: SweepRun
+    extra: dict = field(default_factory=dict)
+
+
+def _sweep(server: RecordingOpenAIServer, config: SweepConfig) -> SweepRun:
+    server.clear()
+    said: list[str] = []
+    run_dir = run_sweep(config, say=said.append)
+    return SweepRun(run_dir, said, server.chat_requests())
+
+
+@functools.cache
+def _run_once(base: Path) -> SweepRuns:
+    base.mkdir(parents=True, exist_ok=True)
+    dataset = base / "dataset.jsonl"
+    refs = [f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)]
+    build_dataset(dataset, video_refs=refs, questions_per_video=QUESTIONS,
+                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL)
+    tokenizer = build_tiny_model_dir(base / "tokenizer")
+    with RecordingOpenAIServer(models=[MODEL]) as server:
+        common = dict(
+            url=server.url, dataset=dataset, model=MODEL, concurrencies=LEVELS,
+            warmup_requests=WARMUP, output_tokens=OUTPUT_TOKENS, tokenizer=str(tokenizer),
+            results_root=base / "results", run_id="test-run", heartbeat_secs=5,
+        )
+        affinity = _sweep(server, SweepConfig(
+            profile="session-affinity", export_level="raw",
+            extra_body=WORKER_ID_REQUEST_FIELDS, notes=("recording server, not a model",),
+            **common,
+        ))
+        round_robin = _sweep(server, SweepConfig(profile="round-robin", **common))
+    return SweepRuns(dataset, affinity, round_robin)
+
+
+@pytest.fixture(scope="session")
+def sweep_runs(tmp_path_factory: pytest.TempPathFactory) -> SweepRuns:
+    # Cached per process, so importing this fixture into two modules still runs it once.
+    return _run_once(tmp_path_factory.getbasetemp() / "shared-sweep-runs")

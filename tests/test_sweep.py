@@ -1,0 +1,256 @@
+"""The sweep drives the real AIPerf against a recording server on 127.0.0.1: what arrives on
+the wire (session header per video, exact output length, video first), the run layout and
+manifest, resume after a crash, and bad settings refused up front."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT
+from benchmarks.dataset import build_dataset
+from benchmarks.prompts import QUESTIONS as QUESTION_SET
+from benchmarks.stickiness import attribute_raw_export
+from benchmarks.sweep import (
+    MANIFEST_NAME,
+    SweepConfig,
+    SweepError,
+    config_problems,
+    level_dir_name,
+    run_sweep,
+)
+from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from infra.recipe import SESSION_HEADER
+from infra.routing import PROFILES
+from tests.conftest import REPO_ROOT
+from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
+from tests.support_sweep_runs import (
+    LEVELS,
+    MODEL,
+    OUTPUT_TOKENS,
+    QUESTIONS,
+    VIDEO_BASE_URL,
+    VIDEOS,
+    WARMUP,
+    SweepRuns,
+    sweep_runs,  # noqa: F401  (fixture)
+)
+
+
+def _parts(request: RecordedRequest) -> list[dict]:
+    messages = request.body["messages"]
+    assert len(messages) == 1, "each request carries only its own question (no history)"
+    return messages[0]["content"]
+
+
+def _video_of(request: RecordedRequest) -> str:
+    return _parts(request)[0]["video_url"]["url"]
+
+
+def test_affinity_sends_one_session_id_per_video_on_exactly_its_questions(
+    sweep_runs: SweepRuns,  # noqa: F811
+) -> None:
+    run = sweep_runs.affinity
+    assert len(run.requests) == len(LEVELS) * (WARMUP + VIDEOS * QUESTIONS)
+    for index, _level in enumerate(LEVELS):
+        _warmup, measured = run.level_requests(index)
+        by_session: dict[str, list[RecordedRequest]] = defaultdict(list)
+        for request in measured:
+            session = request.header(SESSION_HEADER)
+            assert session, "every measured request of the affinity profile has a session id"
+            by_session[session].append(request)
+        assert len(by_session) == VIDEOS
+        videos = set()
+        for requests in by_session.values():
+            assert len(requests) == QUESTIONS
+            assert len({_video_of(r) for r in requests}) == 1
+            assert [_parts(r)[1]["text"] for r in requests] == list(QUESTION_SET[:QUESTIONS])
+            videos.add(_video_of(requests[0]))
+        assert videos == {f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)}
+    all_sessions = [r.header(SESSION_HEADER) for r in run.requests]
+    # Sessions never span levels: each level's sessions are new.
+    first, second = (set(all_sessions[i * 11:(i + 1) * 11]) for i in range(2))
+    assert not first & second
+
+
+def test_round_robin_sends_no_session_header(sweep_runs: SweepRuns) -> None:  # noqa: F811
+    run = sweep_runs.round_robin
+    assert len(run.requests) == len(LEVELS) * (WARMUP + VIDEOS * QUESTIONS)
+    for request in run.requests:
+        assert request.header(SESSION_HEADER) is None
+        assert request.header("X-Session-Affinity") is None
+
+
+def test_every_request_asks_for_exact_output_tokens_with_the_video_first(
+    sweep_runs: SweepRuns,  # noqa: F811
+) -> None:
+    for request in sweep_runs.affinity.requests + sweep_runs.round_robin.requests:
+        body = request.body
+        assert body["model"] == MODEL
+        assert body["stream"] is True
+        assert body.get("max_completion_tokens", body.get("max_tokens")) == OUTPUT_TOKENS
+        assert body["min_tokens"] == OUTPUT_TOKENS
+        assert body["ignore_eos"] is True
+        assert [p["type"] for p in _parts(request)] == ["video_url", "text"]
+
+
+def test_extra_body_fields_reach_the_wire_and_raw_export_keeps_worker_ids(
+    sweep_runs: SweepRuns,  # noqa: F811
+) -> None:
+    run = sweep_runs.affinity
+    assert all(r.body["nvext"] == {"extra_fields": ["worker_id"]} for r in run.requests)
+    assert all("nvext" not in r.body for r in sweep_runs.round_robin.requests)
+    raw = run.run_dir / level_dir_name(LEVELS[0]) / RAW_EXPORT
+    attribution = attribute_raw_export(raw)
+    assert attribution.unattributed == 0
+    assert sorted(attribution.workers_by_video) == [f"video-{i:04d}" for i in range(VIDEOS)]
+    assert all(len(w) == QUESTIONS for w in attribution.workers_by_video.values())
+
+
+def test_run_layout_manifest_and_summary_lines(sweep_runs: SweepRuns) -> None:  # noqa: F811
+    run = sweep_runs.affinity
+    assert run.run_dir.parts[-2:] == ("session-affinity", "test-run")
+    manifest = json.loads((run.run_dir / MANIFEST_NAME).read_text())
+    assert manifest["profile"] == "session-affinity"
+    assert manifest["affinity_ttl_secs"] == PROFILES["session-affinity"].affinity_ttl_secs
+    assert manifest["session_header"] == SESSION_HEADER
+    assert manifest["model"] == MODEL and manifest["endpoint"].startswith("http://127.0.0.1:")
+    assert manifest["requests_per_level"] == VIDEOS * QUESTIONS
+    assert manifest["sessions_per_level"] == VIDEOS
+    assert manifest["output_tokens"] == OUTPUT_TOKENS
+    assert manifest["warmup_requests"] == WARMUP and manifest["random_seed"] == 0
+    assert manifest["dataset"]["info"]["video_source"] == VIDEO_BASE_URL
+    assert manifest["tools"]["aiperf"] == "0.13.0"
+    assert manifest["notes"] == ["recording server, not a model"]
+    for level in LEVELS:
+        assert manifest["levels"][str(level)]["status"] == "complete"
+        assert (run.run_dir / level_dir_name(level) / SUMMARY_EXPORT).is_file()
+        line = next(s for s in run.said if s.startswith(f"concurrency {level}: ")
+                    and "req/s" in s)
+        assert "TTFT p50" in line and "p90" in line and "output tokens/s" in line
+        assert f"({VIDEOS * QUESTIONS} requests, 0 errors)" in line
+    rr = json.loads((sweep_runs.round_robin.run_dir / MANIFEST_NAME).read_text())
+    assert rr["session_header"] is None and rr["affinity_ttl_secs"] is None
+
+
+def test_rerun_with_other_settings_is_refused(sweep_runs: SweepRuns, tmp_path: Path) -> None:  # noqa: F811
+    manifest = json.loads((sweep_runs.affinity.run_dir / MANIFEST_NAME).read_text())
+    config = SweepConfig(
+        url=manifest["endpoint"], dataset=sweep_runs.dataset, profile="session-affinity",
+        model="another-model", run_dir=sweep_runs.affinity.run_dir,
+        tokenizer=manifest["tokenizer"],
+    )
+    with pytest.raises(SweepError, match="other settings.*model"):
+        run_sweep(config, say=lambda _: None)
+
+
+def test_bad_settings_are_all_named_before_anything_runs(tmp_path: Path) -> None:
+    config = SweepConfig(url="localhost:8000", dataset=tmp_path / "missing.jsonl",
+                         concurrencies=(0, 2, 2), run_id="no spaces", export_level="all")
+    problems = "\n".join(config_problems(config))
+    for option in ("--url", "--concurrency levels must be >= 1", "repeat", "--run-id",
+                   "--export-level", "missing.jsonl"):
+        assert option in problems
+    with pytest.raises(SweepError, match="bad sweep settings"):
+        run_sweep(config, say=lambda _: None)
+    assert not (tmp_path / "results").exists()
+    with pytest.raises(SweepError, match="--session-affinity or --no-session-affinity"):
+        dataset = tmp_path / "d.jsonl"
+        build_dataset(dataset, video_refs=["http://127.0.0.1:9/v.mp4"], questions_per_video=1)
+        run_sweep(SweepConfig(url="http://127.0.0.1:9", dataset=dataset, profile="mine"),
+                  say=lambda _: None)
+
+
+SWEEP_SCRIPT = """
+import sys
+from pathlib import Path
+from benchmarks.sweep import SweepConfig, run_sweep
+url, dataset, run_dir, tokenizer = sys.argv[1:5]
+run_sweep(SweepConfig(url=url, dataset=Path(dataset), profile="round-robin", model="m",
+                      concurrencies=(1, 2), warmup_requests=0, run_dir=Path(run_dir),
+                      output_tokens=8,
+                      tokenizer=tokenizer, heartbeat_secs=2), say=lambda s: print(s, flush=True))
+"""
+
+
+def test_a_sweep_killed_during_a_level_resumes_without_redoing_finished_levels(
+    tmp_path: Path,
+) -> None:
+    dataset = tmp_path / "dataset.jsonl"
+    build_dataset(dataset, video_refs=[f"http://127.0.0.1:9/v{i}.mp4" for i in range(3)],
+                  questions_per_video=2, output_tokens=8)
+    tokenizer = str(build_tiny_model_dir(tmp_path / "tokenizer"))
+    run_dir = tmp_path / "run"
+    per_level = 6
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.delay_secs = 0.4  # slow enough to stop the sweep inside level 2
+        sweep = subprocess.Popen(
+            [sys.executable, "-c", SWEEP_SCRIPT, server.url, str(dataset), str(run_dir),
+             tokenizer],
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while len(server.chat_requests()) <= per_level + 1:
+                assert sweep.poll() is None, sweep.stdout.read()
+                assert time.monotonic() < deadline, "level 2 never started"
+                time.sleep(0.1)
+        finally:
+            if sweep.poll() is None:
+                os.killpg(sweep.pid, signal.SIGKILL)  # a crash: nothing gets to clean up
+            sweep.wait(timeout=30)
+        manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+        assert manifest["levels"]["1"]["status"] == "complete"
+        assert manifest["levels"]["2"]["status"] == "running"
+        level1_export = run_dir / level_dir_name(1) / SUMMARY_EXPORT
+        level1_bytes = level1_export.read_bytes()
+
+        server.delay_secs = 0.0
+        server.clear()
+        said: list[str] = []
+        run_sweep(SweepConfig(url=server.url, dataset=dataset, profile="round-robin", model="m",
+                              concurrencies=(1, 2), warmup_requests=0, run_dir=run_dir,
+                              output_tokens=8, tokenizer=tokenizer), say=said.append)
+        assert len(server.chat_requests()) == per_level, "only level 2 ran again"
+    assert any(s.startswith("concurrency 1: ") and "kept from the earlier run" in s for s in said)
+    assert any("removing an unfinished earlier attempt" in s for s in said)
+    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+    assert {k: v["status"] for k, v in manifest["levels"].items()} == {
+        "1": "complete", "2": "complete"}
+    assert level1_export.read_bytes() == level1_bytes
+    assert json.loads((run_dir / level_dir_name(2) / SUMMARY_EXPORT).read_text())[
+        "request_count"]["avg"] == per_level
+
+
+def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures(
+    tmp_path: Path,
+) -> None:
+    """A dead endpoint: AIPerf fails, the sweep says so with AIPerf's last lines, exit 1."""
+    with RecordingOpenAIServer() as server:
+        dead_url = server.url  # nothing listens there once the server stops
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from benchmarks import sweep; import argparse\n"
+         "p = argparse.ArgumentParser(); sweep.register(p.add_subparsers())\n"
+         "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))",
+         "sweep", "--url", dead_url, "--profile", "round-robin", "--video-base-url",
+         "http://127.0.0.1:9/v", "--video-count", "1", "--questions-per-video", "1",
+         "--concurrency", "1", "--warmup-requests", "0", "--run-id", "dead",
+         "--results-root", str(tmp_path), "--request-timeout", "5", "--model", "m"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+    )
+    run_dir = tmp_path / "round-robin" / "dead"
+    assert (run_dir / "dataset.jsonl").is_file()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "rerun the same command" in result.stderr or "AIPerf" in result.stderr
+    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+    assert manifest["levels"]["1"]["status"] == "failed"
