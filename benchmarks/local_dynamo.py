@@ -223,6 +223,7 @@ class LocalDynamo:
     worker_ids: tuple[int, ...] = ()
     frontend_port: int = 0
     nats_port: int = 0
+    discovery_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -253,6 +254,7 @@ class LocalDynamo:
         cfg.work_dir.mkdir(parents=True, exist_ok=True)
         logs = cfg.work_dir / "logs"
         discovery = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
+        self.discovery_dir = discovery
         self.nats_port = cfg.nats_port or free_port()
         self.frontend_port = cfg.frontend_port or free_port()
 
@@ -370,6 +372,8 @@ class LocalDynamo:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
             process.stop(self.config.stop_timeout_secs)
+        if self.discovery_dir is not None:
+            shutil.rmtree(self.discovery_dir, ignore_errors=True)
 
 
 @contextmanager

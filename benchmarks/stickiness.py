@@ -21,10 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.aiperf_command import RAW_EXPORT
+
 # Body fields that make a Dynamo frontend report the worker on every response.
 WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
-RAW_EXPORT = "profile_export_raw.jsonl"
 STICKINESS_FILE = "routing_stickiness.json"
+# Per level: which worker served each video's requests (kept when the raw export goes).
+ATTRIBUTION_FILE = "worker_attribution.json"
 
 
 def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
@@ -130,6 +133,28 @@ def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
     )
 
 
+def level_attribution(level_dir: Path) -> Attribution:
+    """A level's attribution: from its `worker_attribution.json`, else from the raw export
+    (then saved beside it, so the large raw export may be deleted afterwards).
+
+    Raises FileNotFoundError naming the level when neither exists (the sweep must run
+    AIPerf with `--export-level raw` and the worker-id body fields).
+    """
+    saved = level_dir / ATTRIBUTION_FILE
+    if saved.is_file():
+        data = json.loads(saved.read_text())
+        return Attribution(data["workers_by_video"], data["unattributed"])
+    raw = level_dir / RAW_EXPORT
+    if not raw.is_file():
+        raise FileNotFoundError(
+            f"{raw} is missing: this level ran without AIPerf's raw export, so the worker of "
+            "each request is unknown (run it with --export-level raw)"
+        )
+    attribution = attribute_raw_export(raw)
+    saved.write_text(json.dumps(asdict(attribution)) + "\n")
+    return attribution
+
+
 def stickiness_document(levels: Mapping[int, Attribution]) -> dict[str, Any]:
     """The `routing_stickiness.json` content for one run (one profile), by concurrency."""
     return {
@@ -144,20 +169,8 @@ def stickiness_document(levels: Mapping[int, Attribution]) -> dict[str, Any]:
 
 
 def write_stickiness(run_dir: Path, level_dirs: Mapping[int, Path]) -> dict[str, Any]:
-    """Attribute every level's raw export and write `routing_stickiness.json` in `run_dir`.
-
-    Raises FileNotFoundError naming the level whose raw export is missing (the sweep must
-    run AIPerf with `--export-level raw` and the worker-id body fields).
-    """
-    levels: dict[int, Attribution] = {}
-    for concurrency, level_dir in level_dirs.items():
-        raw = level_dir / RAW_EXPORT
-        if not raw.is_file():
-            raise FileNotFoundError(
-                f"{raw} is missing: concurrency {concurrency} ran without AIPerf's raw export, "
-                "so the worker of each request is unknown (run it with --export-level raw)"
-            )
-        levels[concurrency] = attribute_raw_export(raw)
+    """Write `routing_stickiness.json` in `run_dir` from every level's attribution."""
+    levels = {c: level_attribution(d) for c, d in level_dirs.items()}
     document = stickiness_document(levels)
     (run_dir / STICKINESS_FILE).write_text(json.dumps(document, indent=2) + "\n")
     return document

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
 from benchmarks.loopback import listeners
-from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from benchmarks.mock_model import mock_model_dir
 from infra.routing import Routing
 
 
@@ -17,7 +17,7 @@ def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalD
     assert nats is not None, "nats-server missing: run `bash scripts/setup.sh`"
     return LocalDynamoConfig(
         routing=routing,
-        model_dir=build_tiny_model_dir(work / "model"),
+        model_dir=mock_model_dir(work / "model"),
         fleet=MockFleet(workers=workers, speedup_ratio=10.0),
         work_dir=work / "stack",
         nats_binary=nats,

@@ -1,0 +1,566 @@
+"""`rehearse`: the whole benchmark on this machine, against a real Dynamo frontend.
+
+For each routing profile (stack) it starts NATS, `dynamo.mocker` with the stack's worker
+count and `dynamo.frontend` with the stack's routing flags, all on 127.0.0.1 (see
+benchmarks/local_dynamo.py), runs the same AIPerf sweep as the cluster on a scaled-down
+dataset, and attributes every response to the worker that served it. Then it writes the
+comparison report, with how sticky each profile was.
+
+Modelling choices (also written into each run's manifest notes):
+- A text-only mock model ignores video, so each video is a deterministic per-video text
+  block of about `standin_tokens` tokens (a 30 s, 2 FPS video is thousands of visual
+  tokens) before the question. The mocker's prefix cache reuses it only on a worker that
+  already processed it: the work session affinity saves.
+- Every concurrency level runs on a freshly started frontend and mocker (cold caches).
+  The mock workers' caches hold every video of a rehearsal many times over; carried from
+  one level to the next they would hand round robin every video on every worker, and the
+  comparison would measure cache warm-up instead of routing. A real worker's processor
+  cache holds far fewer videos than the seed's 200.
+
+Layout: `results/rehearsal/<run-id>/` holds `report.md` (+ csv, json, png),
+`rehearsal.json` (wall time, peak memory, per-level numbers), `dataset.jsonl`, `model/`
+(the tiny model dir for the mocker and AIPerf), and one sweep run directory per profile
+(`<profile>/`, with `routing_stickiness.json` and the stack's logs under `stack/`).
+Rerunning with the same `--run-id` resumes: finished levels are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT
+from benchmarks.aiperf_export import LevelSummary, read_export, summarize
+from benchmarks.dataset import build_dataset
+from benchmarks.local_dynamo import (
+    LocalDynamo,
+    LocalDynamoConfig,
+    LocalDynamoError,
+    MockFleet,
+    find_nats_server,
+    local_frontend_command,
+    sigterm_as_interrupt,
+)
+from benchmarks.loopback import LOOPBACK, free_port
+from benchmarks.mock_model import mock_model_dir
+from benchmarks.peak_memory import PeakMemory
+from benchmarks.preflight import PortRequest, PreflightError, run_preflight
+from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
+from benchmarks.report import build_report
+from benchmarks.shape import SEED_SHAPE
+from benchmarks.stickiness import (
+    WORKER_ID_REQUEST_FIELDS,
+    Stickiness,
+    level_attribution,
+    stickiness,
+    write_stickiness,
+)
+from benchmarks.sweep import (
+    MANIFEST_NAME,
+    SweepConfig,
+    SweepError,
+    level_complete,
+    level_dir_name,
+    run_sweep,
+    write_json,
+)
+from infra.settings import SettingsError
+from infra.stack_files import StackFilesError
+
+# Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours even on
+# mock workers; these keep the default rehearsal under 10 minutes on two cores.
+REHEARSAL_VIDEOS = 40
+REHEARSAL_CONCURRENCIES = (4, 16)
+# Visual tokens of a 30 s, 2 FPS video are in the thousands; ~8,400 is where the effect
+# showed clearly in DESIGN.md section 6 (1,600 was within noise).
+STANDIN_TOKENS = 8400
+SPEEDUP_RATIO = 1.0
+RESULTS_ROOT = Path("results") / "rehearsal"
+REHEARSAL_FILE = "rehearsal.json"
+# Baseline first: the report computes every other profile's gain over the first one.
+DEFAULT_PROFILES = ("round-robin", "session-affinity")
+# Rough wall time of one mocked request at speedup 1 (128 tokens decode + prefill), used
+# only to bound a level's run time generously.
+MOCK_REQUEST_SECS = 1.2
+
+Say = Callable[[str], None]
+
+
+class RehearsalError(RuntimeError):
+    """A rehearsal that cannot start or go on; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class RehearsalConfig:
+    profiles: tuple[str, ...] = DEFAULT_PROFILES
+    videos: int = REHEARSAL_VIDEOS
+    questions_per_video: int = SEED_SHAPE.questions_per_video
+    concurrencies: tuple[int, ...] = REHEARSAL_CONCURRENCIES
+    standin_tokens: int = STANDIN_TOKENS
+    output_tokens: int = SEED_SHAPE.output_tokens
+    warmup_requests: int = SEED_SHAPE.warmup_requests
+    speedup_ratio: float = SPEEDUP_RATIO
+    results_root: Path = RESULTS_ROOT
+    run_id: str | None = None
+    frontend_port: int | None = None
+    nats_port: int | None = None
+    ready_timeout_secs: float = 120.0
+    level_timeout_secs: float | None = None
+    keep_raw: bool = False
+    memory_needed: int | None = None
+
+    @property
+    def requests_per_level(self) -> int:
+        return self.videos * self.questions_per_video
+
+
+def config_problems(config: RehearsalConfig) -> list[str]:
+    """Every bad option, naming it and the fix."""
+    problems = []
+    if not config.profiles:
+        problems.append("--profiles needs at least one stack name")
+    if len(set(config.profiles)) != len(config.profiles):
+        problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
+    if config.videos < 1:
+        problems.append(f"--videos must be at least 1 (got {config.videos})")
+    if config.questions_per_video < 1:
+        problems.append(f"--questions-per-video must be at least 1 (got "
+                        f"{config.questions_per_video})")
+    if not config.concurrencies or any(c < 1 for c in config.concurrencies):
+        problems.append(f"--concurrency levels must be at least 1 (got "
+                        f"{list(config.concurrencies)})")
+    if len(set(config.concurrencies)) != len(config.concurrencies):
+        problems.append(f"--concurrency levels repeat (got {list(config.concurrencies)})")
+    if config.standin_tokens < 64:
+        problems.append(f"--standin-tokens must be at least 64, one cache block (got "
+                        f"{config.standin_tokens}); a video is thousands of tokens")
+    if config.speedup_ratio <= 0:
+        problems.append(f"--speedup-ratio must be above 0 (got {config.speedup_ratio}); "
+                        "1 simulates real time")
+    if config.ready_timeout_secs <= 0:
+        problems.append("--ready-timeout must be above 0 seconds")
+    if config.frontend_port is not None and config.frontend_port == config.nats_port:
+        problems.append("--frontend-port and --nats-port must differ")
+    return problems
+
+
+def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
+    """A generous bound on one level: three times the mocked time, plus AIPerf start-up."""
+    if config.level_timeout_secs is not None:
+        return config.level_timeout_secs
+    mocked = config.requests_per_level * MOCK_REQUEST_SECS / config.speedup_ratio / concurrency
+    return 3 * mocked + 300
+
+
+def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    fields = [int(v) for v in stat.read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    total = after[1] - before[1]
+    return None if total <= 0 else (after[0] - before[0]) / total
+
+
+@dataclass(frozen=True)
+class LevelOutcome:
+    """One level of one profile: AIPerf's numbers, cache reuse, stickiness, machine load."""
+
+    summary: LevelSummary
+    cache_read_pct: float | None
+    stickiness: Stickiness
+    cpu_busy: float | None
+
+
+@dataclass
+class ProfileOutcome:
+    profile: str
+    run_dir: Path
+    levels: dict[int, LevelOutcome] = field(default_factory=dict)
+
+
+def cache_read_pct(export: Mapping[str, Any]) -> float | None:
+    """Share of prompt tokens a worker served from its prefix cache (AIPerf's usage)."""
+    value = export.get("overall_usage_prompt_cache_read_pct")
+    if isinstance(value, Mapping):
+        value = value.get("avg")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _gain(value: float | None, base: float | None) -> float | None:
+    if value is None or not base:
+        return None
+    return 100.0 * (value - base) / base
+
+
+def direction_notes(
+    baseline: ProfileOutcome, affinity: ProfileOutcome, workers: int
+) -> list[str]:
+    """What the rehearsal shows at its highest concurrency, and why when it is not the
+    seed's direction (affinity: more req/s and lower TTFT p50). Pure: outcomes in."""
+    common = sorted(set(baseline.levels) & set(affinity.levels))
+    if not common:
+        return []
+    top = common[-1]
+    rr, af = baseline.levels[top], affinity.levels[top]
+    gain = _gain(af.summary.request_throughput, rr.summary.request_throughput)
+    ttft_rr, ttft_af = rr.summary.ttft_p50_ms, af.summary.ttft_p50_ms
+    facts = (
+        f"at concurrency {top}: {af.summary.request_throughput:.2f} vs "
+        f"{rr.summary.request_throughput:.2f} req/s ({gain:+.1f}%), TTFT p50 "
+        f"{ttft_af or 0:.0f} vs {ttft_rr or 0:.0f} ms ({affinity.profile} vs {baseline.profile})"
+    )
+    notes = []
+    faster = gain is not None and gain > 0
+    quicker = ttft_rr is not None and ttft_af is not None and ttft_af < ttft_rr
+    if faster and quicker:
+        notes.append(f"Direction as in the seed {facts}.")
+    else:
+        notes.append(f"NOT the seed's direction {facts}. Why, from the measurements:")
+        if af.stickiness.share_single_worker < 1.0:
+            notes.append(
+                f"- affinity did not hold: only {af.stickiness.share_single_worker:.0%} of "
+                "videos stayed on one worker, so the frontend ignored or lost the session "
+                "binding (check the --router-session-affinity-ttl-secs flag in its log)."
+            )
+        if af.cache_read_pct is not None and rr.cache_read_pct is not None:
+            if af.cache_read_pct <= rr.cache_read_pct:
+                notes.append(
+                    f"- prefix-cache reuse was no better with affinity ({af.cache_read_pct:.0f}% "
+                    f"vs {rr.cache_read_pct:.0f}% of prompt tokens), so there was no work to save."
+                )
+            else:
+                notes.append(
+                    f"- affinity did save work: {af.cache_read_pct:.0f}% vs "
+                    f"{rr.cache_read_pct:.0f}% of prompt tokens came from the worker's cache."
+                )
+        busy = max(v for v in (af.cpu_busy, rr.cpu_busy, 0.0) if v is not None)
+        if busy >= 0.85:
+            notes.append(
+                f"- the machine was CPU-bound ({busy:.0%} of all cores busy during the level): "
+                "AIPerf, the frontend and the mocker competed for the cores, so the simulated "
+                "time affinity saved did not turn into throughput. Rerun with lower "
+                "--concurrency, or on a machine with more cores."
+            )
+        if rr.stickiness.mean_workers_per_video < 2:
+            notes.append(
+                f"- round robin kept videos on {rr.stickiness.mean_workers_per_video:.1f} "
+                f"workers on average (of {workers}): too few questions per video for round "
+                "robin to spread them, so it lost little cache reuse."
+            )
+    return notes
+
+
+def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
+    return [
+        f"Local rehearsal: real dynamo.frontend with {workers} CPU mock workers "
+        f"(dynamo.mocker, speedup {config.speedup_ratio:g}), not the Cosmos3 NIM; absolute "
+        "numbers say nothing about H200s, the comparison between profiles is the point.",
+        f"Each video is a ~{config.standin_tokens}-token per-video text block before the "
+        "question (the mock model is text-only); a worker reuses it from its prefix cache "
+        "only if it processed that video before.",
+        "Each concurrency level ran on a freshly started frontend and mocker (cold caches), "
+        "so no level inherits another level's cached videos.",
+    ]
+
+
+def level_outcome(level_dir: Path, cpu_busy: float | None) -> LevelOutcome:
+    export = read_export(level_dir / SUMMARY_EXPORT)
+    attribution = level_attribution(level_dir)
+    return LevelOutcome(
+        summary=summarize(export),
+        cache_read_pct=cache_read_pct(export),
+        stickiness=stickiness(attribution.workers_by_video),
+        cpu_busy=cpu_busy,
+    )
+
+
+def _read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / MANIFEST_NAME
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+class Rehearsal:
+    """One rehearsal run: the thin layer that starts stacks and sweeps, level by level."""
+
+    def __init__(self, config: RehearsalConfig, say: Say = print) -> None:
+        self.config = config
+        self.say = say
+        run_id = config.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        self.run_dir = config.results_root / run_id
+        self.nats = find_nats_server()
+        self.stacks: dict[str, RehearsalStack] = {}
+
+    def check(self) -> None:
+        """Options, stacks and machine, before anything starts."""
+        problems = config_problems(self.config)
+        for profile in self.config.profiles:
+            try:
+                self.stacks[profile] = rehearsal_stack(profile)
+            except (SettingsError, StackFilesError) as exc:
+                problems.append(f"--profiles {profile}: {exc}")
+        if problems:
+            raise RehearsalError("bad rehearsal settings (nothing was started):\n  - "
+                                 + "\n  - ".join(problems))
+        ports = [PortRequest(option, port) for option, port in (
+            ("--frontend-port", self.config.frontend_port),
+            ("--nats-port", self.config.nats_port)) if port is not None]
+        kwargs: dict[str, Any] = {}
+        if self.config.memory_needed is not None:
+            kwargs["memory_needed"] = self.config.memory_needed
+        run_preflight(self.nats, ports=ports, out_dir=self.run_dir, **kwargs)
+
+    def prepare(self) -> tuple[Path, Path]:
+        """The tiny model dir and the stand-in dataset (deterministic; rebuilt each time)."""
+        cfg = self.config
+        model = mock_model_dir(self.run_dir / "model")
+        dataset = self.run_dir / "dataset.jsonl"
+        build_dataset(
+            dataset, video_count=cfg.videos, text_standin_tokens=cfg.standin_tokens,
+            questions_per_video=cfg.questions_per_video, output_tokens=cfg.output_tokens,
+            video_source="text stand-in (local rehearsal)",
+        )
+        return model, dataset
+
+    def stack_config(self, stack: RehearsalStack, model: Path, port: int, level: int
+                     ) -> LocalDynamoConfig:
+        assert self.nats is not None
+        return LocalDynamoConfig(
+            routing=stack.routing,
+            model_dir=model,
+            fleet=MockFleet(workers=stack.workers, speedup_ratio=self.config.speedup_ratio),
+            work_dir=self.run_dir / stack.profile / "stack" / f"concurrency-{level}",
+            frontend_port=port,
+            nats_port=self.config.nats_port,
+            nats_binary=self.nats,
+            ready_timeout_secs=self.config.ready_timeout_secs,
+        )
+
+    def sweep_config(self, stack: RehearsalStack, url: str, model: Path, dataset: Path,
+                     level: int, port: int) -> SweepConfig:
+        cfg = self.config
+        return SweepConfig(
+            url=url, dataset=dataset, profile=stack.profile, affinity=stack.routing.affinity,
+            concurrencies=(level,), output_tokens=cfg.output_tokens,
+            warmup_requests=cfg.warmup_requests, tokenizer=str(model.resolve()),
+            run_dir=self.run_dir / stack.profile, extra_body=WORKER_ID_REQUEST_FIELDS,
+            export_level="raw", level_timeout_secs=level_timeout(cfg, level),
+            notes=tuple(modelling_notes(cfg, stack.workers)),
+            deployment={
+                "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
+                "frontend_command": local_frontend_command("python", stack.routing, port),
+                "mock_workers": stack.workers,
+                "speedup_ratio": cfg.speedup_ratio,
+                "standin_tokens": cfg.standin_tokens,
+                "ai_dynamo": _version("ai-dynamo"),
+                "cold_caches_per_level": True,
+            },
+        )
+
+    def run_profile(self, stack: RehearsalStack, model: Path, dataset: Path) -> ProfileOutcome:
+        cfg = self.config
+        run_dir = self.run_dir / stack.profile
+        outcome = ProfileOutcome(stack.profile, run_dir)
+        port = cfg.frontend_port or free_port()
+        cpu: dict[int, float | None] = {
+            int(c): s.get("cpu_busy") for c, s in _read_manifest(run_dir).get("levels", {}).items()
+        }
+        for level in cfg.concurrencies:
+            level_dir = run_dir / level_dir_name(level)
+            if level_complete(run_dir, _read_manifest(run_dir), level):
+                self.say(f"{stack.profile}: concurrency {level} kept from the earlier run")
+            else:
+                self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
+                         f"workers for concurrency {level}")
+                with LocalDynamo(self.stack_config(stack, model, port, level)) as local:
+                    before = cpu_times()
+                    run_sweep(self.sweep_config(stack, local.url, model, dataset, level, port),
+                              say=lambda line: self.say(f"{stack.profile}: {line}"))
+                    cpu[level] = busy_share(before, cpu_times())
+                _record_level_extras(run_dir, level, cpu[level])
+            level_attribution(level_dir)
+            if not cfg.keep_raw:
+                (level_dir / RAW_EXPORT).unlink(missing_ok=True)
+            outcome.levels[level] = level_outcome(level_dir, cpu.get(level))
+        write_stickiness(run_dir, {c: run_dir / level_dir_name(c) for c in cfg.concurrencies})
+        return outcome
+
+    def run(self) -> Path:
+        self.check()
+        started = time.monotonic()
+        with PeakMemory() as memory, sigterm_as_interrupt():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.say(
+                f"rehearsal {self.run_dir.name}: profiles {', '.join(self.config.profiles)}; "
+                f"{self.config.videos} videos x {self.config.questions_per_video} questions "
+                f"at concurrency {', '.join(map(str, self.config.concurrencies))}; "
+                f"results in {self.run_dir}"
+            )
+            model, dataset = self.prepare()
+            outcomes = [self.run_profile(self.stacks[p], model, dataset)
+                        for p in self.config.profiles]
+            notes = self.finish_notes(outcomes)
+            report = build_report([o.run_dir for o in outcomes], self.run_dir,
+                                  warn=lambda line: self.say(f"report: {line}"))
+        wall = time.monotonic() - started
+        summary = rehearsal_summary(self.config, outcomes, wall, memory.peak, notes)
+        write_json(self.run_dir / REHEARSAL_FILE, summary)
+        for line in summary_lines(summary):
+            self.say(line)
+        self.say(f"report: {report}")
+        return self.run_dir
+
+    def finish_notes(self, outcomes: Sequence[ProfileOutcome]) -> list[str]:
+        """Direction notes into every run's manifest (the report lists them)."""
+        by_name = {o.profile: o for o in outcomes}
+        baseline = next((o for o in outcomes if not self.stacks[o.profile].routing.affinity),
+                        None)
+        sticky = next((o for o in outcomes if self.stacks[o.profile].routing.affinity), None)
+        notes: list[str] = []
+        if baseline is not None and sticky is not None:
+            notes = direction_notes(baseline, sticky, self.stacks[sticky.profile].workers)
+        for name, outcome in by_name.items():
+            manifest = _read_manifest(outcome.run_dir)
+            manifest["concurrencies"] = list(self.config.concurrencies)
+            manifest["notes"] = modelling_notes(self.config, self.stacks[name].workers) + notes
+            write_json(outcome.run_dir / MANIFEST_NAME, manifest)
+        return notes
+
+
+def _record_level_extras(run_dir: Path, level: int, cpu_busy: float | None) -> None:
+    manifest = _read_manifest(run_dir)
+    manifest.setdefault("levels", {}).setdefault(str(level), {})["cpu_busy"] = cpu_busy
+    write_json(run_dir / MANIFEST_NAME, manifest)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome],
+                      wall_secs: float, peak_bytes: int, notes: Sequence[str]) -> dict[str, Any]:
+    return {
+        "settings": {k: (str(v) if isinstance(v, Path) else v)
+                     for k, v in asdict(config).items()},
+        "wall_time_secs": round(wall_secs, 1),
+        "peak_memory_bytes": peak_bytes,
+        "profiles": {
+            o.profile: {
+                "run_dir": str(o.run_dir),
+                "levels": {
+                    str(c): {**asdict(lv.summary), "cache_read_pct": lv.cache_read_pct,
+                             "cpu_busy": lv.cpu_busy, "stickiness": asdict(lv.stickiness)}
+                    for c, lv in sorted(o.levels.items())
+                },
+            }
+            for o in outcomes
+        },
+        "notes": list(notes),
+    }
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The human summary: wall time, peak memory, per profile and level the key numbers."""
+    lines = [
+        f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
+        f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started)",
+        f"{'profile':<18} {'conc':>4} {'req/s':>7} {'TTFT p50':>9} {'cache hit':>9} "
+        f"{'1-worker videos':>15} {'workers/video':>13}",
+    ]
+    for profile, data in summary["profiles"].items():
+        for c, lv in data["levels"].items():
+            hit = lv["cache_read_pct"]
+            ttft = lv["ttft_p50_ms"]
+            lines.append(
+                f"{profile:<18} {c:>4} {lv['request_throughput']:>7.2f} "
+                f"{'n/a' if ttft is None else f'{ttft:.0f} ms':>9} "
+                f"{'n/a' if hit is None else f'{hit:.0f}%':>9} "
+                f"{lv['stickiness']['share_single_worker']:>15.0%} "
+                f"{lv['stickiness']['mean_workers_per_video']:>13.1f}"
+            )
+    lines += list(summary.get("notes") or [])
+    return lines
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    d = RehearsalConfig()
+    p = subparsers.add_parser(
+        "rehearse",
+        help="run both routing profiles on a local Dynamo frontend with CPU mock workers",
+        description="Local rehearsal: for each stack, a real dynamo.frontend with the stack's "
+        "routing flags and dynamo.mocker with its worker count, on 127.0.0.1; the same AIPerf "
+        "sweep as the cluster (scaled down); worker attribution per video; the comparison "
+        "report. Needs no cluster and no GPU.",
+    )
+    p.add_argument("--profiles", nargs="+", default=list(d.profiles),
+                   help=f"stacks to rehearse, baseline first (default: {' '.join(d.profiles)})")
+    p.add_argument("--videos", type=int, default=d.videos,
+                   help=f"videos per level (default {d.videos}; the seed's is "
+                   f"{SEED_SHAPE.videos.count})")
+    p.add_argument("--questions-per-video", type=int, default=d.questions_per_video,
+                   help=f"default {d.questions_per_video}")
+    p.add_argument("--concurrency", type=int, nargs="+", default=list(d.concurrencies),
+                   help=f"levels (default {' '.join(map(str, d.concurrencies))}; the seed's: "
+                   f"{' '.join(map(str, SEED_SHAPE.concurrencies))})")
+    p.add_argument("--standin-tokens", type=int, default=d.standin_tokens,
+                   help=f"tokens of each video's text stand-in (default {d.standin_tokens})")
+    p.add_argument("--speedup-ratio", type=float, default=d.speedup_ratio,
+                   help="mock workers' speed-up over real time (default 1; higher is faster "
+                   "but makes the client and frontend the bottleneck on few cores)")
+    p.add_argument("--warmup-requests", type=int, default=d.warmup_requests,
+                   help=f"per level, excluded from results (default {d.warmup_requests})")
+    p.add_argument("--results-root", type=Path, default=d.results_root,
+                   help=f"default {d.results_root}")
+    p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
+    p.add_argument("--frontend-port", type=int, default=None,
+                   help="fixed frontend port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--nats-port", type=int, default=None,
+                   help="fixed NATS port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--ready-timeout", type=float, default=d.ready_timeout_secs,
+                   help=f"seconds to wait for a stack to serve (default {d.ready_timeout_secs:g})")
+    p.add_argument("--level-timeout", type=float, default=None,
+                   help="seconds per level (default: three times the expected time + 5 min)")
+    p.add_argument("--keep-raw", action="store_true",
+                   help=f"keep AIPerf's {RAW_EXPORT} (about 100 MB per level)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = RehearsalConfig(
+        profiles=tuple(args.profiles), videos=args.videos,
+        questions_per_video=args.questions_per_video, concurrencies=tuple(args.concurrency),
+        standin_tokens=args.standin_tokens, warmup_requests=args.warmup_requests,
+        speedup_ratio=args.speedup_ratio, results_root=args.results_root, run_id=args.run_id,
+        frontend_port=args.frontend_port, nats_port=args.nats_port,
+        ready_timeout_secs=args.ready_timeout, level_timeout_secs=args.level_timeout,
+        keep_raw=args.keep_raw,
+    )
+    rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
+    resume = f"rerun with --run-id {rehearsal.run_dir.name} to resume (finished levels are kept)"
+    try:
+        rehearsal.run()
+    except (RehearsalError, PreflightError) as exc:
+        print(f"rehearse: error: {exc}", file=sys.stderr)
+        return 2
+    except (LocalDynamoError, SweepError) as exc:
+        print(f"rehearse: error: {exc}\nEvery process the rehearsal started was stopped; "
+              f"{resume}.", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"rehearse: interrupted; every process it started was stopped; {resume}.",
+              file=sys.stderr)
+        return 130
+    return 0
