@@ -1,0 +1,114 @@
+"""FFmpeg-made videos: probed for duration, frame rate and frame count; decoded frames
+prove every video distinct; reruns reuse intact files and remake damaged ones."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmarks.shape import SEED_SHAPE
+from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape, video_name
+
+SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("ffprobe") is None or shutil.which("ffmpeg") is None,
+    reason="ffmpeg/ffprobe not installed (apt-get install ffmpeg; .ci/run does it)",
+)
+
+
+def probe(path: Path) -> dict:
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+         "-show_entries", "stream=width,height,r_frame_rate,nb_read_frames,codec_name",
+         "-show_entries", "format=duration", "-of", "json", str(path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    data = json.loads(out)
+    return {**data["streams"][0], "duration": float(data["format"]["duration"])}
+
+
+def frame_hashes(path: Path) -> list[str]:
+    """MD5 of every decoded frame: content, whatever the container bytes are."""
+    out = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "framemd5", "-"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    return [line.split(",")[-1].strip() for line in out.splitlines() if not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return make_videos(tmp_path_factory.mktemp("videos"), SHAPE, progress=lambda _: None)
+
+
+def test_duration_frame_rate_and_frame_count(videos: list[Path]) -> None:
+    assert [p.name for p in videos] == [video_name(i) for i in range(SHAPE.count)]
+    for path in videos:
+        info = probe(path)
+        assert info["codec_name"] == "h264"
+        assert (info["width"], info["height"]) == (SHAPE.width, SHAPE.height)
+        assert info["r_frame_rate"] == f"{SHAPE.fps}/1"
+        assert int(info["nb_read_frames"]) == SHAPE.duration_secs * SHAPE.fps
+        assert info["duration"] == pytest.approx(SHAPE.duration_secs, abs=0.01)
+
+
+def test_no_two_videos_share_a_frame(videos: list[Path]) -> None:
+    seen: dict[str, Path] = {}
+    for path in videos:
+        hashes = frame_hashes(path)
+        assert len(hashes) == SHAPE.duration_secs * SHAPE.fps
+        for digest in set(hashes):
+            assert digest not in seen, f"{path.name} shares a frame with {seen[digest].name}"
+            seen[digest] = path
+        assert len(set(hashes)) > 1, f"{path.name} does not change over time"
+
+
+def test_same_seed_same_bytes_other_seed_other_content(videos: list[Path], tmp_path: Path) -> None:
+    again = make_videos(tmp_path / "again", SHAPE, progress=lambda _: None)
+    assert [p.read_bytes() for p in again] == [p.read_bytes() for p in videos]
+    other = make_videos(tmp_path / "other", replace(SHAPE, count=1, seed=8),
+                        progress=lambda _: None)
+    assert set(frame_hashes(other[0])).isdisjoint(frame_hashes(videos[0]))
+
+
+def test_rerun_reuses_intact_files_and_remakes_damaged_ones(tmp_path: Path) -> None:
+    out = tmp_path / "v"
+    shape = replace(SHAPE, count=2)
+    make_videos(out, shape, progress=lambda _: None)
+    first = out / video_name(0)
+    good = first.read_bytes()
+    mtime = (out / video_name(1)).stat().st_mtime_ns
+    first.write_bytes(good[: len(good) // 2])  # an interrupted copy, say
+    said: list[str] = []
+    make_videos(out, replace(shape, count=3), progress=said.append)
+    assert "1 reused, 2 to make" in said[0]
+    assert first.read_bytes() == good
+    assert (out / video_name(1)).stat().st_mtime_ns == mtime
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    assert [v["name"] for v in manifest["videos"]] == [video_name(i) for i in range(3)]
+    assert manifest["videos"][2]["sha256"] == hashlib.sha256(
+        (out / video_name(2)).read_bytes()).hexdigest()
+    said.clear()
+    make_videos(out, replace(shape, count=3, width=192), progress=said.append)
+    assert "0 reused, 3 to make" in said[0], "other settings never reuse files"
+
+
+def test_the_ffmpeg_that_the_pinned_wheel_ships_works_too(tmp_path: Path) -> None:
+    import imageio_ffmpeg
+
+    (path,) = make_videos(tmp_path, replace(SHAPE, count=1), progress=lambda _: None,
+                          exe=imageio_ffmpeg.get_ffmpeg_exe())
+    info = probe(path)
+    assert int(info["nb_read_frames"]) == SHAPE.duration_secs * SHAPE.fps
+
+
+def test_bad_settings_name_the_option() -> None:
+    with pytest.raises(ValueError, match="--count.*--width must be even"):
+        validate_shape(replace(SHAPE, count=0, width=101))
