@@ -1,0 +1,114 @@
+"""The report's numbers are the ones in the AIPerf exports it read (real exports of two
+small sweeps), and the gains are computed from them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.aiperf_command import SUMMARY_EXPORT
+from benchmarks.report import ReportError, build_report
+from benchmarks.stickiness import STICKINESS_FILE
+from benchmarks.sweep import level_dir_name
+from tests.support_sweep_runs import (
+    LEVELS,
+    SweepRuns,
+    sweep_runs,  # noqa: F401  (fixture)
+)
+
+FIELDS = {
+    "request_throughput": ("request_throughput", "avg"),
+    "ttft_p50_ms": ("time_to_first_token", "p50"),
+    "ttft_p90_ms": ("time_to_first_token", "p90"),
+    "request_latency_p50_ms": ("request_latency", "p50"),
+    "output_token_throughput": ("output_token_throughput", "avg"),
+}
+
+
+def _export(run_dir: Path, level: int) -> dict:
+    return json.loads((run_dir / level_dir_name(level) / SUMMARY_EXPORT).read_text())
+
+
+@pytest.fixture(scope="module")
+def report_dir(sweep_runs: SweepRuns, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    out = tmp_path_factory.mktemp("report")
+    build_report([sweep_runs.round_robin.run_dir, sweep_runs.affinity.run_dir], out,
+                 warn=lambda _: None)
+    return out
+
+
+def test_numbers_equal_the_exports_and_gains_come_from_them(
+    sweep_runs: SweepRuns, report_dir: Path  # noqa: F811
+) -> None:
+    data = json.loads((report_dir / "report.json").read_text())
+    assert data["profiles"] == ["round-robin", "session-affinity"]
+    assert data["baseline"] == "round-robin"
+    rows = {(r["concurrency"], r["profile"]): r for r in data["rows"]}
+    assert set(rows) == {(c, p) for c in LEVELS for p in data["profiles"]}
+    for level in LEVELS:
+        rr = _export(sweep_runs.round_robin.run_dir, level)
+        aff = _export(sweep_runs.affinity.run_dir, level)
+        for profile, export in (("round-robin", rr), ("session-affinity", aff)):
+            row = rows[(level, profile)]
+            for name, (metric, stat) in FIELDS.items():
+                assert row[name] == export[metric][stat], (level, profile, name)
+            assert row["requests"] == export["request_count"]["avg"]
+        rr_rate, aff_rate = rr["request_throughput"]["avg"], aff["request_throughput"]["avg"]
+        expected_gain = (aff_rate / rr_rate - 1) * 100
+        assert rows[(level, "session-affinity")]["throughput_gain_pct"] == pytest.approx(
+            expected_gain)
+        assert rows[(level, "round-robin")]["throughput_gain_pct"] == pytest.approx(0.0)
+
+    with open(report_dir / "report.csv") as f:
+        csv_rows = list(csv.DictReader(f))
+    assert len(csv_rows) == len(data["rows"])
+    for csv_row, row in zip(csv_rows, data["rows"], strict=True):
+        assert int(csv_row["concurrency"]) == row["concurrency"]
+        assert float(csv_row["request_throughput"]) == pytest.approx(row["request_throughput"])
+        assert float(csv_row["throughput_gain_pct"]) == pytest.approx(row["throughput_gain_pct"])
+
+    markdown = (report_dir / "report.md").read_text()
+    aff_row = rows[(LEVELS[-1], "session-affinity")]
+    rr_row = rows[(LEVELS[-1], "round-robin")]
+    assert (f"| {LEVELS[-1]} | {rr_row['request_throughput']:,.2f} | "
+            f"{aff_row['request_throughput']:,.2f} | {aff_row['throughput_gain_pct']:+.0f}% |"
+            ) in markdown
+    assert "note: recording server, not a model" in markdown
+    for png in ("throughput.png", "ttft.png"):
+        assert (report_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stickiness_from_the_rehearsal_is_shown(sweep_runs: SweepRuns, tmp_path: Path) -> None:  # noqa: F811
+    run = tmp_path / "session-affinity-run"
+    shutil.copytree(sweep_runs.affinity.run_dir, run)
+    sticky = {"videos": 3, "share_single_worker": 1.0, "mean_workers_per_video": 1.0,
+              "workers_seen": 3}
+    (run / STICKINESS_FILE).write_text(json.dumps({"by_concurrency": {"2": sticky}}))
+    build_report([run], tmp_path / "out", warn=lambda _: None)
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "Routing stickiness" in markdown
+    assert "| 2 | 100% | 1.00 |" in markdown
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["runs"][0]["stickiness"] == {"2": sticky}
+    row = next(r for r in data["rows"] if r["concurrency"] == 2)
+    assert row["stickiness_share_single_worker"] == 1.0
+
+
+def test_labels_come_from_the_manifest_or_the_directory_name(
+    sweep_runs: SweepRuns, tmp_path: Path  # noqa: F811
+) -> None:
+    loose = tmp_path / "loose-exports"
+    shutil.copytree(sweep_runs.round_robin.run_dir / level_dir_name(1), loose / "c1")
+    build_report([loose], tmp_path / "out", warn=lambda _: None)
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["profiles"] == ["loose-exports"]
+    assert [r["concurrency"] for r in data["rows"]] == [1]
+
+
+def test_no_results_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="run `python -m benchmarks sweep` first"):
+        build_report([tmp_path], tmp_path / "out", warn=lambda _: None)
