@@ -1,0 +1,258 @@
+"""The hook's work, on real files: the results layout, the transfer format, the report.
+
+The cluster sits behind `ClusterIO`; `FolderCluster` below stands in for it with a local
+folder as the cache claim, and moves files with the very script and decoder the real
+implementation runs through `kubectl exec`. The results are what the real sweep writes:
+`sweep_run` runs `python -m benchmarks sweep` (real AIPerf) against the recording server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
+
+from infra.results_hook import (
+    AIPERF_EXPORT,
+    MISSING_EXIT_CODE,
+    REPORT_FOLDER,
+    TAR_SCRIPT,
+    CollectError,
+    JobState,
+    JobStatus,
+    RunLocation,
+    aiperf_exports,
+    bring_results_home,
+    extract_tar_b64,
+    hook_bring_results_home,
+    job_status_from,
+)
+from tests.conftest import REPO_ROOT
+
+LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="bench",
+                       cache_claim="shared-model-cache", image="python:3.11.14-slim")
+
+
+def tar_b64(folder: Path) -> subprocess.CompletedProcess:
+    """What the reader pod prints for a folder: the real script, run by a real Python."""
+    return subprocess.run([sys.executable, "-c", TAR_SCRIPT, str(folder)],
+                          capture_output=True, text=True, timeout=60)
+
+
+class FolderCluster:
+    """ClusterIO over a local folder that plays the cache claim."""
+
+    def __init__(self, claim: Path, states: list[JobStatus],
+                 location: RunLocation = LOCATION, logs: list[str] | None = None):
+        self.claim = claim
+        self.location = location
+        self.states = list(states)
+        self.logs = logs or []
+        self.copies = 0
+        self.waited: list[float] = []
+
+    def job_status(self, namespace: str, job: str) -> JobStatus:
+        assert (namespace, job) == (self.location.namespace, self.location.sweep_job)
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say) -> JobStatus:
+        self.waited.append(timeout_secs)
+        return self.job_status(namespace, job)
+
+    def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
+        return self.logs[-tail_lines:]
+
+    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        self.copies += 1
+        result = tar_b64(self.claim / location.subpath)
+        if result.returncode == MISSING_EXIT_CODE:
+            raise CollectError(f"no results folder {location.subpath}")
+        assert result.returncode == 0, result.stderr
+        extract_tar_b64(result.stdout, dest)
+
+
+def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
+    source = tmp_path / "run"
+    (source / "c1").mkdir(parents=True)
+    (source / "c1" / AIPERF_EXPORT).write_text('{"x": 1}')
+    (source / "manifest.json").write_bytes(bytes(range(256)))
+    result = tar_b64(source)
+    assert result.returncode == 0
+    extract_tar_b64(result.stdout, tmp_path / "copy")
+    assert (tmp_path / "copy" / "c1" / AIPERF_EXPORT).read_text() == '{"x": 1}'
+    assert (tmp_path / "copy" / "manifest.json").read_bytes() == bytes(range(256))
+
+
+def test_transfer_says_when_the_folder_is_missing(tmp_path) -> None:
+    assert tar_b64(tmp_path / "absent").returncode == MISSING_EXIT_CODE
+
+
+def test_transfer_refuses_paths_outside_the_destination(tmp_path) -> None:
+    import base64
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("../escape.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(tarfile.TarError):
+        extract_tar_b64(base64.b64encode(buf.getvalue()).decode(), tmp_path / "dest")
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def job(conditions: list[V1JobCondition] | None) -> dict:
+    """A Job as the API server returns it (the client's own models, serialized)."""
+    obj = V1Job(metadata=V1ObjectMeta(name="j"), status=V1JobStatus(conditions=conditions))
+    return ApiClient().sanitize_for_serialization(obj)
+
+
+def test_job_status_reads_the_conditions_kubernetes_sets() -> None:
+    assert job_status_from(None).state is JobState.MISSING
+    assert job_status_from(job(None)).state is JobState.RUNNING
+    assert job_status_from(job([V1JobCondition(type="Complete", status="True")])).state \
+        is JobState.SUCCEEDED
+    failed = job_status_from(job([V1JobCondition(
+        type="Failed", status="True", reason="DeadlineExceeded",
+        message="Job was active longer than specified deadline")]))
+    assert failed == JobStatus(JobState.FAILED,
+                               "DeadlineExceeded: Job was active longer than specified deadline")
+    suspended = job([V1JobCondition(type="Suspended", status="True"),
+                     V1JobCondition(type="Failed", status="False")])
+    assert job_status_from(suspended).state is JobState.RUNNING
+
+
+def test_a_running_sweep_is_left_alone_with_the_command_to_collect_later(tmp_path) -> None:
+    cluster = FolderCluster(tmp_path / "claim", [JobStatus(JobState.RUNNING)],
+                            logs=["c=1: 1.0 req/s", "c=2: 2.0 req/s"])
+    said: list[str] = []
+    assert bring_results_home(cluster, LOCATION, tmp_path / "results", said.append) is None
+    text = "\n".join(said)
+    assert "python -m benchmarks collect --stack session-affinity --run-id run-3" in text
+    assert "c=2: 2.0 req/s" in text
+    assert cluster.copies == 0 and not (tmp_path / "results").exists()
+
+
+def test_waiting_is_bounded_and_used_only_when_asked(tmp_path) -> None:
+    cluster = FolderCluster(tmp_path / "claim", [JobStatus(JobState.RUNNING)])
+    bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None, wait_secs=30)
+    assert cluster.waited == [30]
+
+
+def test_no_job_and_no_results_is_a_clear_error(tmp_path) -> None:
+    cluster = FolderCluster(tmp_path / "claim", [JobStatus(JobState.MISSING)])
+    with pytest.raises(CollectError, match="benchmarks/session-affinity/run-3"):
+        bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None)
+    assert not list((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() \
+        else True
+
+
+def test_a_copy_that_fails_is_a_warning_in_the_hook_never_an_exception(tmp_path) -> None:
+    class Broken(FolderCluster):
+        def copy_dir_from_pvc(self, location, dest):
+            raise ConnectionResetError("connection to the API server lost")
+
+    warnings: list[str] = []
+    result = hook_bring_results_home(
+        lambda: Broken(tmp_path, [JobStatus(JobState.SUCCEEDED)]), LOCATION,
+        tmp_path / "results", lambda _: None, warnings.append)
+    assert result is None
+    assert "connection to the API server lost" in warnings[0]
+    assert "python -m benchmarks collect --stack session-affinity --run-id run-3" in warnings[0]
+    assert "benchmarks/session-affinity/run-3" in warnings[0]
+
+
+def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
+    claim = tmp_path / "claim"
+    (claim / LOCATION.subpath).mkdir(parents=True)
+    (claim / LOCATION.subpath / "manifest.json").write_text("{}")
+    cluster = FolderCluster(claim, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
+    with pytest.raises(CollectError, match="finished no level"):
+        bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None)
+    leftovers = list((tmp_path / "results").rglob("*")) if (tmp_path / "results").exists() \
+        else []
+    assert [p for p in leftovers if p.is_file()] == []
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory) -> Path:
+    """A real sweep's results folder: `python -m benchmarks sweep` (real AIPerf, tiny
+    shape) against the recording OpenAI server on 127.0.0.1."""
+    from infra.benchmark_names import results_subpath
+    from infra.recipe import SERVED_MODEL_NAME
+    from tests.support_openai_server import RecordingOpenAIServer
+
+    root = tmp_path_factory.mktemp("claim")
+    out = root / results_subpath(LOCATION.stack, LOCATION.run_id)
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:
+        result = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "sweep", "--url", server.url,
+             "--profile", LOCATION.stack, "--session-affinity",
+             "--run-id", LOCATION.run_id, "--out", str(out),
+             "--video-base-url", "http://127.0.0.1:9/", "--video-count", "2",
+             "--questions-per-video", "2", "--concurrency", "2",
+             "--warmup-requests", "0", "--request-timeout", "30"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert len(aiperf_exports(out)) == 1
+    return root
+
+
+def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_run) -> None:
+    cluster = FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)])
+    said: list[str] = []
+    results = tmp_path / "results"
+    run_dir = bring_results_home(cluster, LOCATION, results, said.append)
+    assert run_dir == results / "session-affinity" / "run-3"
+    source = sweep_run / LOCATION.subpath
+    copied = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")
+                    if p.is_file() and REPORT_FOLDER not in p.relative_to(run_dir).parts)
+    assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
+    # The report is built from the copied exports (its own tests check every number).
+    (export,) = aiperf_exports(run_dir)
+    throughput = json.loads(export.read_text())["request_throughput"]["avg"]
+    report = (run_dir / REPORT_FOLDER / "report.json").read_text()
+    assert f"{throughput:.2f}" in (run_dir / REPORT_FOLDER / "report.md").read_text()
+    assert str(round(throughput, 3))[:5] in report
+    markdown = (run_dir / REPORT_FOLDER / "report.md").read_text()
+    assert markdown.strip() in "\n".join(said)
+    # A second collect replaces the folder instead of mixing two copies.
+    (run_dir / "stale.txt").write_text("old")
+    bring_results_home(cluster, LOCATION, results, lambda _: None)
+    assert not (run_dir / "stale.txt").exists()
+    assert not [p for p in (results / "session-affinity").iterdir() if p.name.startswith(".")]
+
+
+def test_a_failed_sweep_still_brings_home_the_levels_it_finished(tmp_path, sweep_run) -> None:
+    cluster = FolderCluster(sweep_run, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
+    said: list[str] = []
+    run_dir = bring_results_home(cluster, LOCATION, tmp_path / "results", said.append)
+    assert run_dir is not None and len(aiperf_exports(run_dir)) == 1
+    assert "BackoffLimitExceeded" in said[0]
+
+
+def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) -> None:
+    results = tmp_path / "results"
+    other = RunLocation(stack="round-robin", run_id="run-1", namespace="bench",
+                        cache_claim="c", image="i:1")
+    # The same real files stand in for the other stack's run.
+    if not (sweep_run / other.subpath).exists():
+        shutil.copytree(sweep_run / LOCATION.subpath, sweep_run / other.subpath)
+    bring_results_home(FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)], other),
+                       other, results, lambda _: None)
+    said: list[str] = []
+    bring_results_home(FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)]), LOCATION,
+                       results, said.append)
+    hint = next(line for line in said if "Compare" in line)
+    assert str(results / "round-robin" / "run-1") in hint
+    assert str(results / "session-affinity" / "run-3") in hint
