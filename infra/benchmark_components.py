@@ -30,7 +30,6 @@ RESULTS_ROOT = REPO_ROOT / "results"
 
 def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
     """What the benchmark Jobs point at, and what the run records about the deployment."""
-    w = settings.workers
     return benchmark_jobs.BenchmarkTarget(
         profile=settings.profile,
         namespace=settings.namespace.name,
@@ -40,8 +39,8 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
         image_pull_secrets=settings.secrets.image_pull_secrets,
         notes=(
             f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-            f"NIM image {settings.images.nim}, frontend image {settings.images.frontend}",
-            f"{w.replicas} workers x {w.gpus_per_worker} GPU, {w.model_variant} {w.precision}",
+            f"NIM image {settings.images.nim}, frontend image {settings.images.frontend}, "
+            f"{settings.workers.replicas} workers",
         ),
     )
 

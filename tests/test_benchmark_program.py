@@ -1,0 +1,211 @@
+"""The Pulumi program with the post-deploy benchmark, run under the SDK's mocks per stack.
+
+What is checked is what the program hands the engine: the resources, their inputs (against
+the Kubernetes schemas and the DynamoGraphDeployment CRD), their dependencies and waits,
+and the resource hook bound to the sweep Job (registered never to run on preview).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra import benchmark_jobs as bj
+from infra.benchmark_names import smoke_job_name, sweep_job_name
+from infra.manifests import TIMEOUT_SECONDS
+from infra.routing import PROFILES
+from tests import support_pulumi
+from tests.support_pulumi import ProgramRun, Registration, run_program, stack_config
+from tests.support_schemas import graph_errors, validate_k8s
+
+STACKS = sorted(PROFILES)
+JOB = "kubernetes:batch/v1:Job"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVICE = "kubernetes:core/v1:Service"
+GRAPH = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
+BENCHMARK_KINDS = (CONFIG_MAP, DEPLOYMENT, SERVICE)
+OFF = {"benchmarkSmoke": False, "benchmarkSweep": False}
+
+
+class HookRecords:
+    """Hooks as the engine would receive them: registrations and per-resource bindings."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, bool] = {}  # name -> on_dry_run
+        self.bindings: dict[str, dict[str, list[str]]] = {}
+
+
+def run_with_hooks(stack: str, overrides: dict[str, Any] | None = None
+                   ) -> tuple[ProgramRun, HookRecords]:
+    """Run the program, also recording the hook messages the mock monitor drops."""
+    records = HookRecords()
+    monitor = support_pulumi._RecordingMonitor
+    register_resource = monitor.RegisterResource
+
+    def register(self, request):  # noqa: N802 (gRPC method name)
+        hooks = request.hooks
+        records.bindings[request.name] = {
+            "after_create": list(hooks.after_create), "after_update": list(hooks.after_update),
+            "before_create": list(hooks.before_create),
+        }
+        return register_resource(self, request)
+
+    def register_hook(self, request):  # noqa: N802 (gRPC method name)
+        records.registered[request.name] = request.on_dry_run
+        return support_pulumi.pulumi_mocks.MockMonitor.RegisterResourceHook(self, request)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(monitor, "RegisterResource", register)
+        patch.setattr(monitor, "RegisterResourceHook", register_hook)
+        run = run_program(stack, stack_config(stack, overrides))
+    assert run.error is None, f"{stack}: {run.error}"
+    return run, records
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, tuple[ProgramRun, HookRecords]]:
+    return {stack: run_with_hooks(stack) for stack in STACKS}
+
+
+def jobs(run: ProgramRun) -> dict[str, Registration]:
+    return {r.name: r for r in run.of_type(JOB)}
+
+
+def graph_env(run: ProgramRun) -> list[dict[str, str]]:
+    return run.one(GRAPH).inputs["spec"].get("env", [])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_benchmark_resources_are_declared_and_valid(runs, stack: str) -> None:
+    run, _ = runs[stack]
+    assert set(jobs(run)) == {"download", "smoke", "sweep"}
+    for kind in BENCHMARK_KINDS:
+        assert len(run.of_type(kind)) == 1, kind
+    component = next(r for r in run.resources if r.type.endswith(":BenchmarkRun"))
+    for res in [*run.of_type(CONFIG_MAP), *run.of_type(DEPLOYMENT), *run.of_type(SERVICE),
+                jobs(run)["smoke"], jobs(run)["sweep"]]:
+        assert res.parent == component.urn
+        validate_k8s(res.inputs)
+    assert graph_errors(run.one(GRAPH).inputs) == []
+    assert bj.ALLOW_INTERNAL_MEDIA in graph_env(run)
+    assert jobs(run)["smoke"].inputs["metadata"]["name"] == smoke_job_name(stack, "run-1")
+    assert jobs(run)["sweep"].inputs["metadata"]["name"] == sweep_job_name(stack, "run-1")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_smoke_waits_for_the_graph_and_the_sweep_for_the_smoke_test(runs, stack: str) -> None:
+    run, _ = runs[stack]
+    graph = run.one(GRAPH)
+    server, service = run.one(DEPLOYMENT), run.one(SERVICE)
+    smoke, sweep = jobs(run)["smoke"], jobs(run)["sweep"]
+    assert {graph.urn, server.urn, service.urn} <= set(smoke.dependencies)
+    assert smoke.urn in sweep.dependencies
+    # The videos are made while the model downloads: the server waits for nothing GPU.
+    assert graph.urn not in server.dependencies
+    for res in (smoke, sweep, server):
+        seconds = res.inputs["metadata"]["annotations"][TIMEOUT_SECONDS]
+        assert res.timeouts == {"create": f"{seconds}s", "update": f"{seconds}s"}
+    assert int(sweep.inputs["metadata"]["annotations"][TIMEOUT_SECONDS]) >= 12 * 3600
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_hook_is_bound_to_the_sweep_and_never_runs_on_preview(runs, stack: str) -> None:
+    _, hooks = runs[stack]
+    name = f"bring-results-home-{stack}"
+    assert hooks.registered == {name: False}
+    assert hooks.bindings["sweep"]["after_create"] == [name]
+    assert hooks.bindings["sweep"]["after_update"] == [name]
+    others = {k: v for k, v in hooks.bindings.items() if k != "sweep"}
+    assert not any(any(v.values()) for v in others.values())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_output_tells_collect_where_the_run_is(runs, stack: str) -> None:
+    run, _ = runs[stack]
+    out = run.outputs["benchmark"]
+    assert out["runId"] == "run-1" and out["stack"] == stack
+    assert out["resultsPath"] == f"benchmarks/{stack}/run-1"
+    assert out["sweepJob"] == jobs(run)["sweep"].inputs["metadata"]["name"]
+    assert out["collectCommand"] == f"python -m benchmarks collect --stack {stack} --run-id run-1"
+
+
+def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:
+    def sweep_args(stack: str) -> list[str]:
+        command = jobs(runs[stack][0])["sweep"].inputs["spec"]["template"]["spec"][
+            "containers"][0]["command"]
+        return command[command.index("--") + 1:]
+
+    assert "--session-affinity" in sweep_args("session-affinity")
+    assert "--no-session-affinity" in sweep_args("round-robin")
+
+
+def test_only_enabled_parts_are_declared() -> None:
+    off, hooks = run_with_hooks("round-robin", OFF)
+    assert set(jobs(off)) == {"download"}
+    assert not any(off.of_type(kind) for kind in BENCHMARK_KINDS)
+    assert "benchmark" not in off.outputs and not hooks.registered
+    assert bj.ALLOW_INTERNAL_MEDIA not in graph_env(off)
+
+    smoke_only, hooks = run_with_hooks("round-robin", {"benchmarkSweep": False})
+    assert set(jobs(smoke_only)) == {"download", "smoke"} and not hooks.registered
+
+    sweep_only, _ = run_with_hooks("round-robin", {"benchmarkSmoke": False})
+    sweep = jobs(sweep_only)["sweep"]
+    assert set(jobs(sweep_only)) == {"download", "sweep"}
+    assert sweep_only.one(GRAPH).urn in sweep.dependencies
+
+
+def test_settings_reach_the_sweep() -> None:
+    run, _ = run_with_hooks("session-affinity", {
+        "benchmarkConcurrencies": [4, 16], "benchmarkVideos": 50,
+        "benchmarkQuestionsPerVideo": 10, "benchmarkWaitForSweep": False,
+        "benchmarkImage": "registry.example/bench:2.0", "benchmarkSweepTimeoutSecs": 20000,
+    })
+    sweep = jobs(run)["sweep"].inputs
+    container = sweep["spec"]["template"]["spec"]["containers"][0]
+    args = container["command"][container["command"].index("--") + 1:]
+    assert args[args.index("--concurrency") + 1:args.index("--concurrency") + 3] == ["4", "16"]
+    assert args[args.index("--video-count") + 1] == "50"
+    assert args[args.index("--questions-per-video") + 1] == "10"
+    assert container["image"] == "registry.example/bench:2.0"
+    assert sweep["spec"]["activeDeadlineSeconds"] == 20000
+    assert sweep["metadata"]["annotations"][bj.SKIP_AWAIT] == "true"
+    server_init = run.one(DEPLOYMENT).inputs["spec"]["template"]["spec"]["initContainers"][0]
+    assert "50" in server_init["command"]
+
+
+def test_a_new_run_id_reruns_the_jobs_and_leaves_the_graph_alone(runs) -> None:
+    first, _ = runs["session-affinity"]
+    second, _ = run_with_hooks("session-affinity", {"benchmarkRunId": "run-2"})
+    for kind in (GRAPH, CONFIG_MAP, DEPLOYMENT, SERVICE):
+        assert first.one(kind).inputs == second.one(kind).inputs, kind
+    assert jobs(first)["download"].inputs == jobs(second)["download"].inputs
+    for name in ("smoke", "sweep"):
+        old, new = jobs(first)[name].inputs, jobs(second)[name].inputs
+        assert old["metadata"]["name"] != new["metadata"]["name"]
+        assert new["metadata"]["name"].endswith("-run-2")
+    command = jobs(second)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0][
+        "command"]
+    assert f"{bj.CACHE_DIR}/benchmarks/session-affinity/run-2" in command
+    assert second.outputs["benchmark"]["runId"] == "run-2"
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"benchmarkRunId": "Run_2"}, "benchmarkRunId"),
+    ({"benchmarkRunId": "r" * 40}, "benchmarkRunId"),
+    ({"benchmarkConcurrencies": "[1, 1]"}, "benchmarkConcurrencies"),
+    ({"benchmarkConcurrencies": "[]"}, "benchmarkConcurrencies"),
+    ({"benchmarkConcurrencies": "one"}, "benchmarkConcurrencies"),
+    ({"benchmarkVideos": 0}, "benchmarkVideos"),
+    ({"benchmarkImage": "python"}, "benchmarkImage"),
+    ({"benchmarkImage": "python:latest"}, "benchmarkImage"),
+    ({"benchmarkSweepTimeoutSecs": 5}, "benchmarkSweepTimeoutSecs"),
+    ({"benchmarkWaitForSweep": "maybe"}, "benchmarkWaitForSweep"),
+])
+def test_bad_benchmark_settings_name_their_key_and_declare_nothing(overrides, key) -> None:
+    run = run_program("round-robin", stack_config("round-robin", overrides))
+    assert run.error is not None
+    assert f"cosmos3-routing:{key}" in str(run.error)
+    assert not [r for r in run.resources if r.custom]
