@@ -20,6 +20,7 @@ code that reads worker ids from AIPerf's raw export can be tested without Dynamo
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 import threading
@@ -228,25 +229,36 @@ class RecordingOpenAIServer:
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        base = {"id": f"chatcmpl-{self._served}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body.get("model")}
-        events = []
-        for i, piece in enumerate(pieces):
-            chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece},
-                                          "finish_reason": None}]}
-            if i == 0 and nvext:
-                chunk["nvext"] = nvext
-            events.append(chunk)
-        final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-        if not pieces and nvext:
-            final["nvext"] = nvext
-        events.append(final)
-        if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": 1, "completion_tokens": len(pieces),
-                     "total_tokens": 1 + len(pieces)}
-            events.append({**base, "choices": [], "usage": usage})
-        # One write for the whole answer: the server costs next to nothing per request.
-        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-        await response.write(data.encode())
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        # One write for the whole answer, rendered once per shape: the server costs next
+        # to nothing per request, so a client's own speed shows.
+        await response.write(sse_body(
+            str(body.get("model")), tuple(pieces), json.dumps(nvext) if nvext else "",
+            include_usage,
+        ))
         await response.write_eof()
         return response
+
+
+@functools.lru_cache(maxsize=64)
+def sse_body(model: str, pieces: tuple[str, ...], nvext_json: str, include_usage: bool) -> bytes:
+    """A whole streamed chat answer: one chunk per piece, the final chunk, usage, [DONE]."""
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0,
+            "model": model}
+    nvext = json.loads(nvext_json) if nvext_json else None
+    events = []
+    for i, piece in enumerate(pieces):
+        chunk = {**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                      "finish_reason": None}]}
+        if i == 0 and nvext:
+            chunk["nvext"] = nvext
+        events.append(chunk)
+    final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+    if not pieces and nvext:
+        final["nvext"] = nvext
+    events.append(final)
+    if include_usage:
+        usage = {"prompt_tokens": 1, "completion_tokens": len(pieces),
+                 "total_tokens": 1 + len(pieces)}
+        events.append({**base, "choices": [], "usage": usage})
+    return ("".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n").encode()
