@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.prompting import SAMPLING_PRESETS, question_text, sampling_fields
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.shape import SEED_SHAPE
 from benchmarks.videos import load_manifest, video_name
@@ -56,6 +57,8 @@ class DatasetInfo:
     text_standin_tokens: int | None = None
     video_source: str | None = None
     video_settings: dict | None = None
+    reasoning_format: bool = False
+    sampling_preset: str = "none"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,13 +80,21 @@ def session_id(video_index: int) -> str:
     return f"video-{video_index:04d}"
 
 
-def dataset_line(video_index: int, content: str | list[dict], output_tokens: int) -> dict:
-    """One request: a single user message (no history), in its video's session."""
-    return {
+def dataset_line(
+    video_index: int, content: str | list[dict], output_tokens: int, extra: dict | None = None
+) -> dict:
+    """One request: a single user message (no history), in its video's session.
+
+    `extra` (body fields, e.g. a sampling preset) is merged into the request by AIPerf.
+    """
+    line = {
         "session_id": session_id(video_index),
         "messages": [{"role": "user", "content": content}],
         "output_length": output_tokens,
     }
+    if extra:
+        line["extra"] = extra
+    return line
 
 
 def video_url(ref: str) -> str:
@@ -138,9 +149,15 @@ def dataset_lines(
     questions_per_video: int = SEED_SHAPE.questions_per_video,
     output_tokens: int = SEED_SHAPE.output_tokens,
     seed: int = SEED_SHAPE.random_seed,
+    reasoning_format: bool = False,
+    sampling_preset: str = "none",
 ) -> list[dict]:
     """The dataset as data (pure). Exactly one mode: `video_refs`, or
-    `text_standin_tokens` with `video_count` (how many stand-in videos)."""
+    `text_standin_tokens` with `video_count` (how many stand-in videos).
+
+    Optional prompt styles (benchmarks/prompting.py, off by default as in the seed):
+    `reasoning_format` appends the cookbook's reasoning suffix to each question;
+    `sampling_preset` adds that preset's sampling fields to every request body."""
     if not 1 <= questions_per_video <= len(QUESTIONS):
         raise ValueError(
             f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
@@ -148,7 +165,11 @@ def dataset_lines(
         )
     if output_tokens < 1:
         raise ValueError(f"--output-tokens must be at least 1 (got {output_tokens})")
-    questions = QUESTIONS[:questions_per_video]
+    try:
+        extra = sampling_fields(sampling_preset)
+    except KeyError as exc:
+        raise ValueError(f"--sampling-preset: {exc.args[0]}") from None
+    questions = [question_text(q, reasoning_format) for q in QUESTIONS[:questions_per_video]]
     if text_standin_tokens is not None:
         if video_refs:
             raise ValueError(
@@ -158,7 +179,7 @@ def dataset_lines(
             raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
         blocks = [standin_text(i, text_standin_tokens, seed) for i in range(video_count)]
         return [
-            dataset_line(i, f"{block}\n\n{question}", output_tokens)
+            dataset_line(i, f"{block}\n\n{question}", output_tokens, extra)
             for i, block in enumerate(blocks)
             for question in questions
         ]
@@ -170,6 +191,7 @@ def dataset_lines(
             i,
             [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": question}],
             output_tokens,
+            extra,
         )
         for i, url in enumerate(urls)
         for question in questions
@@ -187,6 +209,8 @@ def build_dataset(
     seed: int = SEED_SHAPE.random_seed,
     video_settings: dict | None = None,
     video_source: str | None = None,
+    reasoning_format: bool = False,
+    sampling_preset: str = "none",
 ) -> DatasetInfo:
     """Write the dataset to `out` and its sidecar; returns what it holds.
 
@@ -197,7 +221,8 @@ def build_dataset(
     lines = dataset_lines(
         video_refs=video_refs, video_count=video_count,
         text_standin_tokens=text_standin_tokens, questions_per_video=questions_per_video,
-        output_tokens=output_tokens, seed=seed,
+        output_tokens=output_tokens, seed=seed, reasoning_format=reasoning_format,
+        sampling_preset=sampling_preset,
     )
     videos = len(lines) // questions_per_video
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +240,8 @@ def build_dataset(
         text_standin_tokens=text_standin_tokens,
         video_source=video_source,
         video_settings=video_settings,
+        reasoning_format=reasoning_format,
+        sampling_preset=sampling_preset,
     )
     meta_path(out).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
     return info
@@ -246,7 +273,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"exact output tokens per request (default {s.output_tokens})")
     p.add_argument("--seed", type=int, default=s.random_seed,
                    help=f"stand-in text seed (default {s.random_seed})")
+    add_prompt_style_options(p)
     p.set_defaults(func=_run)
+
+
+def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
+    """The optional prompt styles of benchmarks/prompting.py (off by default, as in the seed)."""
+    parser.add_argument("--reasoning-format", action="store_true",
+                        help="append the cookbook's <think> answer format to each question")
+    parser.add_argument("--sampling-preset", choices=list(SAMPLING_PRESETS), default="none",
+                        help="sampling fields added to every request (default none)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -263,6 +299,7 @@ def _run(args: argparse.Namespace) -> int:
             text_standin_tokens=args.text_standin_tokens,
             questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
             seed=args.seed, video_settings=settings, video_source=source,
+            reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset,
         )
     except ValueError as exc:
         print(f"dataset: error: {exc}", file=sys.stderr)

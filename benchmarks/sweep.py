@@ -46,7 +46,12 @@ from benchmarks.aiperf_command import (
     aiperf_env,
 )
 from benchmarks.aiperf_export import ExportError, summarize_file
-from benchmarks.dataset import build_dataset, load_dataset_info, video_references
+from benchmarks.dataset import (
+    add_prompt_style_options,
+    build_dataset,
+    load_dataset_info,
+    video_references,
+)
 from benchmarks.shape import SEED_SHAPE
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from benchmarks.videos import load_manifest
@@ -484,6 +489,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="text-only: a ~N-token per-video block instead of the video")
     src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
                      help=f"default {s.questions_per_video}")
+    add_prompt_style_options(src)
     p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
                    help=f"levels (default {' '.join(map(str, s.concurrencies))})")
     p.add_argument("--requests-per-level", type=int, default=None,
@@ -520,21 +526,19 @@ def _dataset_for(args: argparse.Namespace, run_dir: Path) -> Path:
             raise SweepError("--dataset excludes --videos/--video-base-url/--text-standin-tokens")
         return args.dataset
     out = run_dir / "dataset.jsonl"
+    common = dict(questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
+                  seed=args.seed, reasoning_format=args.reasoning_format,
+                  sampling_preset=args.sampling_preset)
     try:
         if args.text_standin_tokens is not None:
-            build_dataset(
-                out, video_count=args.video_count, text_standin_tokens=args.text_standin_tokens,
-                questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
-                seed=args.seed,
-            )
+            build_dataset(out, video_count=args.video_count,
+                          text_standin_tokens=args.text_standin_tokens, **common)
         else:
             refs = video_references(args.videos, args.video_base_url, args.video_count)
             manifest = load_manifest(args.videos) if args.videos else None
             build_dataset(
-                out, video_refs=refs, questions_per_video=args.questions_per_video,
-                output_tokens=args.output_tokens, seed=args.seed,
-                video_settings=(manifest or {}).get("settings"),
-                video_source=args.video_base_url or "local files",
+                out, video_refs=refs, video_settings=(manifest or {}).get("settings"),
+                video_source=args.video_base_url or "local files", **common,
             )
     except ValueError as exc:
         raise SweepError(f"cannot build the dataset: {exc}") from exc

@@ -26,6 +26,8 @@ LEVELS = (1, 2)
 WARMUP = 2
 OUTPUT_TOKENS = 128
 VIDEO_BASE_URL = "http://127.0.0.1:9/videos"
+# Per-line body fields must reach the wire too (the dataset's `extra`).
+SAMPLING_PRESET = "no-reasoning"
 
 
 @dataclass
@@ -64,7 +66,8 @@ def _run_once(base: Path) -> SweepRuns:
     dataset = base / "dataset.jsonl"
     refs = [f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)]
     build_dataset(dataset, video_refs=refs, questions_per_video=QUESTIONS,
-                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL)
+                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL,
+                  sampling_preset=SAMPLING_PRESET)
     tokenizer = build_tiny_model_dir(base / "tokenizer")
     with RecordingOpenAIServer(models=[MODEL]) as server:
         common = dict(

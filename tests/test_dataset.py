@@ -21,6 +21,7 @@ from benchmarks.dataset import (
     load_dataset_info,
     video_references,
 )
+from benchmarks.prompting import REASONING_SUFFIX, sampling_fields
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 
@@ -52,6 +53,19 @@ def test_one_session_per_video_video_first_exact_output_length() -> None:
             ]
             assert line["output_length"] == 128
     assert len(set(QUESTIONS)) == 20
+
+
+def test_optional_prompt_styles_reach_every_line() -> None:
+    plain = dataset_lines(video_refs=["http://x/v.mp4"], questions_per_video=2)
+    assert all("extra" not in line for line in plain), "the seed's requests: no extras"
+    styled = dataset_lines(video_refs=["http://x/v.mp4"], questions_per_video=2,
+                           reasoning_format=True, sampling_preset="reasoning")
+    for line, question in zip(styled, QUESTIONS, strict=False):
+        assert line["extra"] == sampling_fields("reasoning")
+        text = line["messages"][0]["content"][1]["text"]
+        assert text == question + REASONING_SUFFIX
+    with pytest.raises(ValueError, match="--sampling-preset"):
+        dataset_lines(video_refs=["http://x/v.mp4"], sampling_preset="hot")
 
 
 def test_local_videos_are_inlined_as_data_urls(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT
 from benchmarks.dataset import build_dataset
+from benchmarks.prompting import sampling_fields
 from benchmarks.prompts import QUESTIONS as QUESTION_SET
 from benchmarks.stickiness import attribute_raw_export
 from benchmarks.sweep import (
@@ -37,6 +38,7 @@ from tests.support_sweep_runs import (
     MODEL,
     OUTPUT_TOKENS,
     QUESTIONS,
+    SAMPLING_PRESET,
     VIDEO_BASE_URL,
     VIDEOS,
     WARMUP,
@@ -100,6 +102,8 @@ def test_every_request_asks_for_exact_output_tokens_with_the_video_first(
         assert body["min_tokens"] == OUTPUT_TOKENS
         assert body["ignore_eos"] is True
         assert [p["type"] for p in _parts(request)] == ["video_url", "text"]
+        for key, value in sampling_fields(SAMPLING_PRESET).items():
+            assert body[key] == value
 
 
 def test_extra_body_fields_reach_the_wire_and_raw_export_keeps_worker_ids(
