@@ -30,6 +30,7 @@ import argparse
 import base64
 import json
 import sys
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from pathlib import Path
 from benchmarks.prompting import SAMPLING_PRESETS, question_text, sampling_fields
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.shape import SEED_SHAPE
-from benchmarks.videos import load_manifest, video_name
+from benchmarks.videos import MANIFEST_NAME, load_manifest, video_name
 
 MODE_VIDEO = "video"
 MODE_TEXT_STANDIN = "text-standin"
@@ -105,6 +106,18 @@ def video_url(ref: str) -> str:
     if not path.is_file():
         raise ValueError(f"video {ref} does not exist: make the videos first, or give URLs")
     return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def fetch_video_settings(base_url: str, timeout: float = 10.0) -> dict | None:
+    """The settings in `videos.json` beside served videos (the `videos` command writes it
+    there), so a run's manifest records them; None when the server does not offer it."""
+    url = f"{base_url.rstrip('/')}/{MANIFEST_NAME}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            settings = json.loads(response.read(1 << 20)).get("settings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return settings if isinstance(settings, dict) else None
 
 
 def video_references(
@@ -277,6 +290,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def video_settings_for(videos_dir: Path | None, base_url: str | None) -> dict | None:
+    """Video settings from the local `videos.json`, else from the video server's."""
+    if videos_dir is not None:
+        return (load_manifest(videos_dir) or {}).get("settings")
+    return fetch_video_settings(base_url) if base_url else None
+
+
 def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
     """The optional prompt styles of benchmarks/prompting.py (off by default, as in the seed)."""
     parser.add_argument("--reasoning-format", action="store_true",
@@ -291,8 +311,7 @@ def _run(args: argparse.Namespace) -> int:
             refs, settings, source = None, None, None
         else:
             refs = video_references(args.videos, args.video_base_url, args.video_count)
-            manifest = load_manifest(args.videos) if args.videos else None
-            settings = manifest.get("settings") if manifest else None
+            settings = video_settings_for(args.videos, args.video_base_url)
             source = args.video_base_url or "local files"
         info = build_dataset(
             args.out, video_refs=refs, video_count=args.video_count,

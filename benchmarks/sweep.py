@@ -51,10 +51,10 @@ from benchmarks.dataset import (
     build_dataset,
     load_dataset_info,
     video_references,
+    video_settings_for,
 )
 from benchmarks.shape import SEED_SHAPE
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
-from benchmarks.videos import load_manifest
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
 
@@ -535,9 +535,9 @@ def _dataset_for(args: argparse.Namespace, run_dir: Path) -> Path:
                           text_standin_tokens=args.text_standin_tokens, **common)
         else:
             refs = video_references(args.videos, args.video_base_url, args.video_count)
-            manifest = load_manifest(args.videos) if args.videos else None
             build_dataset(
-                out, video_refs=refs, video_settings=(manifest or {}).get("settings"),
+                out, video_refs=refs,
+                video_settings=video_settings_for(args.videos, args.video_base_url),
                 video_source=args.video_base_url or "local files", **common,
             )
     except ValueError as exc:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
+import http.server
 import json
+import threading
 from itertools import groupby
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from benchmarks.dataset import (
     MODE_TEXT_STANDIN,
     build_dataset,
     dataset_lines,
+    fetch_video_settings,
     load_dataset_info,
     video_references,
 )
@@ -148,6 +152,27 @@ def test_cli_writes_dataset_and_sidecar_from_a_video_directory(tmp_path: Path, c
     assert _cli(dataset_command, "dataset", "--out", str(out), "--questions-per-video",
                 "99", "--video-base-url", BASE, "--video-count", "1") == 2
     assert "--questions-per-video" in capsys.readouterr().err
+
+
+def test_video_settings_come_from_the_video_server_when_only_a_url_is_given(
+    tmp_path: Path,
+) -> None:
+    served = tmp_path / "served"
+    assert _cli(videos, "videos", "--out", str(served), "--count", "1", "--duration", "1",
+                "--width", "64", "--height", "64") == 0
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/"
+        assert fetch_video_settings(base)["width"] == 64
+        assert fetch_video_settings(base + "nothing-here/") is None
+    finally:
+        httpd.shutdown()
+        thread.join(timeout=10)
+    assert fetch_video_settings(base, timeout=2) is None, "server gone: no settings, no error"
 
 
 @pytest.mark.parametrize("module,name", [
