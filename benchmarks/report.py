@@ -251,21 +251,13 @@ def write_plots(runs: Sequence[ProfileRun], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
         levels = sorted(run.levels)
         ax.plot(levels, [run.levels[c].request_throughput for c in levels], marker="o",
                 label=run.label)
-    ax.set(xscale="log", xlabel="concurrency", ylabel="requests/s",
-           title="Throughput against concurrency")
-    _concurrency_ticks(ax, runs)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    paths.append(out / "throughput.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    throughput = _save_plot(plt, fig, ax, runs, out / "throughput.png", "requests/s",
+                            "Throughput against concurrency")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for index, run in enumerate(runs):
@@ -276,23 +268,27 @@ def write_plots(runs: Sequence[ProfileRun], out: Path) -> list[Path]:
             if points:
                 ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{index}",
                         label=f"{run.label} TTFT {name}")
-    ax.set(xscale="log", xlabel="concurrency", ylabel="milliseconds",
-           title="Time to first token against concurrency")
-    _concurrency_ticks(ax, runs)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    paths.append(out / "ttft.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-    return paths
+    ttft = _save_plot(plt, fig, ax, runs, out / "ttft.png", "milliseconds",
+                      "Time to first token against concurrency")
+    return [throughput, ttft]
 
 
-def _concurrency_ticks(ax: Any, runs: Sequence[ProfileRun]) -> None:
+def _save_plot(
+    plt: Any, fig: Any, ax: Any, runs: Sequence[ProfileRun], path: Path, ylabel: str,
+    title: str,
+) -> Path:
+    """Concurrency on a log axis with a tick per level, grid, legend; saved as PNG."""
     levels = sorted({c for r in runs for c in r.levels})
+    ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
     ax.set_xticks(levels)
     ax.set_xticklabels([str(c) for c in levels])
     ax.minorticks_off()
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path:

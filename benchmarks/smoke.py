@@ -12,17 +12,15 @@ inline as a data URL), so it runs as is inside a cluster Job.
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import openai
 
-from benchmarks.dataset import add_prompt_style_options
+from benchmarks.dataset import add_prompt_style_options, video_url
 from benchmarks.prompting import question_text, sampling_fields
 from benchmarks.prompts import QUESTIONS
 from infra.recipe import SERVED_MODEL_NAME
@@ -57,12 +55,10 @@ def _client(config: SmokeConfig, timeout: float) -> openai.OpenAI:
 
 
 def _video(ref: str) -> str:
-    if ref.startswith(("http://", "https://", "data:")):
-        return ref
-    path = Path(ref)
-    if not path.is_file():
-        raise ValueError(f"--video-url {ref}: not a URL and no such file")
-    return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    try:
+        return video_url(ref)
+    except ValueError:
+        raise ValueError(f"--video-url {ref}: not a URL and no such file") from None
 
 
 def wait_for_model(config: SmokeConfig, say: Say) -> None:
