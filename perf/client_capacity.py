@@ -6,7 +6,7 @@ local server on 127.0.0.1 (tests/support_openai_server.py, answering at once), a
 the request rate AIPerf drove and the peak resident memory of AIPerf's process tree.
 Goal: at least 10x the fastest rate the seed measured on eight H200s (17.78 req/s).
 
-    .venv/bin/python perf/client_capacity.py [--videos 80] [--concurrency 16]
+    .venv/bin/python perf/client_capacity.py [--videos 150] [--concurrency 16]
 
 Exit code 0 when the goal is met, 1 when not.
 """
@@ -38,7 +38,7 @@ MODEL = "capacity-test"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--videos", type=int, default=80, help="sessions (default 80)")
+    parser.add_argument("--videos", type=int, default=150, help="sessions (default 150)")
     parser.add_argument("--questions-per-video", type=int,
                         default=SEED_SHAPE.questions_per_video)
     parser.add_argument("--concurrency", type=int, default=16)
