@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT
+from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
 from benchmarks.dataset import build_dataset
 from benchmarks.prompting import sampling_fields
 from benchmarks.prompts import QUESTIONS as QUESTION_SET
@@ -258,3 +258,10 @@ def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures
     assert "rerun the same command" in result.stderr or "AIPerf" in result.stderr
     manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
     assert manifest["levels"]["1"]["status"] == "failed"
+
+
+def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> None:
+    env = aiperf_env({"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
+    assert "HF_HUB_OFFLINE" not in env, "AIPerf 0.13 then takes a local tokenizer for a repo id"
+    assert env["PATH"] == "/bin"
+    assert env["AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID"] == "false"
