@@ -271,7 +271,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "in-cluster video server) or inlined from local files. --text-standin-tokens "
         "replaces each video with a per-video text block (for a text-only mock model).",
     )
-    p.add_argument("--out", type=Path, default=Path("dataset.jsonl"), help="dataset file")
+    p.add_argument("--out", type=Path, default=Path("results/dataset.jsonl"),
+                   help="dataset file (default results/dataset.jsonl)")
     p.add_argument("--videos", type=Path, default=None,
                    help="directory made by the `videos` command")
     p.add_argument("--video-base-url", default=None,
