@@ -18,15 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.results_hook import (
     ClusterIO,
     CollectError,
     KubernetesClusterIO,
     RunLocation,
     bring_results_home,
+    run_location,
 )
+from infra.stack_files import StackFilesError, config_from_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The stack output the Pulumi program exports for this command.
@@ -34,42 +34,14 @@ OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
 
 
-def cli_value(value: Any) -> str:
-    """A config value as the Pulumi CLI hands it to a program (lists as JSON)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | dict):
-        return json.dumps(value)
-    return str(value)
-
-
-def stack_config_from_files(root: Path, stack: str) -> tuple[str, dict[str, Any]]:
-    """(project, raw config) as the CLI would build it from the files, without secrets."""
-    project_file = root / "Pulumi.yaml"
-    stack_file = root / f"Pulumi.{stack}.yaml"
-    if not project_file.exists():
-        raise CollectError(f"no Pulumi.yaml in {root}; run this from the repository root")
-    if not stack_file.exists():
-        raise CollectError(
-            f"no stack '{stack}': {stack_file.name} is missing in {root} (stacks: "
-            f"{', '.join(sorted(p.name[7:-5] for p in root.glob('Pulumi.*.yaml'))) or 'none'})"
-        )
-    project = yaml.safe_load(project_file.read_text())
-    name = project["name"]
-    raw: dict[str, Any] = {}
-    for key, spec in (project.get("config") or {}).items():
-        if isinstance(spec, dict) and "default" in spec:
-            raw[f"{name}:{key}"] = cli_value(spec["default"])
-    for key, value in (yaml.safe_load(stack_file.read_text()).get("config") or {}).items():
-        raw[key] = value if isinstance(value, dict) else cli_value(value)
-    return name, raw
-
-
 def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | None]:
     """The run location and kube context the stack's config describes."""
     from infra.settings import NGC_API_KEY, SettingsError, parse_settings
 
-    project, raw = stack_config_from_files(root, stack)
+    try:
+        project, raw = config_from_files(root, stack)
+    except StackFilesError as error:
+        raise CollectError(str(error)) from None
     # Collecting needs no NGC key; a stack that never set one can still be read.
     raw.setdefault(f"{project}:{NGC_API_KEY}", {"secure": "not-needed-to-collect"})
     context = raw.pop("kubernetes:context", None)
@@ -78,14 +50,7 @@ def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | Non
         settings = parse_settings(raw, stack, project)
     except SettingsError as error:
         raise CollectError(str(error)) from None
-    return RunLocation(
-        stack=stack,
-        run_id=settings.benchmark.run_id,
-        namespace=settings.namespace.name,
-        cache_claim=settings.cache.claim_name,
-        image=settings.benchmark.image,
-        image_pull_secrets=settings.secrets.image_pull_secrets,
-    ), context
+    return run_location(settings), context
 
 
 def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | None:

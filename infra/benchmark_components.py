@@ -45,21 +45,10 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
     )
 
 
-def run_location(settings: Settings) -> results_hook.RunLocation:
-    return results_hook.RunLocation(
-        stack=settings.profile,
-        run_id=settings.benchmark.run_id,
-        namespace=settings.namespace.name,
-        cache_claim=settings.cache.claim_name,
-        image=settings.benchmark.image,
-        image_pull_secrets=settings.secrets.image_pull_secrets,
-    )
-
-
 def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     """After the sweep Job is created (or replaced): copy its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
-    location = run_location(settings)
+    location = results_hook.run_location(settings)
     # The same cluster the provider deploys to (its default: the current context).
     context = pulumi.Config("kubernetes").get("context")
 
@@ -161,7 +150,7 @@ def stack_outputs(settings: Settings) -> dict[str, Any]:
 def benchmark_output(settings: Settings) -> dict[str, Any]:
     """What `python -m benchmarks collect` reads to find a run, and the commands to follow
     and fetch it."""
-    location = run_location(settings)
+    location = results_hook.run_location(settings)
     b = settings.benchmark
     smoke = benchmark_jobs.smoke_job_name(settings.profile, b.run_id) if b.smoke else ""
     return {

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import results_subpath, sweep_job_name
+from infra.settings import Settings
 
 AIPERF_EXPORT = "profile_export_aiperf.json"
 REPORT_FOLDER = "report"
@@ -84,6 +85,18 @@ class ClusterIO(Protocol):
     def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
         """Copy `<claim>/<location.subpath>/` into `dest`; CollectError if it is absent."""
         ...
+
+
+def run_location(settings: Settings) -> RunLocation:
+    """Where a stack's current run lives, from its settings."""
+    return RunLocation(
+        stack=settings.profile,
+        run_id=settings.benchmark.run_id,
+        namespace=settings.namespace.name,
+        cache_claim=settings.cache.claim_name,
+        image=settings.benchmark.image,
+        image_pull_secrets=settings.secrets.image_pull_secrets,
+    )
 
 
 def collect_command(location: RunLocation) -> str:

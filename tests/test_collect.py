@@ -1,0 +1,122 @@
+"""`python -m benchmarks collect`: finding the run from the stack, and clear errors.
+
+The stack is read the two ways the command does: from the outputs the real program exports
+(run here under the SDK's mocks) and from a project's config files; both must point at
+the same place. Bringing files home is tested in test_results_hook.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.collect import (
+    location_from_config,
+    location_from_outputs,
+    pulumi_stack_outputs,
+    resolve_location,
+)
+from infra.results_hook import CollectError, RunLocation
+from tests.conftest import REPO_ROOT
+from tests.support_pulumi import run_program, stack_config
+
+STACK_SETTINGS = {
+    "cosmos3-routing:cacheStorageClass": "rwx-nfs",
+    "cosmos3-routing:namespace": "vision-bench",
+    "cosmos3-routing:benchmarkRunId": "run-9",
+    "cosmos3-routing:imagePullSecrets": ["mirror-pull"],
+    "cosmos3-routing:ngcApiKey": {"secure": "v1:ciphertext-only-the-cli-opens"},
+    "kubernetes:context": "h200-cluster",
+}
+
+
+def project(tmp_path: Path, stack: str, settings: dict) -> Path:
+    """A copy of the project's Pulumi.yaml with a stack file as `pulumi config set` writes."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    stack_file = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())
+    stack_file["config"].update(settings)
+    (root / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_file))
+    return root
+
+
+def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
+    root = project(tmp_path, "session-affinity", STACK_SETTINGS)
+    location, context = location_from_config(root, "session-affinity")
+    assert location == RunLocation(
+        stack="session-affinity", run_id="run-9", namespace="vision-bench",
+        cache_claim="shared-model-cache",
+        image="docker.io/library/python:3.11.14-slim-bookworm",
+        image_pull_secrets=("mirror-pull",),
+    )
+    assert location.subpath == "benchmarks/session-affinity/run-9"
+    assert context == "h200-cluster"
+
+
+def test_outputs_of_the_real_program_point_at_the_same_run(tmp_path) -> None:
+    overrides = {"namespace": "vision-bench", "benchmarkRunId": "run-9",
+                 "imagePullSecrets": ["mirror-pull"]}
+    run = run_program("session-affinity", stack_config("session-affinity", overrides))
+    assert run.error is None, run.error
+    from_outputs = location_from_outputs("session-affinity", run.outputs)
+    from_files, _ = location_from_config(
+        project(tmp_path, "session-affinity", STACK_SETTINGS), "session-affinity")
+    assert from_outputs == from_files
+
+
+def test_an_unknown_stack_lists_the_known_ones(tmp_path) -> None:
+    root = project(tmp_path, "round-robin", STACK_SETTINGS)
+    with pytest.raises(CollectError, match=r"Pulumi\.kv-trial\.yaml is missing.*round-robin"):
+        location_from_config(root, "kv-trial")
+
+
+def test_a_bad_setting_is_named(tmp_path) -> None:
+    root = project(tmp_path, "round-robin", {**STACK_SETTINGS,
+                                            "cosmos3-routing:benchmarkRunId": "Run 9"})
+    with pytest.raises(CollectError, match="cosmos3-routing:benchmarkRunId"):
+        location_from_config(root, "round-robin")
+
+
+def test_the_run_id_option_picks_another_run(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no Pulumi CLI here
+    assert pulumi_stack_outputs(tmp_path, "round-robin") is None
+    root = project(tmp_path, "round-robin", STACK_SETTINGS)
+    location, _ = resolve_location(root, "round-robin", "run-3")
+    assert (location.run_id, location.namespace) == ("run-3", "vision-bench")
+    assert location.sweep_job.endswith("-round-robin-run-3")
+
+
+def collect_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", "collect", *args], cwd=REPO_ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_cli_says_what_is_wrong_without_a_traceback(tmp_path) -> None:
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable),
+           "KUBECONFIG": str(tmp_path / "no-such-kubeconfig")}
+    result = collect_cli("--stack", "no-such-stack", env=env)
+    assert result.returncode == 2
+    assert "collect: error: no stack 'no-such-stack'" in result.stderr
+    assert "Traceback" not in result.stderr
+    # A real stack of the project, with the repository's own (unconfigured) stack file:
+    # the placeholder storage class is named, as `pulumi up` would name it.
+    result = collect_cli("--stack", "round-robin", env=env)
+    assert result.returncode == 2
+    assert "cacheStorageClass" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_missing_kubeconfig_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    from infra.results_hook import KubernetesClusterIO
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    with pytest.raises(CollectError, match="context h200-cluster.*point KUBECONFIG"):
+        KubernetesClusterIO("h200-cluster")
