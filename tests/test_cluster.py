@@ -10,6 +10,9 @@ inputs are given in the environment; otherwise it is skipped with the reason:
 
 The stack lives in a throwaway local backend under the test's tmp dir, so no stack or
 config file of the user's is touched. Allow hours: the download may take 2 h, the graph 1 h.
+The post-deploy benchmark runs at a small size (4 videos x 2 questions, levels 1 and 2,
+unless COSMOS3_CONFIG_JSON says otherwise) under a fresh run id; the test checks that the
+smoke test passed and that the hook brought a results folder home.
 """
 
 from __future__ import annotations
@@ -78,6 +81,23 @@ def _models(port: int, deadline: float) -> dict:
     raise AssertionError(f"/v1/models did not answer through the port-forward: {last}")
 
 
+def _check_benchmark(outputs: dict) -> None:
+    """`up` returned, so the smoke Job and the sweep Job completed; check what they left."""
+    bench = outputs["benchmark"]
+    namespace = bench["namespace"]
+    if bench["smokeJob"]:
+        log = subprocess.run(
+            ["kubectl", "-n", namespace, "logs", f"job/{bench['smokeJob']}", "--tail", "1"],
+            capture_output=True, text=True, timeout=60,
+        ).stdout.strip()
+        assert log.startswith("Smoke test passed"), log
+    if bench["sweepJob"]:
+        run_dir = REPO_ROOT / "results" / bench["stack"] / bench["runId"]
+        exports = list(run_dir.rglob("profile_export_aiperf.json"))
+        assert exports, f"the hook brought no results to {run_dir}"
+        assert (run_dir / "report" / "report.md").is_file()
+
+
 def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     reasons = _missing()
     if reasons:
@@ -99,6 +119,11 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
         opts=auto.LocalWorkspaceOptions(env_vars=env),
     )
     stack.set_config("ngcApiKey", auto.ConfigValue(os.environ["NGC_API_KEY"], secret=True))
+    run_id = f"ct-{int(time.time())}"
+    small_benchmark = {"benchmarkRunId": run_id, "benchmarkVideos": "4",
+                       "benchmarkQuestionsPerVideo": "2", "benchmarkConcurrencies": "[1, 2]"}
+    for key, value in small_benchmark.items():
+        stack.set_config(key, auto.ConfigValue(value))
     if os.environ.get("COSMOS3_EXISTING_CLAIM"):
         stack.set_config("cacheExistingClaim",
                          auto.ConfigValue(os.environ["COSMOS3_EXISTING_CLAIM"]))
@@ -124,6 +149,7 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
             forward.wait(timeout=30)
         served = [m.get("id") for m in models.get("data", [])]
         assert recipe.SERVED_MODEL_NAME in served, served
+        _check_benchmark(outputs)
     finally:
         stack.destroy(on_output=print)
         print("destroyed; the model cache claim and its namespace are kept by default")
