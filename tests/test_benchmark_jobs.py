@@ -336,3 +336,18 @@ def test_the_runner_installs_everything_the_shipped_code_imports(sources) -> Non
         f"({', '.join(IN_CLUSTER_PACKAGES)}) does not bring them: add the package, or import "
         "it inside the function that needs it if that function never runs in a pod"
     )
+
+
+def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
+    """The line `pulumi up` shows when the smoke Job fails: the smoke test's own verdict."""
+    from infra.recipe import SERVED_MODEL_NAME
+    from tests.support_openai_server import RecordingOpenAIServer
+
+    with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:
+        server.empty_answer = True
+        args = bj.smoke_args(replace(TARGET), BenchmarkSettings())
+        args[args.index("--url") + 1] = server.url
+        args[args.index("--video-url") + 1] = "http://127.0.0.1:9/video_0000.mp4"
+        result, message = run_runner(tmp_path, sources, [*args, "--wait", "5"])
+    assert result.returncode != 0
+    assert message is not None and message.startswith("Smoke test failed: empty answer")
