@@ -50,11 +50,13 @@ def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     report. Never on preview; a sweep left running gets the command to collect it later."""
     location = results_hook.run_location(settings)
     # The same cluster the provider deploys to (its default: the current context).
-    context = pulumi.Config("kubernetes").get("context")
+    cluster = pulumi.Config("kubernetes")
+    context, kubeconfig = cluster.get("context"), cluster.get("kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
         results_hook.hook_bring_results_home(
-            lambda: results_hook.KubernetesClusterIO(context), location, RESULTS_ROOT,
+            lambda: results_hook.KubernetesClusterIO(context, kubeconfig), location,
+            RESULTS_ROOT,
             say=pulumi.log.info, warn=pulumi.log.warn,
         )
 

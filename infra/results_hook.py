@@ -271,11 +271,20 @@ class KubernetesClusterIO:
     POD_START_TIMEOUT_SECS = 300.0
     COPY_TIMEOUT_SECS = 900.0
 
-    def __init__(self, context: str | None = None) -> None:
+    def __init__(self, context: str | None = None, kubeconfig: str | None = None) -> None:
+        """`kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the
+        file's content), so the hook reaches the cluster the provider deploys to."""
         from kubernetes import client, config
 
         try:
-            config.load_kube_config(context=context)
+            if kubeconfig and Path(kubeconfig).expanduser().is_file():
+                config.load_kube_config(str(Path(kubeconfig).expanduser()), context=context)
+            elif kubeconfig:
+                import yaml
+
+                config.load_kube_config_from_dict(yaml.safe_load(kubeconfig), context=context)
+            else:
+                config.load_kube_config(context=context)
         except Exception as error:  # noqa: BLE001 - config raises several unrelated types
             raise CollectError(
                 f"cannot load the kubeconfig{f' context {context}' if context else ''} "

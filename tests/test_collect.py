@@ -120,3 +120,25 @@ def test_a_missing_kubeconfig_is_a_clear_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     with pytest.raises(CollectError, match="context h200-cluster.*point KUBECONFIG"):
         KubernetesClusterIO("h200-cluster")
+
+
+def test_the_stacks_kubeconfig_setting_is_honoured(tmp_path, monkeypatch) -> None:
+    """`kubernetes:kubeconfig` holds a path or the file's content; both load (no request is
+    sent until the cluster is used)."""
+    from infra.results_hook import KubernetesClusterIO
+
+    kubeconfig = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "other",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "h200-cluster", "context": {"cluster": "c", "user": "u"}},
+                     {"name": "other", "context": {"cluster": "c", "user": "u"}}],
+    })
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(kubeconfig)
+    for value in (kubeconfig, str(path)):
+        io = KubernetesClusterIO("h200-cluster", value)
+        assert io._api.configuration.host == "https://127.0.0.1:6443"
+    with pytest.raises(CollectError, match="context absent"):
+        KubernetesClusterIO("absent", str(path))
