@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.loopback import (
@@ -42,9 +42,7 @@ from infra import recipe
 from infra.routing import Routing, frontend_args, frontend_command
 
 NATS_BINARY = "nats-server"
-# Environment only the Dynamo processes get: AIPerf breaks on HF_HUB_OFFLINE with a local
-# tokenizer directory, so it must not leak into the process that runs the sweep.
-DYNAMO_ONLY_ENV = ("HF_HUB_OFFLINE",)
+PROCESS_RECORD = "processes.json"
 
 
 class LocalDynamoError(RuntimeError):
@@ -94,7 +92,11 @@ def nats_command(binary: str, port: int) -> list[str]:
 
 
 def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> dict[str, str]:
-    """Environment of the frontend and the mocker: file discovery, NATS events, loopback."""
+    """Environment of the frontend and the mocker: file discovery, NATS events, loopback.
+
+    HF_HUB_OFFLINE is for these processes only: AIPerf takes a local tokenizer directory
+    for a hub repo id when it is set, so it must not reach the sweep's environment.
+    """
     env = dict(base)
     env.update(
         {
@@ -280,6 +282,21 @@ class LocalDynamo:
         self._launch(frontend)
         self.worker_ids = self._wait_for_fleet(cfg.ready_timeout_secs)
         self._check_loopback_only()
+        self._write_process_record()
+
+    def _write_process_record(self) -> None:
+        """`processes.json` in the work dir: what ran, its pids and listeners (for audits)."""
+        record = {
+            "processes": [
+                {"name": p.name, "pid": p.pid, "argv": p.argv, "log": str(p.log),
+                 "members": sorted(p.members())}
+                for p in self.processes
+            ],
+            "listeners": [asdict(lst) for lst in self.listeners()],
+            "worker_ids": list(self.worker_ids),
+            "url": self.url,
+        }
+        (self.config.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     def _launch(self, process: ManagedProcess) -> None:
         self.processes.append(process)

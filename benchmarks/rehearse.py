@@ -76,9 +76,11 @@ from infra.settings import SettingsError
 from infra.stack_files import StackFilesError
 
 # Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours even on
-# mock workers; these keep the default rehearsal under 10 minutes on two cores.
+# mock workers (a mocked request takes ~0.85 s at speedup 1, so 800 requests at
+# concurrency 4 alone take 3 minutes); these keep the default rehearsal well under 10
+# minutes on two cores. The seed's largest effect is at its highest level, 16.
 REHEARSAL_VIDEOS = 40
-REHEARSAL_CONCURRENCIES = (4, 16)
+REHEARSAL_CONCURRENCIES = (8, 16)
 # Visual tokens of a 30 s, 2 FPS video are in the thousands; ~8,400 is where the effect
 # showed clearly in DESIGN.md section 6 (1,600 was within noise).
 STANDIN_TOKENS = 8400

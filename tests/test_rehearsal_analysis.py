@@ -1,0 +1,99 @@
+"""The rehearsal's pure parts: option checks, stickiness figures, and the notes that say
+whether (and why not) the rehearsal shows the seed's direction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.aiperf_export import LevelSummary
+from benchmarks.mock_model import MOCKER_MAX_TOKEN_ID, pad_vocabulary
+from benchmarks.rehearse import (
+    LevelOutcome,
+    ProfileOutcome,
+    RehearsalConfig,
+    config_problems,
+    direction_notes,
+    level_timeout,
+)
+from benchmarks.stickiness import stickiness, worker_id_from_body
+from benchmarks.tiny_tokenizer import build_tiny_model_dir
+
+
+def test_stickiness_figures() -> None:
+    figures = stickiness({"v0": [1, 1, 1], "v1": [1, 2, 3], "v2": [4, 4]})
+    assert figures.videos == 3
+    assert figures.share_single_worker == 2 / 3
+    assert figures.mean_workers_per_video == (1 + 3 + 1) / 3
+    assert figures.workers_seen == 4
+    assert stickiness({}).videos == 0
+
+
+def test_worker_id_shapes() -> None:
+    both = {"nvext": {"worker_id": {"prefill_worker_id": 7, "decode_worker_id": 9}}}
+    assert worker_id_from_body(both) == 9
+    assert worker_id_from_body({"nvext": {"worker_id": 5}}) == 5
+    assert worker_id_from_body({"choices": []}) is None
+    assert worker_id_from_body({"nvext": {"worker_id": True}}) is None
+
+
+def test_bad_options_are_named() -> None:
+    problems = config_problems(RehearsalConfig(
+        videos=0, concurrencies=(4, 4), standin_tokens=10, speedup_ratio=0,
+        frontend_port=9000, nats_port=9000))
+    text = "\n".join(problems)
+    for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio",
+                   "--frontend-port"):
+        assert option in text
+    assert config_problems(RehearsalConfig()) == []
+
+
+def test_level_timeout_scales_with_work() -> None:
+    small = level_timeout(RehearsalConfig(videos=4), 16)
+    full = level_timeout(RehearsalConfig(videos=200), 1)
+    assert 300 < small < full
+    assert full > 200 * 20 * 1.0  # the full sweep at concurrency 1 is over an hour
+
+
+def _outcome(name: str, rps: float, ttft: float, single: float, workers: float,
+             hits: float, cpu: float) -> ProfileOutcome:
+    summary = LevelSummary(16, 800, 0, rps, ttft, ttft * 2, 900.0, rps * 128)
+    sticky = stickiness({f"v{i}": list(range(int(workers))) if single == 0 else [1]
+                         for i in range(10)})
+    return ProfileOutcome(name, Path(name), {16: LevelOutcome(summary, hits, sticky, cpu)})
+
+
+def test_notes_confirm_the_seed_direction() -> None:
+    rr = _outcome("round-robin", 10.0, 120.0, 0.0, 6, 55.0, 0.5)
+    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 94.0, 0.5)
+    notes = direction_notes(rr, af, workers=8)
+    assert len(notes) == 1 and notes[0].startswith("Direction as in the seed")
+    assert "+20.0%" in notes[0]
+
+
+def test_notes_explain_a_cpu_bound_result() -> None:
+    rr = _outcome("round-robin", 30.0, 150.0, 0.0, 6, 65.0, 0.97)
+    af = _outcome("session-affinity", 29.5, 190.0, 1.0, 1, 94.0, 0.98)
+    text = "\n".join(direction_notes(rr, af, workers=8))
+    assert text.startswith("NOT the seed's direction")
+    assert "CPU-bound" in text and "98%" in text
+    assert "94% vs 65%" in text  # affinity did save work, it just did not show
+
+
+def test_notes_explain_broken_affinity() -> None:
+    rr = _outcome("round-robin", 10.0, 100.0, 0.0, 6, 55.0, 0.4)
+    af = _outcome("session-affinity", 9.0, 110.0, 0.0, 6, 50.0, 0.4)
+    text = "\n".join(direction_notes(rr, af, workers=8))
+    assert "affinity did not hold" in text and "no work to save" in text
+
+
+def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    model = build_tiny_model_dir(tmp_path / "m")
+    before = Tokenizer.from_file(str(model / "tokenizer.json"))
+    prompt = "video 3 shows : What is happening ?"
+    size = pad_vocabulary(model)
+    assert size == MOCKER_MAX_TOKEN_ID + 1 == pad_vocabulary(model)
+    after = Tokenizer.from_file(str(model / "tokenizer.json"))
+    assert after.encode(prompt).ids == before.encode(prompt).ids
+    assert after.decode([1000, MOCKER_MAX_TOKEN_ID]).strip() != ""

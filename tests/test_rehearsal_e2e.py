@@ -1,0 +1,122 @@
+"""The rehearsal end to end, as the user runs it: `python -m benchmarks rehearse`.
+
+Real dynamo.frontend and dynamo.mocker (8 workers, as the stacks declare), real AIPerf,
+both profiles, two concurrency levels, a few small videos. Asserts the routing obeyed
+each profile (affinity: every video on one worker; round robin: every video spread over
+several), the report shows it, and nothing the rehearsal started is left running, also
+after Ctrl-C in the middle of a level.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.local_dynamo import PROCESS_RECORD
+from benchmarks.loopback import LOOPBACK
+from benchmarks.peak_memory import tree_pids
+from benchmarks.rehearse import REHEARSAL_FILE
+from benchmarks.stickiness import ATTRIBUTION_FILE, STICKINESS_FILE
+from benchmarks.sweep import level_dir_name
+from tests.support_rehearsal import child_env, leftover_listeners, wait_gone
+
+pytestmark = pytest.mark.rehearsal
+
+LEVELS = (2, 4)
+SMALL = [
+    "--videos", "4", "--questions-per-video", "4", "--standin-tokens", "2000",
+    "--concurrency", *map(str, LEVELS), "--speedup-ratio", "4", "--warmup-requests", "2",
+]
+
+
+def _rehearse(tmp_path: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "benchmarks", "rehearse", *SMALL,
+            "--results-root", str(tmp_path), "--run-id", "e2e", *extra]
+
+
+def _recorded_processes(run_dir: Path) -> tuple[set[int], list[dict]]:
+    pids: set[int] = set()
+    listeners: list[dict] = []
+    for record in run_dir.glob(f"*/stack/*/{PROCESS_RECORD}"):
+        data = json.loads(record.read_text())
+        for process in data["processes"]:
+            pids |= {process["pid"], *process["members"]}
+        listeners += data["listeners"]
+    return pids, listeners
+
+
+def test_rehearsal_of_both_profiles(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        _rehearse(tmp_path), capture_output=True, text=True, timeout=300, env=child_env(),
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = tmp_path / "e2e"
+
+    # Everything ran on loopback, and nothing of it is left.
+    pids, listeners = _recorded_processes(run_dir)
+    assert len(pids) >= 2 * len(LEVELS) * 3  # NATS, mocker, frontend per profile and level
+    assert listeners and all(lst["address"] == LOOPBACK for lst in listeners), listeners
+    assert not wait_gone(pids, timeout=5.0)
+    assert not leftover_listeners(pids)
+
+    # Session affinity: every video's questions on one worker, at every level.
+    affinity = json.loads((run_dir / "session-affinity" / STICKINESS_FILE).read_text())
+    for level in LEVELS:
+        sticky = affinity["by_concurrency"][str(level)]
+        assert sticky["videos"] == 4
+        assert sticky["share_single_worker"] == 1.0
+        assert sticky["mean_workers_per_video"] == 1.0
+
+    # Round robin: every single video spread over more than one worker.
+    round_robin = json.loads((run_dir / "round-robin" / STICKINESS_FILE).read_text())
+    for level in LEVELS:
+        assert round_robin["by_concurrency"][str(level)]["share_single_worker"] == 0.0
+        attribution = json.loads(
+            (run_dir / "round-robin" / level_dir_name(level) / ATTRIBUTION_FILE).read_text())
+        assert len(attribution["workers_by_video"]) == 4
+        for video, workers in attribution["workers_by_video"].items():
+            assert len(workers) == 4, video
+            assert len(set(workers)) > 1, f"{video} stayed on one worker under round robin"
+
+    # The report shows the profiles side by side with their stickiness.
+    report = (run_dir / "report.md").read_text()
+    assert "round-robin" in report and "session-affinity" in report
+    assert "Routing stickiness" in report
+    summary = json.loads((run_dir / REHEARSAL_FILE).read_text())
+    assert summary["peak_memory_bytes"] > 0
+    assert 0 < summary["wall_time_secs"] < time.monotonic() - started + 1
+    for profile in ("round-robin", "session-affinity"):
+        for level in LEVELS:
+            numbers = summary["profiles"][profile]["levels"][str(level)]
+            assert numbers["errors"] == 0 and numbers["requests"] == 16
+    assert "rehearsal done in" in result.stdout and "peak memory" in result.stdout
+
+
+def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        _rehearse(tmp_path, "--videos", "40"), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True,
+    )
+    assert child.stdout is not None
+    seen: set[int] = set()
+    deadline = time.monotonic() + 120
+    for line in child.stdout:
+        if "running AIPerf" in line:
+            break
+        assert time.monotonic() < deadline, "the first level never started"
+    time.sleep(3)  # AIPerf and its workers are up and sending
+    seen = tree_pids(child.pid) - {child.pid}
+    assert len(seen) >= 4, "expected NATS, mocker, frontend and AIPerf below the rehearsal"
+    child.send_signal(signal.SIGINT)
+    rest = child.communicate(timeout=120)[0]
+    assert child.returncode == 130, rest
+    assert "interrupted" in rest and "--run-id e2e" in rest
+    assert not wait_gone(seen, timeout=30.0), "processes survived Ctrl-C"
+    assert not leftover_listeners(seen)
