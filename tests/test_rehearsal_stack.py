@@ -27,8 +27,8 @@ from benchmarks.local_dynamo import (
 from benchmarks.loopback import LOOPBACK, listeners
 from benchmarks.rehearsal_stack import rehearsal_stack
 from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
-from infra.manifests import frontend_component
-from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
+from infra.manifests import graph
+from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES
 from tests.support_rehearsal import (
     alive,
@@ -45,7 +45,8 @@ PROFILE_NAMES = sorted(PROFILES)
 def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> None:
     """Same flags as the stack's graph renders; only the bind address and port differ."""
     stack = rehearsal_stack(profile)
-    container = frontend_component(stack.settings)["podTemplate"]["spec"]["containers"][0]
+    components = {c["name"]: c for c in graph(stack.settings)["spec"]["components"]}
+    container = components[FRONTEND_COMPONENT]["podTemplate"]["spec"]["containers"][0]
     local = local_frontend_command(sys.executable, stack.routing, 12345)
 
     assert local[:3] == [sys.executable, *container["command"][1:]]
@@ -60,7 +61,7 @@ def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> 
         else:
             assert ours == theirs
     assert stack.routing == PROFILES[profile]
-    assert stack.workers == stack.settings.workers.replicas
+    assert stack.workers == components[WORKER_COMPONENT]["replicas"]
 
 
 def test_dynamo_env_keeps_everything_on_loopback(tmp_path: Path) -> None:
