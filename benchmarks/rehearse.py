@@ -78,9 +78,11 @@ from infra.stack_files import StackFilesError
 # Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours even on
 # mock workers (a mocked request takes ~0.85 s at speedup 1, so 800 requests at
 # concurrency 4 alone take 3 minutes); these keep the default rehearsal well under 10
-# minutes on two cores. The seed's largest effect is at its highest level, 16.
+# minutes on two cores. The seed's largest effect is at its highest level, 16; 6 stands
+# for light load (not 8: at concurrency = fleet size the mock's identical request times
+# lock round robin into step with the videos, see `spread_notes`).
 REHEARSAL_VIDEOS = 40
-REHEARSAL_CONCURRENCIES = (8, 16)
+REHEARSAL_CONCURRENCIES = (6, 16)
 # Visual tokens of a 30 s, 2 FPS video are in the thousands; ~8,400 is where the effect
 # showed clearly in DESIGN.md section 6 (1,600 was within noise).
 STANDIN_TOKENS = 8400
@@ -257,8 +259,33 @@ def direction_notes(
         if rr.stickiness.mean_workers_per_video < 2:
             notes.append(
                 f"- round robin kept videos on {rr.stickiness.mean_workers_per_video:.1f} "
-                f"workers on average (of {workers}): too few questions per video for round "
-                "robin to spread them, so it lost little cache reuse."
+                f"workers on average (of {workers}), so it lost little cache reuse (see the "
+                "note on round robin's spread)."
+            )
+    return notes + spread_notes(baseline, workers)
+
+
+def spread_notes(baseline: ProfileOutcome, workers: int) -> list[str]:
+    """Levels where round robin did NOT spread videos over workers, and the likely cause.
+
+    Measured: at concurrency 8 with 8 mock workers, 80% of videos stayed on one worker
+    under plain round robin. The mock's requests all take the same time, so each in-flight
+    video's next question arrives just as the rotation is back at the worker it used
+    before (lockstep). Real workers' timing jitter breaks that; the mock's does not.
+    """
+    notes = []
+    for concurrency, level in sorted(baseline.levels.items()):
+        spread = level.stickiness
+        if spread.videos and spread.mean_workers_per_video < 2:
+            lockstep = " (concurrency = fleet size)" if concurrency == workers else ""
+            notes.append(
+                f"Round robin at concurrency {concurrency}{lockstep} kept "
+                f"{spread.share_single_worker:.0%} of videos on one worker "
+                f"({spread.mean_workers_per_video:.1f} workers per video of {workers}): the "
+                "mock workers' identical request times let round robin's rotation fall into "
+                "step with the in-flight videos, so each video's next question reached the "
+                "worker that served its last one. Real workers' timing jitter breaks this "
+                "lockstep; compare profiles at a concurrency that is not the fleet size."
             )
     return notes
 

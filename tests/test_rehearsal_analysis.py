@@ -97,3 +97,14 @@ def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
     after = Tokenizer.from_file(str(model / "tokenizer.json"))
     assert after.encode(prompt).ids == before.encode(prompt).ids
     assert after.decode([1000, MOCKER_MAX_TOKEN_ID]).strip() != ""
+
+
+def test_notes_explain_round_robin_in_lockstep() -> None:
+    rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
+    locked = stickiness({f"v{i}": [1] * 20 if i < 8 else [1, 2] for i in range(10)})
+    rr.levels[8] = LevelOutcome(rr.levels[16].summary, 94.0, locked, 0.5)
+    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
+    notes = direction_notes(rr, af, workers=8)
+    assert notes[0].startswith("Direction as in the seed")
+    assert len(notes) == 2
+    assert "concurrency 8 (concurrency = fleet size) kept 80% of videos on one worker" in notes[1]
