@@ -41,8 +41,9 @@ def main() -> None:
     except settings_module.SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
-    ngc_api_key = pulumi.Config().require_secret(settings_module.NGC_API_KEY)
-    deployment = components.deploy(settings, ngc_api_key)
+    config = pulumi.Config()
+    tokens = {key: config.require_secret(key) for key in settings.secrets.required}
+    deployment = components.deploy(settings, tokens)
     benchmark_components.deploy_benchmark(settings, deployment)
     outputs = {
         **components.stack_outputs(settings, deployment),

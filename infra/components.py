@@ -10,6 +10,7 @@ post-deploy benchmark that follows lives in infra/benchmark_components.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import benchmark_jobs, manifests, recipe
-from infra.settings import Settings
+from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 TYPE_PREFIX = "cosmos3-routing:infra"
 
@@ -60,16 +61,17 @@ def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
 
 
 class RecipeNamespace(pulumi.ComponentResource):
-    """The namespace (created or existing) and the NGC secret the NIM pods read."""
+    """The namespace (created or existing) and the secret the worker pods read: the NGC
+    key (runtime nim) or the Hugging Face token (runtime vllm)."""
 
     name: pulumi.Output[str]
-    ngc_secret: k8s.core.v1.Secret
+    secrets: list[k8s.core.v1.Secret]
 
     def __init__(
         self,
         resource_name: str,
         settings: Settings,
-        ngc_api_key: pulumi.Input[str],
+        tokens: Mapping[str, pulumi.Input[str]],
         kept: k8s.Provider | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -88,14 +90,23 @@ class RecipeNamespace(pulumi.ComponentResource):
             depends.append(namespace)
         else:
             self.name = pulumi.Output.from_input(settings.namespace.name)
-        secret = manifests.ngc_secret(settings, pulumi.Output.secret(ngc_api_key))
-        self.ngc_secret = k8s.core.v1.Secret(
-            "ngc-secret",
-            metadata=secret["metadata"],
-            type=secret["type"],
-            string_data=secret["stringData"],
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends)),
-        )
+        self.secrets = []
+        for key, name, build in (
+            (NGC_API_KEY, "ngc-secret", manifests.ngc_secret),
+            (HF_TOKEN, "hf-token-secret", manifests.hf_token_secret),
+        ):
+            if key not in settings.secrets.required:
+                continue
+            secret = build(settings, pulumi.Output.secret(tokens[key]))
+            self.secrets.append(k8s.core.v1.Secret(
+                name,
+                metadata=secret["metadata"],
+                type=secret["type"],
+                string_data=secret["stringData"],
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=depends)
+                ),
+            ))
         self.register_outputs({"name": self.name})
 
 
@@ -121,7 +132,7 @@ class ModelCache(pulumi.ComponentResource):
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ModelCache", resource_name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        depends: list[pulumi.Resource] = [namespace.ngc_secret]
+        depends: list[pulumi.Resource] = [*namespace.secrets]
         if settings.cache.create_claim:
             pvc = manifests.model_cache_claim(settings)
             claim = k8s.core.v1.PersistentVolumeClaim(
@@ -148,7 +159,7 @@ class ModelCache(pulumi.ComponentResource):
             ),
         )
         self.register_outputs(
-            {"claimName": self.claim_name, "downloadJob": recipe.MODEL_DOWNLOAD_JOB_NAME}
+            {"claimName": self.claim_name, "downloadJob": job["metadata"]["name"]}
         )
 
 
@@ -197,10 +208,11 @@ class Deployment:
     graph: ReasonerGraph
 
 
-def deploy(settings: Settings, ngc_api_key: pulumi.Input[str]) -> Deployment:
-    """Declare the whole recipe for one stack, in order."""
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]]) -> Deployment:
+    """Declare the whole recipe for one stack, in order. `tokens` maps each secret config
+    key the runtime needs (`settings.secrets.required`) to its Pulumi secret value."""
     kept = kept_objects_provider(settings)
-    namespace = RecipeNamespace("namespace", settings, ngc_api_key, kept)
+    namespace = RecipeNamespace("namespace", settings, tokens, kept)
     cache = ModelCache("model-cache", settings, namespace, kept)
     graph = ReasonerGraph("graph", settings, cache)
     return Deployment(namespace, cache, graph)

@@ -6,6 +6,10 @@ resource; nothing here talks to a cluster.
 
 Resources shared by both stacks (namespace, NGC secret, cache claim, download Job) carry no
 profile label, so switching stacks adopts them unchanged; the graph carries its profile.
+
+The worker and the download Job follow `settings.workers.serving`: runtime `nim` runs the
+Cosmos3 NIM (as the recipe); runtime `vllm` runs a Dynamo vLLM worker with the
+vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache.
 """
 
 from __future__ import annotations
@@ -15,6 +19,18 @@ from typing import Any
 
 from infra import recipe
 from infra.routing import frontend_args, frontend_command
+from infra.serving import (
+    VLLM_CACHE_PATH,
+    VLLM_LIVE_PATH,
+    VLLM_READY_PATH,
+    VLLM_WORKER_COMMAND,
+    hf_download_command,
+    hf_download_job_name,
+    hf_home,
+    model_dir,
+    served_by_nim_environment,
+    vllm_worker_args,
+)
 from infra.settings import Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
@@ -63,15 +79,26 @@ def namespace(settings: Settings) -> dict[str, Any]:
     }
 
 
-def ngc_secret(settings: Settings, api_key: Any) -> dict[str, Any]:
-    """The NGC secret; `api_key` is passed through untouched (a Pulumi secret Output)."""
+def _secret(settings: Settings, name: str, key: str, value: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _metadata(settings, settings.secrets.ngc_secret_name),
+        "metadata": _metadata(settings, name),
         "type": "Opaque",
-        "stringData": {settings.secrets.ngc_secret_key: api_key},
+        "stringData": {key: value},
     }
+
+
+def ngc_secret(settings: Settings, api_key: Any) -> dict[str, Any]:
+    """The NGC secret; `api_key` is passed through untouched (a Pulumi secret Output)."""
+    secrets = settings.secrets
+    return _secret(settings, secrets.ngc_secret_name, secrets.ngc_secret_key, api_key)
+
+
+def hf_token_secret(settings: Settings, token: Any) -> dict[str, Any]:
+    """The Hugging Face token secret (runtime vllm); `token` stays a Pulumi secret."""
+    secrets = settings.secrets
+    return _secret(settings, secrets.hf_secret_name, secrets.hf_secret_key, token)
 
 
 def model_cache_claim(settings: Settings) -> dict[str, Any]:
@@ -103,13 +130,25 @@ def _ngc_env(settings: Settings) -> dict[str, Any]:
 def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     """What the NIM reads to pick the model profile (shared by download Job and workers)."""
     workers = settings.workers
+    model = served_by_nim_environment(workers.serving, workers.nim_tags_selector)
     return [
-        {"name": "NIM_MODEL_TYPE", "value": "reasoner"},
-        {"name": "NIM_MODEL_VARIANT", "value": workers.model_variant},
-        {"name": "NIM_PRECISION", "value": workers.precision},
-        {"name": "NIM_TAGS_SELECTOR", "value": workers.nim_tags_selector},
+        *({"name": k, "value": v} for k, v in model.items()),
         {"name": "NIM_CACHE_PATH", "value": recipe.NIM_CACHE_PATH},
         _ngc_env(settings),
+    ]
+
+
+def _hf_env(settings: Settings) -> list[dict[str, Any]]:
+    """The token (from its Secret) and a hub cache on the claim, for the vLLM path."""
+    secrets = settings.secrets
+    return [
+        {
+            "name": secrets.hf_secret_key,
+            "valueFrom": {
+                "secretKeyRef": {"name": secrets.hf_secret_name, "key": secrets.hf_secret_key}
+            },
+        },
+        {"name": "HF_HOME", "value": hf_home()},
     ]
 
 
@@ -120,8 +159,13 @@ def _cache_volume(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _cache_mount() -> dict[str, Any]:
-    return {"name": CACHE_VOLUME, "mountPath": recipe.NIM_CACHE_PATH}
+def _cache_mount(settings: Settings) -> dict[str, Any]:
+    path = VLLM_CACHE_PATH if _runs_vllm(settings) else recipe.NIM_CACHE_PATH
+    return {"name": CACHE_VOLUME, "mountPath": path}
+
+
+def _runs_vllm(settings: Settings) -> bool:
+    return settings.workers.serving.runtime == "vllm"
 
 
 def _nim_security_context() -> dict[str, Any]:
@@ -150,20 +194,32 @@ def _gpu_placement(settings: Settings) -> dict[str, Any]:
 
 
 def model_download_job(settings: Settings) -> dict[str, Any]:
-    """The NIM's own download-to-cache, same image and claim as the workers.
+    """The Job that fills the cache, same image and claim as the workers.
 
-    Without a pinned NIM profile the Job gets one GPU of the workers' class, so the NIM
-    selects the profile those workers will also select.
+    NIM: its own download-to-cache; without a pinned NIM profile the Job gets the GPUs of
+    one replica, of the workers' class, so the NIM selects the profile those workers will
+    also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
-    profile = settings.workers.nim_model_profile
-    command = [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])]
-    container: dict[str, Any] = {
-        "name": "download",
-        "image": settings.images.nim,
-        "command": command,
-        "env": _nim_model_env(settings),
-        "volumeMounts": [_cache_mount()],
-    }
+    if _runs_vllm(settings):
+        serving = settings.workers.serving
+        name = hf_download_job_name(serving)
+        container: dict[str, Any] = {
+            "name": "download",
+            "image": settings.images.vllm,
+            "command": hf_download_command(serving, model_dir(serving)),
+            "env": _hf_env(settings),
+            "volumeMounts": [_cache_mount(settings)],
+        }
+    else:
+        name = recipe.MODEL_DOWNLOAD_JOB_NAME
+        profile = settings.workers.nim_model_profile
+        container = {
+            "name": "download",
+            "image": settings.images.nim,
+            "command": [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
+            "env": _nim_model_env(settings),
+            "volumeMounts": [_cache_mount(settings)],
+        }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "securityContext": _nim_security_context(),
@@ -171,8 +227,9 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "containers": [container],
         "volumes": [_cache_volume(settings)],
     }
-    if profile is None:
-        container["resources"] = {"limits": {GPU_RESOURCE: 1}}
+    if not _runs_vllm(settings) and settings.workers.nim_model_profile is None:
+        gpus = settings.workers.serving.gpus_per_replica
+        container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
         pod_spec.update(_gpu_placement(settings))
     timeouts = settings.timeouts
     return {
@@ -180,7 +237,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "kind": "Job",
         "metadata": _metadata(
             settings,
-            recipe.MODEL_DOWNLOAD_JOB_NAME,
+            name,
             annotations={
                 TIMEOUT_SECONDS: str(timeouts.download_secs),
                 REPLACE_UNREADY: "true",
@@ -217,12 +274,54 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _health_probe(failure_threshold: int) -> dict[str, Any]:
+def _health_probe(
+    failure_threshold: int, path: str = NIM_HEALTH_PATH, port: int = recipe.FRONTEND_PORT
+) -> dict[str, Any]:
     return {
-        "httpGet": {"path": NIM_HEALTH_PATH, "port": recipe.FRONTEND_PORT},
+        "httpGet": {"path": path, "port": port},
         "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
         "timeoutSeconds": 5,
         "failureThreshold": failure_threshold,
+    }
+
+
+def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
+    return {
+        "name": "main",
+        "image": settings.images.nim,
+        "command": [NIM_ENTRYPOINT],
+        "workingDir": NIM_WORKDIR,
+        "env": [
+            *_nim_model_env(settings),
+            {"name": "NIM_DYNAMO_WORKER", "value": "true"},
+            {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
+            {"name": "DYN_SYSTEM_PORT", "value": str(recipe.WORKER_SYSTEM_PORT)},
+        ],
+        "ports": [
+            {"name": "http", "containerPort": recipe.FRONTEND_PORT},
+            {"name": "system", "containerPort": recipe.WORKER_SYSTEM_PORT},
+        ],
+        "startupProbe": _health_probe(startup_failures),
+        "livenessProbe": _health_probe(5),
+    }
+
+
+def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
+    """`python3 -m dynamo.vllm` on the cached weights; probes on Dynamo's system port."""
+    serving = settings.workers.serving
+    port = recipe.WORKER_SYSTEM_PORT
+    return {
+        "name": "main",
+        "image": settings.images.vllm,
+        "command": list(VLLM_WORKER_COMMAND),
+        "args": vllm_worker_args(serving, model_dir(serving), recipe.SERVED_MODEL_NAME),
+        "env": [
+            *_hf_env(settings),
+            {"name": "DYN_SYSTEM_PORT", "value": str(port)},
+        ],
+        "ports": [{"name": "system", "containerPort": port}],
+        "startupProbe": _health_probe(startup_failures, VLLM_READY_PATH, port),
+        "livenessProbe": _health_probe(5, VLLM_LIVE_PATH, port),
     }
 
 
@@ -231,10 +330,15 @@ def worker_component(settings: Settings) -> dict[str, Any]:
     resources = {
         "cpu": workers.cpu,
         "memory": workers.memory,
-        GPU_RESOURCE: workers.gpus_per_worker,
+        GPU_RESOURCE: workers.serving.gpus_per_replica,
     }
     # A cold start (cache check, weight load, warm-up) may take as long as the graph wait.
     startup_failures = max(1, math.ceil(settings.timeouts.graph_secs / STARTUP_PROBE_PERIOD_SECS))
+    container = (_vllm_worker_container if _runs_vllm(settings) else _nim_worker_container)(
+        settings, startup_failures
+    )
+    container["resources"] = {"requests": resources, "limits": resources}
+    container["volumeMounts"] = [_cache_mount(settings)]
     return {
         "name": recipe.WORKER_COMPONENT,
         "type": "worker",
@@ -247,28 +351,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
                 "securityContext": _nim_security_context(),
                 **_pull_secrets(settings),
                 **_gpu_placement(settings),
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": settings.images.nim,
-                        "command": [NIM_ENTRYPOINT],
-                        "workingDir": NIM_WORKDIR,
-                        "env": [
-                            *_nim_model_env(settings),
-                            {"name": "NIM_DYNAMO_WORKER", "value": "true"},
-                            {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
-                            {"name": "DYN_SYSTEM_PORT", "value": str(recipe.WORKER_SYSTEM_PORT)},
-                        ],
-                        "ports": [
-                            {"name": "http", "containerPort": recipe.FRONTEND_PORT},
-                            {"name": "system", "containerPort": recipe.WORKER_SYSTEM_PORT},
-                        ],
-                        "startupProbe": _health_probe(startup_failures),
-                        "livenessProbe": _health_probe(5),
-                        "resources": {"requests": resources, "limits": resources},
-                        "volumeMounts": [_cache_mount()],
-                    }
-                ],
+                "containers": [container],
                 "volumes": [_cache_volume(settings)],
             },
         },

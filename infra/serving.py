@@ -6,13 +6,15 @@ here as pure data and functions, so the settings validation, the graph manifest 
 tests all read one table.
 
 Figures marked "estimate" are derived from parameter counts (weights only, plus a fixed
-allowance for the vision encoder), not measured; the only measured figure is Super FP8
-(about 67 GiB on one GPU, from the Cosmos3 NIM documentation). A user with better numbers
-can still run a combination the table rejects by choosing a GPU class with more memory.
+allowance for the vision encoder), not measured. Measured or documented: Super FP8 about
+67 GiB on one GPU (Cosmos3 NIM documentation); Nano's Reasoner about 16-17 GB on one GPU
+with vLLM or the NIM (Cosmos3 Reasoner cookbook). A user with better numbers can still
+run a combination the table rejects by choosing a GPU class with more memory.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 RUNTIMES = ("nim", "vllm")
@@ -25,9 +27,8 @@ class Variant:
 
     name: str
     hf_repo: str
-    # GiB of weights (plus vision encoder) for the whole model, by precision.
+    # GiB of Reasoner weights (plus vision encoder) for the whole model, by precision.
     weights_gib: dict[str, float]
-    measured: frozenset[str] = frozenset()
 
 
 VARIANTS: dict[str, Variant] = {
@@ -35,12 +36,11 @@ VARIANTS: dict[str, Variant] = {
         name="super",
         hf_repo="nvidia/Cosmos3-Super",
         weights_gib={"fp8": 67.0, "bf16": 128.0},  # fp8 measured; bf16 estimate (64B params)
-        measured=frozenset({"fp8"}),
     ),
     "nano": Variant(
         name="nano",
         hf_repo="nvidia/Cosmos3-Nano",
-        weights_gib={"fp8": 18.0, "bf16": 33.0},  # estimates (16B params)
+        weights_gib={"fp8": 10.0, "bf16": 17.0},  # bf16 documented; fp8 estimate
     ),
 }
 
@@ -64,19 +64,25 @@ GPU_CLASSES: dict[str, GpuClass] = {
         GpuClass("NVIDIA-L40S", 48.0, 8.9),
     )
 }
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 # FP8 checkpoints of Cosmos3 need Hopper or newer (compute capability 9.0+).
 FP8_MIN_COMPUTE_CAPABILITY = 9.0
-# vLLM's default share of GPU memory it may use (`--gpu-memory-utilization`).
+# The share of GPU memory vLLM may use (`--gpu-memory-utilization`, vLLM's default).
 GPU_MEMORY_UTILIZATION = 0.9
 # What a replica needs beyond its weights for KV cache and one video's activations.
 KV_HEADROOM_GIB = 4.0
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+MAX_REPLICAS = 64
 
 
 @dataclass(frozen=True)
 class Serving:
-    """What each worker replica runs, and on which GPUs."""
+    """What each worker replica runs, and on which GPUs.
+
+    `gpu_budget` is how many GPUs the workers may take in total (the seed: one 8-GPU
+    node), so a topology change that would leave pods Pending is caught up front.
+    """
 
     runtime: str = "nim"
     variant: str = "super"
@@ -85,10 +91,16 @@ class Serving:
     gpus_per_replica: int = 1
     gpus_per_node: int = 8
     gpu_product: str = "NVIDIA-H200"
+    gpu_budget: int = 8
 
     @property
     def total_gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
+
+    @property
+    def topology(self) -> str:
+        """E.g. `8x1`: replicas x GPUs per replica."""
+        return f"{self.replicas}x{self.gpus_per_replica}"
 
 
 def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, str]]:
@@ -108,8 +120,8 @@ def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, 
         bad("variant", f"must be one of {', '.join(VARIANTS)}, not {serving.variant!r}")
     if serving.precision not in PRECISIONS:
         bad("precision", f"must be one of {', '.join(PRECISIONS)}, not {serving.precision!r}")
-    if serving.replicas < 1:
-        bad("replicas", f"must be at least 1, not {serving.replicas}")
+    if not 1 <= serving.replicas <= MAX_REPLICAS:
+        bad("replicas", f"must be 1..{MAX_REPLICAS}, not {serving.replicas}")
     if serving.gpus_per_replica not in TENSOR_PARALLEL_SIZES:
         bad(
             "gpus_per_replica",
@@ -123,12 +135,21 @@ def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, 
             f"{serving.gpus_per_node} a node offers ({keys['gpus_per_node']}); a replica "
             "cannot span nodes here: lower it, or raise the node size if yours is bigger",
         )
+    elif serving.total_gpus > serving.gpu_budget:
+        bad(
+            "replicas",
+            f"{serving.replicas} replicas x {serving.gpus_per_replica} GPUs "
+            f"({keys['gpus_per_replica']}) need {serving.total_gpus} GPUs but "
+            f"{keys['gpu_budget']} allows {serving.gpu_budget}: lower the replicas (on one "
+            f"8-GPU node: 8x1, 4x2, 2x4 or 1x8), or raise {keys['gpu_budget']} if the "
+            "cluster has the GPUs",
+        )
     gpu = GPU_CLASSES.get(serving.gpu_product)
     if gpu is None:
         bad(
             "gpu_product",
             f"unknown GPU class {serving.gpu_product!r}; known: {', '.join(GPU_CLASSES)} "
-            "(the value is also the node label the workers select)",
+            f"(as the {GPU_PRODUCT_LABEL} node label spells them)",
         )
     if problems or gpu is None:
         return problems
@@ -148,42 +169,86 @@ def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, 
             "gpus_per_replica",
             f"{variant.name} {serving.precision} needs about {need:.0f} GiB per GPU at "
             f"{serving.gpus_per_replica} GPU(s) per replica, more than the {usable:.0f} GiB "
-            f"vLLM may use on {gpu.label}: raise {keys['gpus_per_replica']} or use fp8",
+            f"usable on {gpu.label} ({keys['gpu_product']}): raise "
+            f"{keys['gpus_per_replica']} or use fp8",
         )
     return problems
 
 
-def served_by_nim_environment(serving: Serving) -> dict[str, str]:
+# --- The NIM path ------------------------------------------------------------------------
+
+
+def nim_tags_selector(serving: Serving) -> str:
+    """NIM_TAGS_SELECTOR matching the topology: the NIM's profile must use TP = GPUs."""
+    return f"tp={serving.gpus_per_replica}"
+
+
+def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str, str]:
     """NIM profile selection: the entrypoint picks the profile matching these values."""
     return {
         "NIM_MODEL_TYPE": "reasoner",
         "NIM_MODEL_VARIANT": serving.variant,
         "NIM_PRECISION": serving.precision,
-        "NIM_TAGS_SELECTOR": f"tp={serving.gpus_per_replica}",
+        "NIM_TAGS_SELECTOR": tags_selector,
     }
 
 
+# --- The upstream vLLM path (seed 003) ---------------------------------------------------
+
+# The gated Hugging Face token lives only in this Secret (from the `hfToken` secret config).
+HF_SECRET_NAME = "hf-token-secret"
+HF_SECRET_KEY = "HF_TOKEN"
+# Where vLLM pods mount the shared model cache claim.
+VLLM_CACHE_PATH = "/model-cache"
+VLLM_WORKER_COMMAND = ("python3", "-m", "dynamo.vllm")
+# Dynamo's system server on the worker: /live once the process runs, /health once ready.
+VLLM_LIVE_PATH = "/live"
+VLLM_READY_PATH = "/health"
 # The Reasoner's architecture inside the omnimodal checkpoint (vllm-cosmos3 plugin).
 REASONER_ARCHITECTURE = "Cosmos3ReasonerForConditionalGeneration"
 # Let the processor see every frame before its own sampling (seed 003).
-MEDIA_IO_KWARGS = '{"video": {"num_frames": -1}}'
+MEDIA_IO_KWARGS = {"video": {"num_frames": -1}}
+# FP8 on vLLM is online quantization of the BF16 checkpoint (no separate FP8 repo).
+VLLM_PRECISION_ARGS = {"fp8": ("--quantization", "fp8"), "bf16": ("--dtype", "bfloat16")}
 
 
-def vllm_worker_args(serving: Serving, model_dir: str, served_model_name: str) -> list[str]:
-    """Arguments after `python3 -m dynamo.vllm` for the upstream vLLM path (seed 003)."""
+def hf_home() -> str:
+    """HF_HOME on the cache: the CLI's own cache and any extra hub fetch survive pods."""
+    return f"{VLLM_CACHE_PATH}/huggingface"
+
+
+def model_dir(serving: Serving) -> str:
+    """Where the download Job puts the checkpoint and the workers load it from."""
+    return f"{VLLM_CACHE_PATH}/models/{VARIANTS[serving.variant].hf_repo}"
+
+
+def hf_download_job_name(serving: Serving) -> str:
+    """One Job per variant, so Nano and Super stacks sharing a namespace never collide."""
+    return f"cosmos3-{serving.variant}-reasoner-hf-download"
+
+
+def vllm_worker_args(serving: Serving, weights_dir: str, served_model_name: str) -> list[str]:
+    """Arguments after `python3 -m dynamo.vllm` for the upstream vLLM path (seed 003).
+
+    `--enable-multimodal` is Dynamo's; every other flag is a vLLM engine argument that
+    `dynamo.vllm` passes through. The served name stays the recipe's, so the smoke test
+    and the sweep address every configuration alike.
+    """
     return [
-        "--model", model_dir,
+        "--model", weights_dir,
         "--served-model-name", served_model_name,
         "--enable-multimodal",
-        "--hf-overrides", f'{{"architectures": ["{REASONER_ARCHITECTURE}"]}}',
+        "--hf-overrides", json.dumps({"architectures": [REASONER_ARCHITECTURE]}),
         "--tensor-parallel-size", str(serving.gpus_per_replica),
         "--mm-encoder-tp-mode", "data",
         "--async-scheduling",
-        "--media-io-kwargs", MEDIA_IO_KWARGS,
+        "--media-io-kwargs", json.dumps(MEDIA_IO_KWARGS),
+        *VLLM_PRECISION_ARGS[serving.precision],
+        "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION),
     ]
 
 
-def hf_download_command(serving: Serving, model_dir: str) -> list[str]:
-    """Fills the cache from Hugging Face (the model is gated: HF_TOKEN must be set)."""
+def hf_download_command(serving: Serving, weights_dir: str) -> list[str]:
+    """Fills the cache from Hugging Face (gated: HF_TOKEN must be set); a rerun resumes."""
     repo = VARIANTS[serving.variant].hf_repo
-    return ["hf", "download", repo, "--local-dir", model_dir]
+    return ["hf", "download", repo, "--local-dir", weights_dir]

@@ -31,10 +31,13 @@ from infra.routing import (
     ROUTER_MODES,
     Routing,
 )
+from infra.serving import HF_SECRET_KEY, HF_SECRET_NAME, Serving, nim_tags_selector
+from infra.serving_settings import read_serving
 
 PROJECT = "cosmos3-routing"
 NGC_API_KEY = "ngcApiKey"
-SECRET_KEYS = (NGC_API_KEY,)
+HF_TOKEN = "hfToken"
+SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 
 # The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
 # default so a stack that forgot its storage class fails here, not in the cluster.
@@ -51,11 +54,6 @@ IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_
 SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-# What this program renders today; the NIM picks the model profile from these.
-MODEL_VARIANTS = ("super",)
-PRECISIONS = ("fp8",)
-GPUS_PER_WORKER = (1, 2, 4, 8)
-MAX_WORKER_REPLICAS = 64
 # The FP8 Super weights alone are ~67 GiB; a smaller claim cannot hold the cache.
 MIN_CACHE_BYTES = 100 * 2**30
 # Operator plus service names: `<graph>-frontend` must stay a DNS label (63 chars).
@@ -88,11 +86,18 @@ class NamespaceSettings:
 
 @dataclass(frozen=True)
 class SecretSettings:
-    """Names only: the NGC key itself travels as a Pulumi secret, never through here."""
+    """Names only: the NGC key and HF token travel as Pulumi secrets, never through here.
+
+    `required` are the secret config keys this stack's runtime needs (the NIM: the NGC
+    key; upstream vLLM: the Hugging Face token); only those become Kubernetes Secrets.
+    """
 
     ngc_secret_name: str
     ngc_secret_key: str
     image_pull_secrets: tuple[str, ...]
+    required: tuple[str, ...] = (NGC_API_KEY,)
+    hf_secret_name: str = HF_SECRET_NAME
+    hf_secret_key: str = HF_SECRET_KEY
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class ImageSettings:
     nim: str
     frontend: str
     worker_runtime_version: str
+    # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm only).
+    vllm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,17 +155,18 @@ class PlacementSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """The NIM workers: topology, model choice and per-worker resources."""
+    """The workers: what they serve and on which GPUs (`serving`), and their resources."""
 
-    replicas: int
-    gpus_per_worker: int
-    model_variant: str
-    precision: str
+    serving: Serving
     nim_tags_selector: str
     nim_model_profile: str | None
     cpu: str
     memory: str
     shared_memory: str
+
+    @property
+    def replicas(self) -> int:
+        return self.serving.replicas
 
 
 @dataclass(frozen=True)
@@ -333,15 +341,23 @@ def _read_namespace(r: _Reader) -> NamespaceSettings:
     return NamespaceSettings(name=name, create=r.boolean("createNamespace"))
 
 
-def _read_secrets(r: _Reader) -> SecretSettings:
-    key = r.raw.get(r.full(NGC_API_KEY))
-    r.read.add(NGC_API_KEY)
-    if key is None or (isinstance(key, str) and not key.strip()):
-        r.problem(
-            NGC_API_KEY,
-            "missing; run `pulumi config set --secret ngcApiKey` (an NGC API key with access "
-            "to the Cosmos3 NIM)",
-        )
+_SECRET_FIXES = {
+    NGC_API_KEY: "run `pulumi config set --secret ngcApiKey` (an NGC API key with access to "
+    "the Cosmos3 NIM)",
+    HF_TOKEN: "runtime vllm downloads the gated model from Hugging Face: run `pulumi config "
+    "set --secret hfToken` (a token of an account granted access to nvidia/Cosmos3-Super "
+    "or -Nano)",
+}
+
+
+def _read_secrets(r: _Reader, runtime: str) -> SecretSettings:
+    required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
+    for name in SECRET_KEYS:
+        r.read.add(name)
+    for name in required:
+        value = r.raw.get(r.full(name))
+        if value is None or (isinstance(value, str) and not value.strip()):
+            r.problem(name, f"missing; {_SECRET_FIXES[name]}")
     pulls = r.string_list("imagePullSecrets")
     for name in pulls:
         if not DNS_SUBDOMAIN.match(name):
@@ -354,6 +370,7 @@ def _read_secrets(r: _Reader) -> SecretSettings:
         ngc_secret_name=recipe.NGC_SECRET_NAME,
         ngc_secret_key=recipe.NGC_SECRET_KEY,
         image_pull_secrets=pulls,
+        required=required,
     )
 
 
@@ -388,10 +405,20 @@ def _read_cache(r: _Reader) -> CacheSettings:
     return CacheSettings(storage_class, size, None, keep)
 
 
-def _read_images(r: _Reader) -> ImageSettings:
+def _read_images(r: _Reader, runtime: str) -> ImageSettings:
     images = {}
-    for key in ("nimImage", "frontendImage"):
-        value = r.string(key)
+    vllm_image = r.string("vllmImage")
+    keys = ("nimImage", "frontendImage", *(("vllmImage",) if runtime == "vllm" else ()))
+    for key in keys:
+        value = vllm_image if key == "vllmImage" else r.string(key)
+        if key == "vllmImage" and PLACEHOLDER.search(value):
+            r.problem(
+                key,
+                f"'{value}' is a placeholder; runtime vllm needs a Dynamo vLLM worker image "
+                "that also has the vllm-cosmos3 plugin (README, \"Serving paths\"): build "
+                "and push one, then `pulumi config set vllmImage <registry/repo:tag>`",
+            )
+            continue
         if not IMAGE.match(value) or PLACEHOLDER.search(value):
             r.problem(
                 key,
@@ -405,10 +432,13 @@ def _read_images(r: _Reader) -> ImageSettings:
     if not SEMVER.match(version):
         r.problem(
             "workerRuntimeVersion",
-            f"'{version}' is not MAJOR.MINOR.PATCH; give the Dynamo version inside the NIM "
-            "image (the operator cannot read it from a NIM tag)",
+            f"'{version}' is not MAJOR.MINOR.PATCH; give the Dynamo version inside the worker "
+            "image (the operator cannot read it from a NIM or custom tag)",
         )
-    return ImageSettings(images["nimImage"], images["frontendImage"], version)
+    return ImageSettings(
+        images["nimImage"], images["frontendImage"], version,
+        vllm=vllm_image if runtime == "vllm" else None,
+    )
 
 
 def _parse_toleration(text: str) -> Toleration | None:
@@ -449,22 +479,17 @@ def _read_placement(r: _Reader) -> PlacementSettings:
     return PlacementSettings(tuple(selector), tuple(tolerations))
 
 
-def _read_workers(r: _Reader) -> WorkerSettings:
-    replicas = r.integer("workerReplicas", 1, MAX_WORKER_REPLICAS, " workers")
-    gpus = r.integer("gpusPerWorker", 1, max(GPUS_PER_WORKER))
-    if gpus not in GPUS_PER_WORKER:
-        r.problem("gpusPerWorker", f"{gpus} is not one of {GPUS_PER_WORKER}")
-    variant = r.choice("modelVariant", MODEL_VARIANTS, " (what this program deploys)")
-    precision = r.choice(
-        "precision", PRECISIONS, " (FP8 is what fits Super on one H200)"
-    )
-    tags = r.string("nimTagsSelector")
+def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
+    serving = read_serving(r, placement.node_selector)
+    gpus = serving.gpus_per_replica
+    # Empty: follow the topology (tp=<gpusPerWorker>); set: used as is, its tp must agree.
+    tags = r.string("nimTagsSelector") or nim_tags_selector(serving)
     tp = re.search(r"(?:^|,)tp=(\d+)(?:,|$)", tags)
     if tp and int(tp.group(1)) != gpus:
         r.problem(
             "nimTagsSelector",
             f"'{tags}' selects tensor parallel {tp.group(1)} but gpusPerWorker is {gpus}; "
-            "make them agree",
+            "make them agree, or leave nimTagsSelector empty to follow gpusPerWorker",
         )
     profile = r.string("nimModelProfile") or None
     if profile is not None and not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$", profile):
@@ -473,11 +498,13 @@ def _read_workers(r: _Reader) -> WorkerSettings:
             f"'{profile}' is not a NIM profile id; run `list-model-profiles` in the NIM image "
             "or leave it empty to let the download Job detect the GPU",
         )
+    if serving.runtime == "vllm":
+        for key in ("nimTagsSelector", "nimModelProfile"):
+            if r.string(key):
+                r.problem(key, "only applies to runtime nim; remove it with `pulumi config "
+                               f"rm {key}` (runtime is vllm)")
     return WorkerSettings(
-        replicas=replicas,
-        gpus_per_worker=gpus,
-        model_variant=variant,
-        precision=precision,
+        serving=serving,
         nim_tags_selector=tags,
         nim_model_profile=profile,
         cpu=r.quantity("workerCpu"),
@@ -515,30 +542,33 @@ def parse_settings(
 
     `raw` maps `<project>:<key>` to the value the CLI gives (strings, lists as JSON);
     native YAML values are accepted too. `secret_keys`, when known, are the full keys the
-    CLI marked secret: the NGC key must be one of them.
+    CLI marked secret: the NGC key and the HF token must be among them.
     """
     r = _Reader(raw, project)
     profile = _check_profile(r, stack)
     routing = _read_routing(r, profile)
+    placement = _read_placement(r)
+    workers = _read_workers(r, placement)
+    runtime = workers.serving.runtime
     settings = Settings(
         stack=stack,
         profile=profile,
         routing=routing,
         namespace=_read_namespace(r),
-        secrets=_read_secrets(r),
+        secrets=_read_secrets(r, runtime),
         cache=_read_cache(r),
-        images=_read_images(r),
-        placement=_read_placement(r),
-        workers=_read_workers(r),
+        images=_read_images(r, runtime),
+        placement=placement,
+        workers=workers,
         timeouts=_read_timeouts(r),
         benchmark=read_benchmark_settings(r, profile),
     )
-    if secret_keys is not None and r.full(NGC_API_KEY) in raw:
-        if r.full(NGC_API_KEY) not in secret_keys:
+    for name in SECRET_KEYS:
+        if secret_keys is not None and r.full(name) in raw and r.full(name) not in secret_keys:
             r.problem(
-                NGC_API_KEY,
-                "is stored in plain text; set it again with `pulumi config set --secret "
-                "ngcApiKey`",
+                name,
+                f"is stored in plain text; set it again with `pulumi config set --secret "
+                f"{name}`",
             )
     prefix = f"{project}:"
     for key in sorted(raw):

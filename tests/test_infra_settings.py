@@ -6,7 +6,8 @@ import pytest
 
 from infra import recipe
 from infra.routing import PROFILES
-from infra.settings import NGC_API_KEY, SettingsError, parse_settings
+from infra.serving import Serving
+from infra.settings import HF_TOKEN, SECRET_KEYS, SettingsError, parse_settings
 from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
 
 STACKS = sorted(PROFILES)
@@ -18,8 +19,7 @@ def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     assert settings.profile == stack
     assert settings.routing == PROFILES[stack]
     assert settings.graph_name == recipe.graph_name(stack)
-    assert settings.workers.replicas == 8 and settings.workers.gpus_per_worker == 1
-    assert (settings.workers.model_variant, settings.workers.precision) == ("super", "fp8")
+    assert settings.workers.serving == Serving()  # nim, super fp8, 8x1 on H200
     assert (settings.timeouts.download_secs, settings.timeouts.graph_secs) == (7200, 3600)
     assert settings.cache.keep_on_destroy and settings.cache.create_claim
     assert settings.cache.claim_name == recipe.MODEL_CACHE_PVC_NAME
@@ -37,8 +37,8 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
     name = project_name()
     for key, spec in declared.items():
         assert {"type", "description"} <= set(spec), key
-        assert ("default" in spec) == (key != NGC_API_KEY), key
-    assert declared[NGC_API_KEY].get("secret") is True
+        assert ("default" in spec) == (key not in SECRET_KEYS), key
+    assert all(declared[key].get("secret") is True for key in SECRET_KEYS)
     raw = stack_config("round-robin")
     extra = dict(raw, **{f"{name}:notDeclared": "x"})
     with pytest.raises(SettingsError) as err:
@@ -50,8 +50,8 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
     # Every declared key is read: dropping any one of them is reported by name.
     for key in declared:
         partial = {k: v for k, v in raw.items() if k != f"{name}:{key}"}
-        if key == "cacheStorageClass":
-            continue  # its absence reads as the placeholder, reported below
+        if key in ("cacheStorageClass", HF_TOKEN):
+            continue  # absent: the placeholder (reported below); not needed by runtime nim
         with pytest.raises(SettingsError, match=f"{name}:{key}"):
             parse_settings(partial, "round-robin")
 
@@ -122,8 +122,9 @@ BAD = [
      "frontendImage", "explicit version"),
     ("round-robin", {"workerRuntimeVersion": "v1.6"}, "workerRuntimeVersion", "MAJOR.MINOR"),
     ("round-robin", {"workerReplicas": 0}, "workerReplicas", "1..64"),
-    ("round-robin", {"gpusPerWorker": 3}, "gpusPerWorker", "(1, 2, 4, 8)"),
-    ("round-robin", {"gpusPerWorker": 2}, "nimTagsSelector", "gpusPerWorker"),
+    ("round-robin", {"gpusPerWorker": 3}, "gpusPerWorker", "1, 2, 4, 8"),
+    ("round-robin", {"gpusPerWorker": 2, "workerReplicas": 4, "nimTagsSelector": "tp=1"},
+     "nimTagsSelector", "gpusPerWorker"),
     ("round-robin", {"modelVariant": "ultra"}, "modelVariant", "super"),
     ("round-robin", {"precision": "int3"}, "precision", "fp8"),
     ("round-robin", {"nimModelProfile": "a b"}, "nimModelProfile", "list-model-profiles"),

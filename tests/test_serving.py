@@ -10,16 +10,9 @@ from infra.serving import (
     serving_problems,
     vllm_worker_args,
 )
+from infra.serving_settings import FIELD_KEYS
 
-KEYS = {
-    "runtime": "cosmos3-routing:runtime",
-    "variant": "cosmos3-routing:modelVariant",
-    "precision": "cosmos3-routing:precision",
-    "replicas": "cosmos3-routing:workerReplicas",
-    "gpus_per_replica": "cosmos3-routing:gpusPerWorker",
-    "gpus_per_node": "cosmos3-routing:gpusPerNode",
-    "gpu_product": "cosmos3-routing:gpuProduct",
-}
+KEYS = {field: f"cosmos3-routing:{key}" for field, key in FIELD_KEYS.items()}
 
 
 @pytest.mark.parametrize(
@@ -28,7 +21,9 @@ KEYS = {
         Serving(),  # the seed: 8 x 1 Super FP8 on H200
         Serving(replicas=2, gpus_per_replica=4),
         Serving(replicas=1, gpus_per_replica=8),
+        Serving(replicas=4, gpus_per_replica=2),
         Serving(runtime="vllm", variant="super", precision="bf16", replicas=4, gpus_per_replica=2),
+        Serving(replicas=16, gpu_budget=16),  # two nodes' worth, when the budget says so
         Serving(
             runtime="vllm", variant="nano", precision="bf16", gpu_product="NVIDIA-A100-SXM4-80GB"
         ),
@@ -43,14 +38,18 @@ def test_possible_combinations_have_no_problems(serving: Serving) -> None:
     ("serving", "key", "words"),
     [
         (Serving(gpus_per_replica=16), "gpusPerWorker", "tensor-parallel"),
-        (Serving(gpus_per_replica=8, gpus_per_node=4), "gpusPerWorker", "node offers"),
+        (Serving(replicas=1, gpus_per_replica=8, gpus_per_node=4), "gpusPerWorker",
+         "node offers"),
+        (Serving(replicas=8, gpus_per_replica=4), "workerReplicas", "need 32 GPUs"),
         (Serving(gpu_product="NVIDIA-A100-SXM4-80GB"), "precision", "compute capability"),
         (Serving(gpu_product="NVIDIA-L40S", variant="nano"), "precision", "compute capability"),
         (Serving(precision="bf16"), "gpusPerWorker", "GiB per GPU"),
+        (Serving(precision="bf16", replicas=2, gpus_per_replica=2,
+                 gpu_product="NVIDIA-L40S"), "gpusPerWorker", "GiB per GPU"),
         (Serving(runtime="triton"), "runtime", "nim, vllm"),
         (Serving(variant="edge"), "modelVariant", "super, nano"),
         (Serving(precision="int4"), "precision", "fp8, bf16"),
-        (Serving(replicas=0), "workerReplicas", "at least 1"),
+        (Serving(replicas=0), "workerReplicas", "1..64"),
         (Serving(gpu_product="NVIDIA-T4"), "gpuProduct", "known:"),
     ],
 )
@@ -62,8 +61,8 @@ def test_impossible_combinations_name_the_key(serving: Serving, key: str, words:
 
 def test_memory_check_uses_the_tensor_parallel_split() -> None:
     """Super BF16 does not fit one H200 but does fit two: the check divides by TP."""
-    assert serving_problems(Serving(precision="bf16", gpus_per_replica=1), KEYS)
-    assert not serving_problems(Serving(precision="bf16", gpus_per_replica=2), KEYS)
+    assert serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=1), KEYS)
+    assert not serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=2), KEYS)
 
 
 def test_vllm_arguments_follow_the_topology() -> None:
