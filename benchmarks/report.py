@@ -84,17 +84,23 @@ def _stickiness(run_dir: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
+def summary_exports(root: Path) -> list[Path]:
+    """Every level's AIPerf summary under `root`.
+
+    AIPerf also writes per-phase copies under phases/ (warm-up included): skip them."""
+    return sorted(
+        p for p in root.rglob(SUMMARY_EXPORT)
+        if AIPERF_PHASES_DIR not in p.relative_to(root).parts
+    )
+
+
 def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
     """Group every export under `dirs` by run, in the order the directories were given."""
     runs: dict[Path, ProfileRun] = {}
     for root in dirs:
         if not root.is_dir():
             raise ReportError(f"{root} is not a directory")
-        # AIPerf also writes per-phase copies under phases/ (warm-up included): skip them.
-        exports = sorted(
-            p for p in root.rglob(SUMMARY_EXPORT)
-            if AIPERF_PHASES_DIR not in p.relative_to(root).parts
-        )
+        exports = summary_exports(root)
         if not exports:
             warn(f"report: no {SUMMARY_EXPORT} under {root}")
         for export in exports:

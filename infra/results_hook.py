@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmarks.aiperf_command import SUMMARY_EXPORT as AIPERF_EXPORT
 from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import results_subpath, sweep_job_name
 from infra.settings import Settings
 
-AIPERF_EXPORT = "profile_export_aiperf.json"
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]
 
@@ -109,7 +109,9 @@ def local_run_dir(results_root: Path, location: RunLocation) -> Path:
 
 def aiperf_exports(run_dir: Path) -> list[Path]:
     """Every AIPerf summary export under a run folder (one per finished level)."""
-    return sorted(p for p in run_dir.rglob(AIPERF_EXPORT) if REPORT_FOLDER not in p.parts)
+    from benchmarks.report import summary_exports
+
+    return [p for p in summary_exports(run_dir) if REPORT_FOLDER not in p.parts]
 
 
 def replace_dir(staged: Path, final: Path) -> None:

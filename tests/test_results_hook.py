@@ -256,3 +256,13 @@ def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) 
     hint = next(line for line in said if "Compare" in line)
     assert str(results / "round-robin" / "run-1") in hint
     assert str(results / "session-affinity" / "run-3") in hint
+
+
+def test_aiperf_phase_copies_are_not_counted_as_levels(tmp_path) -> None:
+    level = tmp_path / "c4"
+    (level / "phases" / "warmup").mkdir(parents=True)
+    (level / AIPERF_EXPORT).write_text("{}")
+    (level / "phases" / "warmup" / AIPERF_EXPORT).write_text("{}")
+    (tmp_path / REPORT_FOLDER).mkdir()
+    (tmp_path / REPORT_FOLDER / AIPERF_EXPORT).write_text("{}")
+    assert aiperf_exports(tmp_path) == [level / AIPERF_EXPORT]
