@@ -336,20 +336,25 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
             aiperf_command(spec, config.python), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env=aiperf_env(),
         )
+        deadline = started + config.level_timeout_secs
+        next_beat = started + config.heartbeat_secs
         try:
             while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise SweepError(
+                        f"concurrency {spec.concurrency} ran longer than "
+                        f"{config.level_timeout_secs:g} s; raise --level-timeout or "
+                        f"check the endpoint (AIPerf output: {log})"
+                    )
                 try:
-                    code = process.wait(timeout=config.heartbeat_secs)
+                    code = process.wait(timeout=min(next_beat, deadline) - now)
                     break
                 except subprocess.TimeoutExpired:
-                    elapsed = time.monotonic() - started
-                    if elapsed > config.level_timeout_secs:
-                        raise SweepError(
-                            f"concurrency {spec.concurrency} ran longer than "
-                            f"{config.level_timeout_secs:.0f} s; raise --level-timeout or "
-                            f"check the endpoint (AIPerf output: {log})"
-                        ) from None
-                    say(f"concurrency {spec.concurrency}: running for {elapsed / 60:.1f} min")
+                    if time.monotonic() >= next_beat:
+                        next_beat += config.heartbeat_secs
+                        say(f"concurrency {spec.concurrency}: running for "
+                            f"{(time.monotonic() - started) / 60:.1f} min")
         finally:
             if process.poll() is None:
                 process.terminate()

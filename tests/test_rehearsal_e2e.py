@@ -4,7 +4,7 @@ Real dynamo.frontend and dynamo.mocker (8 workers, as the stacks declare), real 
 both profiles, two concurrency levels, a few small videos. Asserts the routing obeyed
 each profile (affinity: every video on one worker; round robin: every video spread over
 several), the report shows it, and nothing the rehearsal started is left running, also
-after Ctrl-C in the middle of a level.
+after Ctrl-C in the middle of a level or a level over its timeout.
 """
 
 from __future__ import annotations
@@ -120,3 +120,16 @@ def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
     assert "interrupted" in rest and "--run-id e2e" in rest
     assert not wait_gone(seen, timeout=30.0), "processes survived Ctrl-C"
     assert not leftover_listeners(seen)
+
+
+def test_a_level_timeout_stops_everything_and_names_the_setting(tmp_path: Path) -> None:
+    result = subprocess.run(
+        _rehearse(tmp_path, "--videos", "40", "--level-timeout", "2"),
+        capture_output=True, text=True, timeout=300, env=child_env(),
+    )
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "--level-timeout" in result.stderr and "--run-id e2e" in result.stderr
+    pids, _ = _recorded_processes(tmp_path / "e2e")
+    assert pids, "the rehearsal recorded no processes"
+    assert not wait_gone(pids, timeout=30.0), "processes survived the timeout"
+    assert not leftover_listeners(pids)

@@ -265,3 +265,30 @@ def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> 
     assert "HF_HUB_OFFLINE" not in env, "AIPerf 0.13 then takes a local tokenizer for a repo id"
     assert env["PATH"] == "/bin"
     assert env["AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID"] == "false"
+
+
+def test_a_level_over_its_timeout_stops_aiperf_and_says_which_setting(tmp_path: Path) -> None:
+    """The level timeout holds to the second, not to the next progress line, and AIPerf
+    (with its worker processes) is gone when the error is raised."""
+    from benchmarks.peak_memory import tree_pids
+
+    dataset = tmp_path / "dataset.jsonl"
+    build_dataset(dataset, video_refs=["http://127.0.0.1:9/v0.mp4"], questions_per_video=4,
+                  output_tokens=8)
+    tokenizer = str(build_tiny_model_dir(tmp_path / "tokenizer"))
+    before = tree_pids(os.getpid())
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.delay_secs = 30.0  # no request finishes inside the timeout
+        started = time.monotonic()
+        with pytest.raises(SweepError, match="--level-timeout") as raised:
+            run_sweep(SweepConfig(url=server.url, dataset=dataset, profile="round-robin",
+                                  model="m", concurrencies=(1,), warmup_requests=0,
+                                  run_dir=tmp_path / "run", output_tokens=8,
+                                  tokenizer=tokenizer, level_timeout_secs=8.0),
+                      say=lambda _: None)
+        elapsed = time.monotonic() - started
+    assert "longer than 8 s" in str(raised.value)
+    assert elapsed < 45, f"the 8 s timeout took {elapsed:.0f} s to act"
+    assert tree_pids(os.getpid()) - before == set(), "AIPerf processes outlived the timeout"
+    manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
+    assert manifest["levels"]["1"]["status"] != "complete"
