@@ -448,12 +448,13 @@ def benchmark_manifests(
 
 def results_reader_pod(
     namespace: str, profile: str, claim: str, image: str, name: str,
-    image_pull_secrets: tuple[str, ...] = (),
+    image_pull_secrets: tuple[str, ...] = (), owner_job: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
     Same image, user and pull secrets as the Jobs; it only sleeps (bounded) until the copy
-    is done and it is deleted.
+    is done and it is deleted. `owner_job` (name, uid) makes the sweep Job its owner, so
+    a reader left by a killed hook goes when `pulumi destroy` deletes that Job.
     """
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -474,13 +475,12 @@ def results_reader_pod(
     }
     if image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": labels("benchmark-results-reader", profile)},
-        "spec": pod,
-    }
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "labels": labels("benchmark-results-reader", profile)}
+    if owner_job is not None:
+        metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                        "name": owner_job[0], "uid": owner_job[1]}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod}
 
 
 # ---------------------------------------------------------------------------------------

@@ -343,7 +343,8 @@ class KubernetesClusterIO:
     def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
         manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
-                                      location.image, name, location.image_pull_secrets)
+                                      location.image, name, location.image_pull_secrets,
+                                      self._job_owner(location.namespace, location.sweep_job))
         self._core.create_namespaced_pod(location.namespace, manifest)
         try:
             self._wait_running(location.namespace, name)
@@ -358,6 +359,15 @@ class KubernetesClusterIO:
                                                  grace_period_seconds=0)
             except ApiException:
                 pass
+
+    def _job_owner(self, namespace: str, job: str) -> tuple[str, str] | None:
+        """(name, uid) of the sweep Job, when it still exists, to own the reader pod."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return job, self._batch.read_namespaced_job(job, namespace).metadata.uid
+        except ApiException:
+            return None
 
     def _wait_running(self, namespace: str, name: str) -> None:
         deadline = time.monotonic() + self.POD_START_TIMEOUT_SECS

@@ -65,7 +65,7 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
     objects = manifests(BenchmarkSettings(), sources)
     objects["reader"] = bj.results_reader_pod(
         TARGET.namespace, TARGET.profile, TARGET.cache_claim, BenchmarkSettings().image, "reader-x",
-        TARGET.image_pull_secrets)
+        TARGET.image_pull_secrets, ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
     no_secrets = replace(TARGET, image_pull_secrets=(), session_affinity=False)
     objects.update({f"plain-{k}": v for k, v in manifests(
         BenchmarkSettings(wait_for_sweep=False), sources, no_secrets).items()})
@@ -76,6 +76,15 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
             pytest.fail(f"{role} ({obj['kind']}): {error.message}")
     assert {o["kind"] for o in objects.values()} == {
         "ConfigMap", "Deployment", "Service", "Job", "Pod"}
+
+
+def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
+    reader = bj.results_reader_pod("ns", "p", "claim", "img:1", "reader-x",
+                                   owner_job=("sweep-job", "uid-1"))
+    assert reader["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep-job", "uid": "uid-1"}]
+    assert "ownerReferences" not in bj.results_reader_pod(
+        "ns", "p", "claim", "img:1", "reader-x")["metadata"]
 
 
 def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
