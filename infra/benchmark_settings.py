@@ -108,8 +108,8 @@ def config_schema() -> dict[str, dict[str, Any]]:
 def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
     key = KEY_CONCURRENCIES
     text = r.string(key)
-    example = json.dumps(list(BenchmarkSettings().concurrencies))
-    fix = f"; run `pulumi config set {key} '{example}'` (a JSON list, in order)"
+    fix = (f"; set the levels one by one, in order: `pulumi config set --path '{key}[0]' 1`, "
+           f"then `--path '{key}[1]' 4`, ... (or list them under {key} in Pulumi.<stack>.yaml)")
     try:
         value = json.loads(text) if text else None
     except json.JSONDecodeError:

@@ -350,13 +350,17 @@ _SECRET_FIXES = {
 }
 
 
+def _is_set(value: Any) -> bool:
+    """A secret key counts as set once it holds something (Pulumi.yaml defaults it to "")."""
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
 def _read_secrets(r: _Reader, runtime: str) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
     for name in SECRET_KEYS:
         r.read.add(name)
     for name in required:
-        value = r.raw.get(r.full(name))
-        if value is None or (isinstance(value, str) and not value.strip()):
+        if not _is_set(r.raw.get(r.full(name))):
             r.problem(name, f"missing; {_SECRET_FIXES[name]}")
     pulls = r.string_list("imagePullSecrets")
     for name in pulls:
@@ -564,7 +568,8 @@ def parse_settings(
         benchmark=read_benchmark_settings(r, profile),
     )
     for name in SECRET_KEYS:
-        if secret_keys is not None and r.full(name) in raw and r.full(name) not in secret_keys:
+        full = r.full(name)
+        if secret_keys is not None and _is_set(raw.get(full)) and full not in secret_keys:
             r.problem(
                 name,
                 f"is stored in plain text; set it again with `pulumi config set --secret "

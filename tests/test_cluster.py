@@ -25,6 +25,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,6 +99,19 @@ def _check_benchmark(outputs: dict) -> None:
         assert (run_dir / "report" / "report.md").is_file()
 
 
+def _set_config(stack: Any, key: str, value: Any) -> None:
+    """As `pulumi config set` does it: a list item by item (`--path`), since the CLI
+    refuses a list given as one string."""
+    from pulumi import automation as auto
+
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            stack.set_config(f"{key}[{index}]", auto.ConfigValue(str(item)), path=True)
+    else:
+        stack.set_config(key, auto.ConfigValue(str(value).lower() if isinstance(value, bool)
+                                               else str(value)))
+
+
 def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     reasons = _missing()
     if reasons:
@@ -120,18 +134,15 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     )
     stack.set_config("ngcApiKey", auto.ConfigValue(os.environ["NGC_API_KEY"], secret=True))
     run_id = f"ct-{int(time.time())}"
-    small_benchmark = {"benchmarkRunId": run_id, "benchmarkVideos": "4",
-                       "benchmarkQuestionsPerVideo": "2", "benchmarkConcurrencies": "[1, 2]"}
-    for key, value in small_benchmark.items():
-        stack.set_config(key, auto.ConfigValue(value))
+    small_benchmark = {"benchmarkRunId": run_id, "benchmarkVideos": 4,
+                       "benchmarkQuestionsPerVideo": 2, "benchmarkConcurrencies": [1, 2]}
     if os.environ.get("COSMOS3_EXISTING_CLAIM"):
-        stack.set_config("cacheExistingClaim",
-                         auto.ConfigValue(os.environ["COSMOS3_EXISTING_CLAIM"]))
+        small_benchmark["cacheExistingClaim"] = os.environ["COSMOS3_EXISTING_CLAIM"]
     else:
-        stack.set_config("cacheStorageClass", auto.ConfigValue(os.environ["COSMOS3_STORAGE_CLASS"]))
-    for key, value in json.loads(os.environ.get("COSMOS3_CONFIG_JSON", "{}")).items():
-        stack.set_config(key, auto.ConfigValue(json.dumps(value) if isinstance(value, list | dict)
-                                               else str(value)))
+        small_benchmark["cacheStorageClass"] = os.environ["COSMOS3_STORAGE_CLASS"]
+    small_benchmark.update(json.loads(os.environ.get("COSMOS3_CONFIG_JSON", "{}")))
+    for key, value in small_benchmark.items():
+        _set_config(stack, key, value)
     try:
         result = stack.up(on_output=print)
         outputs = {k: v.value for k, v in result.outputs.items()}

@@ -31,14 +31,14 @@ def test_settings_hold_no_secret() -> None:
 
 
 def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
-    """Each key has a type and description; all but the NGC key have a default, so a
-    stack needs only the secret and its cluster-specific settings."""
+    """Each key has a type, a default and a description: the CLI refuses a stack that
+    leaves a key without a default unset, so the secret keys default to empty (the
+    program, not the CLI, requires the one its runtime needs)."""
     declared = project_file()["config"]
     name = project_name()
     for key, spec in declared.items():
-        assert {"type", "description"} <= set(spec), key
-        assert ("default" in spec) == (key not in SECRET_KEYS), key
-    assert all(declared[key].get("secret") is True for key in SECRET_KEYS)
+        assert {"type", "default", "description"} <= set(spec), key
+    assert all(declared[key]["default"] == "" for key in SECRET_KEYS)
     raw = stack_config("round-robin")
     extra = dict(raw, **{f"{name}:notDeclared": "x"})
     with pytest.raises(SettingsError) as err:
