@@ -32,7 +32,8 @@ def kept_objects_provider(settings: Settings) -> k8s.Provider | None:
     adoption can't turn a replacement into a deletion. A claim whose storage class or
     access modes differ is still refused by the API server (immutable fields), with the
     cache intact. Explicit providers don't read `kubernetes:*` stack config, so the
-    context and kubeconfig the user set are passed through.
+    context and kubeconfig the user set are passed through (the kubeconfig as a secret:
+    it may hold credentials).
     """
     if not settings.cache.keep_on_destroy:
         return None
@@ -40,7 +41,7 @@ def kept_objects_provider(settings: Settings) -> k8s.Provider | None:
     return k8s.Provider(
         "kept-objects",
         context=cluster.get("context"),
-        kubeconfig=cluster.get("kubeconfig"),
+        kubeconfig=cluster.get_secret("kubeconfig"),
         upsert_existing_objects=True,
     )
 
@@ -110,13 +111,23 @@ class RecipeNamespace(pulumi.ComponentResource):
         self.register_outputs({"name": self.name})
 
 
+def _warn_on_drift(settings: Settings, live: Any, claim: pulumi.Resource) -> None:
+    """Say what to do when the cache settings no longer match the claim (its spec is
+    ignored after creation, so the claim itself is never replaced)."""
+    requests = (live.resources.requests if live.resources else None) or {}
+    message = manifests.cache_claim_drift(settings, live.storage_class_name,
+                                          requests.get("storage"))
+    if message:
+        pulumi.log.warn(message, resource=claim)
+
+
 class ModelCache(pulumi.ComponentResource):
     """The shared model cache claim and the Job that fills it, awaited until Complete.
 
-    The claim is retained by default (`cacheKeepOnDestroy`): `pulumi destroy` leaves it,
-    the next `pulumi up` of either stack adopts it, and a change to an immutable field
-    (storage class, access modes) can never make Pulumi delete it: the API server refuses
-    the change and the cache stays as it is.
+    The claim is retained by default (`cacheKeepOnDestroy`): `pulumi destroy` leaves it
+    and the next `pulumi up` of either stack adopts it. Its spec is written once: a later
+    change to cacheSize or cacheStorageClass never replaces (and so empties) the cache,
+    whatever `cacheKeepOnDestroy` says; the program warns with the step to take by hand.
     """
 
     claim_name: pulumi.Output[str]
@@ -139,8 +150,11 @@ class ModelCache(pulumi.ComponentResource):
                 "claim",
                 metadata=pvc["metadata"],
                 spec=pvc["spec"],
-                opts=_kept(child, kept, depends_on=[namespace]),
+                # The provider replaces a claim on any spec change, and a replacement
+                # empties the cache: the spec is set once, a later change only warns.
+                opts=_kept(child, kept, depends_on=[namespace], ignore_changes=["spec"]),
             )
+            claim.spec.apply(lambda live: _warn_on_drift(settings, live, claim))
             self.claim_name = claim.metadata.apply(lambda m: m["name"])
             depends.append(claim)
         else:

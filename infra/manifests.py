@@ -14,6 +14,7 @@ vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -31,7 +32,7 @@ from infra.serving import (
     served_by_nim_environment,
     vllm_worker_args,
 )
-from infra.settings import Settings
+from infra.settings import Settings, quantity_amount
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
 GRAPH_KIND = "DynamoGraphDeployment"
@@ -113,6 +114,35 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
             "resources": {"requests": {"storage": cache.size}},
         },
     }
+
+
+def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str | None
+                      ) -> str | None:
+    """What to tell a user whose cache settings no longer match the claim in the cluster.
+
+    A claim's spec is fixed once it exists (the stack ignores later changes to it, since
+    the provider would replace the claim, and a replacement empties the cache), so a
+    changed `cacheSize` or `cacheStorageClass` needs a step by hand; None when they match.
+    """
+    cache = settings.cache
+    name, ns = cache.claim_name, settings.namespace.name
+    changes = []
+    if live_class is not None and live_class != cache.storage_class:
+        changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
+                       f"'{live_class}'")
+    wanted, live = quantity_amount(cache.size), quantity_amount(live_size or "")
+    if live is not None and wanted != live:
+        changes.append(f"cacheSize is {cache.size} but the claim requests {live_size}")
+    if not changes:
+        return None
+    patch = json.dumps({"spec": {"resources": {"requests": {"storage": cache.size}}}})
+    return (
+        f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
+        "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
+        f"To grow it, where the storage class allows expansion: kubectl -n {ns} patch pvc "
+        f"{name} -p '{patch}'. For another storage class: make a new ReadWriteMany claim and "
+        "set cacheExistingClaim to it. Or set the two settings back to the claim's values."
+    )
 
 
 def _ngc_env(settings: Settings) -> dict[str, Any]:

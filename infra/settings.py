@@ -66,6 +66,14 @@ _SUFFIXES = {
 }
 
 
+def quantity_amount(value: str) -> float | None:
+    """A Kubernetes quantity as a number (bytes for memory), None when it isn't one."""
+    match = QUANTITY.match(value)
+    if not match:
+        return None
+    return float(match.group(1)) * _SUFFIXES.get(match.group(3) or "", 1)
+
+
 class SettingsError(ValueError):
     """Every problem with a stack's config, one line each: key, what is wrong, the fix."""
 
@@ -286,13 +294,12 @@ class _Reader:
 
     def quantity(self, key: str, minimum: float = 0.0, what: str = "") -> str:
         value = self.string(key)
-        match = QUANTITY.match(value)
-        if not match:
+        amount = quantity_amount(value)
+        if amount is None:
             self.problem(
                 key, f"'{value}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi"
             )
             return value
-        amount = float(match.group(1)) * _SUFFIXES.get(match.group(3) or "", 1)
         if amount <= 0 or amount < minimum:
             self.problem(key, f"'{value}' is too small{what}")
         return value

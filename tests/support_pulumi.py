@@ -68,6 +68,7 @@ class Registration:
     dependencies: list[str]
     retain_on_delete: bool
     protect: bool
+    ignore_changes: list[str]
     timeouts: dict[str, str]
     provider: str  # "<provider urn>::<id>", empty for the default provider
 
@@ -100,16 +101,22 @@ class ProgramRun:
 
 
 class _Mocks(pulumi.runtime.Mocks):
+    """Each resource's state is its inputs, except what `live` says the cluster holds
+    (by resource type), as when an earlier `up` made it."""
+
+    def __init__(self, live: dict[str, dict[str, Any]] | None = None) -> None:
+        self.live = live or {}
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        return f"{args.name}-id", dict(args.inputs)
+        return f"{args.name}-id", {**args.inputs, **self.live.get(args.typ, {})}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return {}
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
-    def __init__(self, run: ProgramRun) -> None:
-        super().__init__(_Mocks())
+    def __init__(self, run: ProgramRun, mocks: _Mocks) -> None:
+        super().__init__(mocks)
         self.run = run
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
@@ -127,6 +134,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     dependencies=list(request.dependencies),
                     retain_on_delete=request.retainOnDelete,
                     protect=request.protect,
+                    ignore_changes=list(request.ignoreChanges),
                     timeouts={"create": timeouts.create, "update": timeouts.update},
                     provider=request.provider,
                 )
@@ -161,7 +169,8 @@ class _Capture(logging.Handler):
 
 
 def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | None = None,
-                preview: bool = True) -> ProgramRun:
+                preview: bool = True, live: dict[str, dict[str, Any]] | None = None
+                ) -> ProgramRun:
     """Run infra/__main__.py once, as `pulumi preview` (or `up`) would, under mocks."""
     run = ProgramRun()
     logger = logging.getLogger(f"pulumi-program-{stack}")
@@ -172,9 +181,10 @@ def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | Non
     if secret_keys is None:
         secret_keys = [k for k in config if k.endswith(":ngcApiKey")]
     pulumi_settings.ROOT.set(None)
+    mocks = _Mocks(live)
     pulumi.runtime.set_mocks(
-        _Mocks(), project=project_name(), stack=stack, preview=preview, logger=logger,
-        monitor=_RecordingMonitor(run),
+        mocks, project=project_name(), stack=stack, preview=preview, logger=logger,
+        monitor=_RecordingMonitor(run, mocks),
     )
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
 

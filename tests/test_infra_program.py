@@ -146,6 +146,37 @@ def test_kept_objects_are_adopted_by_the_next_up(runs: dict[str, ProgramRun], st
     assert others and not any(r.provider.startswith(provider.urn) for r in others)
 
 
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_cache_setting_change_never_replaces_the_claim(keep: bool) -> None:
+    """The provider replaces a claim on any spec change, emptying the cache: the spec is
+    ignored after creation, also when the cache is not kept on destroy."""
+    run = run_program("round-robin", stack_config("round-robin", {
+        **RECIPE_ONLY, "cacheKeepOnDestroy": keep}))
+    assert run.one(PVC).ignore_changes == ["spec"]
+    assert run.logs and not [line for line in run.logs if "model cache claim" in line]
+
+
+def test_a_claim_that_differs_from_the_settings_gets_the_steps_to_fix_it() -> None:
+    live = {PVC: {"spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "old-rwx",
+                           "resources": {"requests": {"storage": "300Gi"}}}}}
+    run = run_program("round-robin", stack_config("round-robin", {
+        **RECIPE_ONLY, "cacheSize": "500Gi"}, storage_class="new-rwx"), live=live)
+    assert run.error is None, run.error
+    (warning,) = [line for line in run.logs if "model cache claim" in line]
+    assert "cacheStorageClass is 'new-rwx' but the claim uses 'old-rwx'" in warning
+    assert "cacheSize is 500Gi but the claim requests 300Gi" in warning
+    assert ("kubectl -n cosmos3-reasoner patch pvc shared-model-cache -p "
+            '\'{"spec": {"resources": {"requests": {"storage": "500Gi"}}}}\'') in warning
+    assert "cacheExistingClaim" in warning
+    # The same size written another way is no change.
+    same = run_program("round-robin", stack_config("round-robin", {
+        **RECIPE_ONLY, "cacheSize": "0.5Ti"}, storage_class="old-rwx"),
+        live={PVC: {"spec": {**live[PVC]["spec"], "resources": {"requests": {
+            "storage": "512Gi"}}}}})
+    assert same.error is None
+    assert not [line for line in same.logs if "model cache claim" in line]
+
+
 def test_cache_can_be_dropped_on_destroy_or_adopted() -> None:
     dropped = run_program("round-robin", stack_config("round-robin", {
         **RECIPE_ONLY, "cacheKeepOnDestroy": False}))
