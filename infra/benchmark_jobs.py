@@ -403,11 +403,11 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
         [{"name": "cache", "persistentVolumeClaim": {"claimName": target.cache_claim}}],
         "Never",
     )
-    # After a failed sweep, the next `up` runs it again; the same run id resumes it.
-    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS),
-                   REPLACE_UNREADY: "true"}
-    if not settings.wait_for_sweep:
-        annotations[SKIP_AWAIT] = "true"
+    # Awaited: after a failed sweep, the next `up` runs it again (the same run id resumes
+    # it). Not awaited: a running sweep is "unready" too, and must survive the next `up`.
+    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS)}
+    annotations.update({REPLACE_UNREADY: "true"} if settings.wait_for_sweep
+                       else {SKIP_AWAIT: "true"})
     policy = {
         "rules": [
             {"action": "Ignore",

@@ -144,6 +144,11 @@ def test_sweep_carries_the_settings(sources) -> None:
 def test_not_waiting_for_the_sweep_skips_only_its_await(sources) -> None:
     objects = manifests(BenchmarkSettings(wait_for_sweep=False), sources)
     assert objects["sweep"]["metadata"]["annotations"][bj.SKIP_AWAIT] == "true"
+    # The provider replaces an unready Job marked replaceUnready on every `up`: a sweep
+    # left running would be killed by the next one.
+    assert bj.REPLACE_UNREADY not in objects["sweep"]["metadata"]["annotations"]
+    awaited = manifests(BenchmarkSettings(), sources)["sweep"]["metadata"]["annotations"]
+    assert awaited[bj.REPLACE_UNREADY] == "true"
     for role in ("smoke", "video-server"):
         assert bj.SKIP_AWAIT not in objects[role]["metadata"]["annotations"]
 
