@@ -20,7 +20,16 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 
 echo "setup: creating .venv and installing pinned dependencies (first run takes a few minutes)"
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+if [ -x .venv/bin/python ] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+  echo "setup: .venv has no pip (an interrupted or failed creation); making it again"
+  rm -rf .venv
+fi
+if [ ! -x .venv/bin/python ] && ! "$PYTHON" -m venv .venv; then
+  rm -rf .venv
+  echo "setup: '$PYTHON -m venv' failed; on Debian/Ubuntu install the venv module first" \
+    "(sudo apt-get install python3-venv), then run this again." >&2
+  exit 1
+fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   -r requirements.txt -c constraints.txt
