@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, manifests, results_hook
+from infra import benchmark_jobs, manifests, recipe, results_hook
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
 from infra.settings import Settings
 
@@ -29,7 +29,10 @@ RESULTS_ROOT = REPO_ROOT / "results"
 
 
 def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
-    """What the benchmark Jobs point at, and what the run records about the deployment."""
+    """What the benchmark Jobs point at, and what the run records about the deployment
+    (so a report can tell runtimes, variants and topologies apart)."""
+    serving = settings.workers.serving
+    worker_image = settings.images.vllm if serving.runtime == "vllm" else settings.images.nim
     return benchmark_jobs.BenchmarkTarget(
         profile=settings.profile,
         namespace=settings.namespace.name,
@@ -37,10 +40,12 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
         cache_claim=settings.cache.claim_name,
         session_affinity=settings.routing.affinity,
         image_pull_secrets=settings.secrets.image_pull_secrets,
+        model=recipe.served_model_name(serving.variant),
         notes=(
             f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-            f"NIM image {settings.images.nim}, frontend image {settings.images.frontend}, "
-            f"{settings.workers.replicas} workers",
+            f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
+            f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
+            f"image {worker_image}; frontend image {settings.images.frontend}",
         ),
     )
 

@@ -73,6 +73,7 @@ class BenchmarkTarget:
     cache_claim: str
     session_affinity: bool
     image_pull_secrets: tuple[str, ...] = ()
+    model: str = recipe.SERVED_MODEL_NAME
     # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
 
@@ -175,14 +176,14 @@ def videos_args(settings: BenchmarkSettings) -> list[str]:
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
-        "smoke", "--url", target.frontend_url,
+        "smoke", "--url", target.frontend_url, "--model", target.model,
         "--video-url", target.video_base_url + video_name(0),
     ]
 
 
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
-        "sweep", "--url", target.frontend_url,
+        "sweep", "--url", target.frontend_url, "--model", target.model,
         "--profile", target.profile,
         "--video-base-url", target.video_base_url,
         "--video-count", str(settings.videos),

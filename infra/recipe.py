@@ -7,7 +7,14 @@ local rehearsal (resource names, the served model, the session header) is define
 from __future__ import annotations
 
 RECIPE = "cosmos3-super-reasoner"
-SERVED_MODEL_NAME = "nvidia/cosmos3-super-reasoner"
+
+
+def served_model_name(variant: str = "super") -> str:
+    """The model id `/v1/models` lists for a variant (the NIM's naming; vLLM is told it)."""
+    return f"nvidia/cosmos3-{variant}-reasoner"
+
+
+SERVED_MODEL_NAME = served_model_name()
 
 NGC_SECRET_NAME = "ngc-api-secret"
 NGC_SECRET_KEY = "NGC_API_KEY"

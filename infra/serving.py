@@ -15,6 +15,7 @@ run a combination the table rejects by choosing a GPU class with more memory.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 RUNTIMES = ("nim", "vllm")
@@ -43,6 +44,20 @@ VARIANTS: dict[str, Variant] = {
         weights_gib={"fp8": 10.0, "bf16": 17.0},  # bf16 documented; fp8 estimate
     ),
 }
+
+
+# A cache holds the weights plus what the downloader keeps beside them (the floor is the
+# seed's: 100 GiB for FP8 Super).
+CACHE_HEADROOM = 1.25
+MIN_CACHE_GIB = 100
+
+
+def cache_gib_needed(serving: Serving) -> int:
+    """GiB the model cache must hold for this serving path: the NIM downloads the profile
+    of its precision; vLLM downloads the BF16 checkpoint (FP8 is quantized at load time)."""
+    precision = "bf16" if serving.runtime == "vllm" else serving.precision
+    weights = VARIANTS[serving.variant].weights_gib[precision]
+    return max(MIN_CACHE_GIB, math.ceil(weights * CACHE_HEADROOM))
 
 
 @dataclass(frozen=True)

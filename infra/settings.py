@@ -31,7 +31,16 @@ from infra.routing import (
     ROUTER_MODES,
     Routing,
 )
-from infra.serving import HF_SECRET_KEY, HF_SECRET_NAME, Serving, nim_tags_selector
+from infra.serving import (
+    HF_SECRET_KEY,
+    HF_SECRET_NAME,
+    MIN_CACHE_GIB,
+    PRECISIONS,
+    VARIANTS,
+    Serving,
+    cache_gib_needed,
+    nim_tags_selector,
+)
 from infra.serving_settings import read_serving
 
 PROJECT = "cosmos3-routing"
@@ -55,7 +64,6 @@ SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # The FP8 Super weights alone are ~67 GiB; a smaller claim cannot hold the cache.
-MIN_CACHE_BYTES = 100 * 2**30
 # Operator plus service names: `<graph>-frontend` must stay a DNS label (63 chars).
 MAX_PROFILE_LEN = 63 - len(recipe.frontend_service_name(recipe.graph_name("")))
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
@@ -385,12 +393,14 @@ def _read_secrets(r: _Reader, runtime: str) -> SecretSettings:
     )
 
 
-def _read_cache(r: _Reader) -> CacheSettings:
+def _read_cache(r: _Reader, serving: Serving) -> CacheSettings:
     existing = r.string("cacheExistingClaim") or None
     storage_class = r.string("cacheStorageClass")
+    known = serving.variant in VARIANTS and serving.precision in PRECISIONS
+    need = cache_gib_needed(serving) if known else MIN_CACHE_GIB
     size = r.quantity(
-        "cacheSize", MIN_CACHE_BYTES, " for the model cache; use at least 100Gi (FP8 Super "
-        "weights are ~67 GiB)",
+        "cacheSize", need * 2**30, f" for the model cache of {serving.runtime} "
+        f"{serving.variant} {serving.precision}: use at least {need}Gi",
     )
     keep = r.boolean("cacheKeepOnDestroy")
     if existing is not None:
@@ -567,7 +577,7 @@ def parse_settings(
         routing=routing,
         namespace=_read_namespace(r),
         secrets=_read_secrets(r, runtime),
-        cache=_read_cache(r),
+        cache=_read_cache(r, workers.serving),
         images=_read_images(r, runtime),
         placement=placement,
         workers=workers,

@@ -159,7 +159,7 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
             forward.terminate()
             forward.wait(timeout=30)
         served = [m.get("id") for m in models.get("data", [])]
-        assert recipe.SERVED_MODEL_NAME in served, served
+        assert outputs["servedModel"] in served, served
         _check_benchmark(outputs)
     finally:
         stack.destroy(on_output=print)

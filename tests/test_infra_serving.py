@@ -17,6 +17,8 @@ from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGrou
 from dynamo.vllm.backend_args import DynamoVllmArgGroup
 
 from infra import manifests, recipe
+from infra.benchmark_components import benchmark_target
+from infra.benchmark_jobs import smoke_args, sweep_args
 from infra.serving import (
     HF_SECRET_KEY,
     HF_SECRET_NAME,
@@ -265,6 +267,9 @@ IMPOSSIBLE = [
      ["gpuNodeSelector", "gpuProduct"], "agree"),
     ({"runtime": "vllm", "vllmImage": TEST_VLLM_IMAGE, "nimModelProfile": "p1"}, True,
      ["nimModelProfile"], "only applies to runtime nim"),
+    # vLLM downloads the BF16 checkpoint (~128 GiB for Super), whatever the precision.
+    ({"runtime": "vllm", "vllmImage": TEST_VLLM_IMAGE, "cacheSize": "120Gi"}, True,
+     ["cacheSize"], "at least 160Gi"),
 ]
 
 
@@ -294,3 +299,22 @@ def test_vllm_needs_no_ngc_key_and_refuses_a_plaintext_token() -> None:
     with pytest.raises(SettingsError, match="pulumi config set --secret hfToken") as err:
         parse_settings(raw, "vllm-trial", secret_keys=frozenset())
     assert TEST_HF_TOKEN not in str(err.value)
+
+
+@pytest.mark.parametrize("runtime", ["nim", "vllm"])
+def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
+    """vLLM is told the name, the NIM picks it; the smoke test, the sweep and the stack
+    outputs ask for the variant's name, so a Nano stack is never benchmarked as Super."""
+    overrides = {"runtime": runtime, "modelVariant": "nano", "precision": "bf16",
+                 "vllmImage": TEST_VLLM_IMAGE}
+    settings = settings_of("nano-trial", overrides, hf_token=TEST_HF_TOKEN)
+    served = "nvidia/cosmos3-nano-reasoner"
+    assert recipe.served_model_name(settings.workers.serving.variant) == served
+    if runtime == "vllm":
+        _, main = worker_of(settings)
+        assert flag(main["args"], "--served-model-name") == served
+    target = benchmark_target(settings)
+    for args in (smoke_args(target, settings.benchmark), sweep_args(target, settings.benchmark)):
+        assert flag(args, "--model") == served
+    notes = " ".join(target.notes)
+    assert f"{runtime} workers: nano bf16, 8 x 1 GPU" in notes
