@@ -36,16 +36,16 @@ PULUMI_TIMEOUT_SECS = 120
 
 def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | None]:
     """The run location and kube context the stack's config describes."""
-    from infra.settings import NGC_API_KEY, SettingsError, parse_settings
+    from benchmarks.rehearsal_stack import with_stand_ins
+    from infra.settings import SettingsError, parse_settings
 
     try:
         project, raw = config_from_files(root, stack)
     except StackFilesError as error:
         raise CollectError(str(error)) from None
-    # Collecting needs no NGC key; a stack that never set one can still be read.
-    raw.setdefault(f"{project}:{NGC_API_KEY}", {"secure": "not-needed-to-collect"})
     context = raw.pop("kubernetes:context", None)
-    raw = {k: v for k, v in raw.items() if k.startswith(f"{project}:")}
+    # Collecting needs no secret and no worker image: a stack without them can be read.
+    raw = with_stand_ins(project, {k: v for k, v in raw.items() if k.startswith(f"{project}:")})
     try:
         settings = parse_settings(raw, stack, project)
     except SettingsError as error:

@@ -59,11 +59,12 @@ LABEL_KEY = re.compile(
 )
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
+# Pinned: an explicit tag, or a digest.
+IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?"
+                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
 SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-# The FP8 Super weights alone are ~67 GiB; a smaller claim cannot hold the cache.
 # Operator plus service names: `<graph>-frontend` must stay a DNS label (63 chars).
 MAX_PROFILE_LEN = 63 - len(recipe.frontend_service_name(recipe.graph_name("")))
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
@@ -444,7 +445,7 @@ def _read_images(r: _Reader, runtime: str) -> ImageSettings:
             r.problem(
                 key,
                 f"'{value}' is not a pinned image; write registry/repository:tag with an "
-                "explicit tag, e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0",
+                "explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or @sha256:<digest>",
             )
         elif value.endswith(":latest"):
             r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")

@@ -107,11 +107,11 @@ def test_cli_says_what_is_wrong_without_a_traceback(tmp_path) -> None:
     assert result.returncode == 2
     assert "collect: error: no stack 'no-such-stack'" in result.stderr
     assert "Traceback" not in result.stderr
-    # A real stack of the project, with the repository's own (unconfigured) stack file:
-    # the placeholder storage class is named, as `pulumi up` would name it.
+    # A real stack with the repository's own (unconfigured) stack file: collecting needs
+    # no storage class or secret, so the next thing it needs, the cluster, is named.
     result = collect_cli("--stack", "round-robin", env=env)
     assert result.returncode == 2
-    assert "cacheStorageClass" in result.stderr and "Traceback" not in result.stderr
+    assert "point KUBECONFIG at" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_missing_kubeconfig_is_a_clear_error(tmp_path, monkeypatch) -> None:
@@ -142,3 +142,11 @@ def test_the_stacks_kubeconfig_setting_is_honoured(tmp_path, monkeypatch) -> Non
         assert io._api.configuration.host == "https://127.0.0.1:6443"
     with pytest.raises(CollectError, match="context absent"):
         KubernetesClusterIO("absent", str(path))
+
+
+def test_a_stack_without_secrets_or_worker_image_can_still_be_collected(tmp_path) -> None:
+    """Collecting reads neither the NGC key nor the HF token, nor the vLLM image."""
+    settings = {k: v for k, v in STACK_SETTINGS.items() if not k.endswith(":ngcApiKey")}
+    root = project(tmp_path, "vllm-super-tp4-sa", settings)
+    location, _ = location_from_config(root, "vllm-super-tp4-sa")
+    assert (location.run_id, location.namespace) == ("run-9", "vision-bench")

@@ -179,3 +179,12 @@ def test_all_problems_are_reported_at_once() -> None:
     for key in ("routerMode", "workerReplicas", "cacheSize", "ngcApiKey", "cacheStorageClass"):
         assert f"cosmos3-routing:{key}" in named
     assert len(err.value.problems) == 5
+
+
+def test_images_may_be_pinned_by_digest_but_not_left_unpinned() -> None:
+    digest = "nvcr.io/nim/nvidia/cosmos3@sha256:" + "ab12" * 16
+    settings = parse_settings(stack_config("round-robin", {"nimImage": digest}), "round-robin")
+    assert settings.images.nim == digest
+    for unpinned in ("nvcr.io/nim/nvidia/cosmos3", "nvcr.io/nim/nvidia/cosmos3@sha256:short"):
+        with pytest.raises(SettingsError, match="cosmos3-routing:nimImage.*not a pinned image"):
+            parse_settings(stack_config("round-robin", {"nimImage": unpinned}), "round-robin")
