@@ -55,8 +55,8 @@ def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     report. Never on preview; a sweep left running gets the command to collect it later."""
     location = results_hook.run_location(settings)
     # The same cluster the provider deploys to (its default: the current context).
-    cluster = pulumi.Config("kubernetes")
-    context, kubeconfig = cluster.get("context"), cluster.get("kubeconfig")
+    context = settings.kube_context
+    kubeconfig = pulumi.Config("kubernetes").get("kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
         results_hook.hook_bring_results_home(
@@ -170,7 +170,7 @@ def benchmark_output(settings: Settings) -> dict[str, Any]:
         "resultsPath": location.subpath,
         "smokeJob": smoke,
         "sweepJob": location.sweep_job if b.sweep else "",
-        "followCommand": (f"kubectl -n {location.namespace} logs -f job/{location.sweep_job}"
+        "followCommand": (f"{settings.kubectl} logs -f job/{location.sweep_job}"
                           if b.sweep else ""),
         "collectCommand": results_hook.collect_command(location) if b.sweep else "",
     }

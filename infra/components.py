@@ -40,7 +40,7 @@ def kept_objects_provider(settings: Settings) -> k8s.Provider | None:
     cluster = pulumi.Config("kubernetes")
     return k8s.Provider(
         "kept-objects",
-        context=cluster.get("context"),
+        context=settings.kube_context,
         kubeconfig=cluster.get_secret("kubeconfig"),
         upsert_existing_objects=True,
     )

@@ -125,7 +125,7 @@ def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str
     changed `cacheSize` or `cacheStorageClass` needs a step by hand; None when they match.
     """
     cache = settings.cache
-    name, ns = cache.claim_name, settings.namespace.name
+    name = cache.claim_name
     changes = []
     if live_class is not None and live_class != cache.storage_class:
         changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
@@ -139,8 +139,8 @@ def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str
     return (
         f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
         "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
-        f"To grow it, where the storage class allows expansion: kubectl -n {ns} patch pvc "
-        f"{name} -p '{patch}'. For another storage class: make a new ReadWriteMany claim and "
+        f"To grow it, where the storage class allows expansion: {settings.kubectl} patch "
+        f"pvc {name} -p '{patch}'. For another storage class: make a new ReadWriteMany claim and "
         "set cacheExistingClaim to it. Or set the two settings back to the claim's values."
     )
 
@@ -415,8 +415,7 @@ def verify_commands(settings: Settings) -> dict[str, str]:
     port = recipe.FRONTEND_PORT
     return {
         "portForward": (
-            f"kubectl -n {settings.namespace.name} port-forward "
-            f"service/{settings.frontend_service} {port}:{port}"
+            f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
         ),
         "listModels": f"curl -fsS http://localhost:{port}/v1/models",
     }

@@ -208,6 +208,14 @@ class Settings:
     workers: WorkerSettings
     timeouts: TimeoutSettings
     benchmark: BenchmarkSettings
+    # `kubernetes:context` (the provider's setting): the commands we print use it too.
+    kube_context: str | None = None
+
+    @property
+    def kubectl(self) -> str:
+        """The start of every kubectl command we print: the stack's cluster and namespace."""
+        context = f" --context {self.kube_context}" if self.kube_context else ""
+        return f"kubectl{context} -n {self.namespace.name}"
 
     @property
     def graph_name(self) -> str:
@@ -584,6 +592,7 @@ def parse_settings(
         workers=workers,
         timeouts=_read_timeouts(r),
         benchmark=read_benchmark_settings(r, profile),
+        kube_context=raw.get("kubernetes:context") or None,
     )
     for name in SECRET_KEYS:
         full = r.full(name)

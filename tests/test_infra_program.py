@@ -292,3 +292,15 @@ def test_update_declares_what_preview_declares() -> None:
     update = run_program("round-robin", stack_config("round-robin"), preview=False)
     assert _keys(preview) == _keys(update)
     assert [r.inputs for r in _sorted(preview)] == [r.inputs for r in _sorted(update)]
+
+
+def test_printed_kubectl_commands_use_the_stacks_kube_context() -> None:
+    config = stack_config("session-affinity")
+    config["kubernetes:context"] = "h200-cluster"
+    run = run_program("session-affinity", config)
+    assert run.error is None, run.error
+    prefix = "kubectl --context h200-cluster -n cosmos3-reasoner "
+    assert run.outputs["portForwardCommand"].startswith(prefix + "port-forward service/")
+    assert run.outputs["benchmark"]["followCommand"].startswith(prefix + "logs -f job/")
+    (provider,) = [r for r in run.resources if r.is_provider]
+    assert provider.inputs["context"] == "h200-cluster"
