@@ -81,7 +81,9 @@ GPU_CLASSES: dict[str, GpuClass] = {
 }
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
-# FP8 checkpoints of Cosmos3 need Hopper or newer (compute capability 9.0+).
+# FP8 checkpoints of Cosmos3 need Hopper or newer (compute capability 9.0+): documented
+# for Super, applied to Nano too as the cautious rule (Ada's 8.9 runs FP8 in general, but
+# no Cosmos3 FP8 profile for it is documented).
 FP8_MIN_COMPUTE_CAPABILITY = 9.0
 # The share of GPU memory vLLM may use (`--gpu-memory-utilization`, vLLM's default).
 GPU_MEMORY_UTILIZATION = 0.9
@@ -173,9 +175,10 @@ def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, 
     if serving.precision == "fp8" and gpu.compute_capability < FP8_MIN_COMPUTE_CAPABILITY:
         bad(
             "precision",
-            f"fp8 needs compute capability {FP8_MIN_COMPUTE_CAPABILITY}+ but "
-            f"{gpu.label} has {gpu.compute_capability}: use precision bf16, or a Hopper/"
-            f"Blackwell GPU class ({keys['gpu_product']})",
+            f"fp8 needs compute capability {FP8_MIN_COMPUTE_CAPABILITY}+ (documented for "
+            f"Super, kept for Nano as the cautious rule) but {gpu.label} has "
+            f"{gpu.compute_capability}: use precision bf16, or a Hopper/Blackwell GPU class "
+            f"({keys['gpu_product']})",
         )
     need = variant.weights_gib[serving.precision] / serving.gpus_per_replica + KV_HEADROOM_GIB
     usable = gpu.memory_gib * GPU_MEMORY_UTILIZATION
