@@ -89,6 +89,9 @@ STANDIN_TOKENS = 8400
 SPEEDUP_RATIO = 1.0
 RESULTS_ROOT = Path("results") / "rehearsal"
 REHEARSAL_FILE = "rehearsal.json"
+# What a run's finished levels depend on, written when the run starts: a rerun under the
+# same --run-id must use the same values, or it would mix two setups in one report.
+RUN_SHAPE_FILE = "run-shape.json"
 # Baseline first: the report computes every other profile's gain over the first one.
 DEFAULT_PROFILES = ("round-robin", "session-affinity")
 # Rough wall time of one mocked request at speedup 1 (128 tokens decode + prefill), used
@@ -124,6 +127,27 @@ class RehearsalConfig:
     @property
     def requests_per_level(self) -> int:
         return self.videos * self.questions_per_video
+
+    def shape(self) -> dict[str, Any]:
+        """The options every finished level of a run was measured with."""
+        return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
+                "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
+                "--warmup-requests": self.warmup_requests, "output tokens": self.output_tokens}
+
+
+def rerun_problems(config: RehearsalConfig, run_dir: Path) -> list[str]:
+    """Why resuming `run_dir` with `config` would mix two setups (empty: it wouldn't)."""
+    path = run_dir / RUN_SHAPE_FILE
+    if not path.is_file():
+        return []
+    before = json.loads(path.read_text())
+    changed = [f"{k} {before.get(k)} -> {v}" for k, v in config.shape().items()
+               if before.get(k) != v]
+    if not changed:
+        return []
+    return [f"run {run_dir.name} in {run_dir.parent} was made with other settings "
+            f"({'; '.join(changed)}); its finished levels can't be mixed with new ones: use "
+            "a new --run-id, or the run's own settings to resume it"]
 
 
 def config_problems(config: RehearsalConfig) -> list[str]:
@@ -332,7 +356,7 @@ class Rehearsal:
 
     def check(self) -> None:
         """Options, stacks and machine, before anything starts."""
-        problems = config_problems(self.config)
+        problems = config_problems(self.config) + rerun_problems(self.config, self.run_dir)
         for profile in self.config.profiles:
             try:
                 self.stacks[profile] = rehearsal_stack(profile)
@@ -435,6 +459,7 @@ class Rehearsal:
                 f"at concurrency {', '.join(map(str, self.config.concurrencies))}; "
                 f"results in {self.run_dir}"
             )
+            write_json(self.run_dir / RUN_SHAPE_FILE, self.config.shape())
             model, dataset = self.prepare()
             outcomes = [self.run_profile(self.stacks[p], model, dataset)
                         for p in self.config.profiles]

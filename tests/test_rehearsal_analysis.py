@@ -3,17 +3,25 @@ whether (and why not) the rehearsal shows the seed's direction."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from benchmarks.aiperf_export import LevelSummary
 from benchmarks.mock_model import MOCKER_MAX_TOKEN_ID, pad_vocabulary
 from benchmarks.rehearse import (
+    RUN_SHAPE_FILE,
     LevelOutcome,
     ProfileOutcome,
+    Rehearsal,
     RehearsalConfig,
+    RehearsalError,
     config_problems,
     direction_notes,
     level_timeout,
+    rerun_problems,
 )
 from benchmarks.stickiness import stickiness, worker_id_from_body
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
@@ -45,6 +53,25 @@ def test_bad_options_are_named() -> None:
                    "--frontend-port"):
         assert option in text
     assert config_problems(RehearsalConfig()) == []
+
+
+def test_a_rerun_with_other_settings_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    """Resuming keeps finished levels, so a run id is bound to the settings it began with."""
+    first = RehearsalConfig(videos=4, results_root=tmp_path, run_id="r1")
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    (run_dir / RUN_SHAPE_FILE).write_text(json.dumps(first.shape()))
+    (run_dir / "dataset.jsonl").write_text("the earlier run's dataset\n")
+    assert rerun_problems(first, run_dir) == []
+    (problem,) = rerun_problems(replace(first, videos=5, standin_tokens=300), run_dir)
+    assert "--videos 4 -> 5" in problem and "--standin-tokens" in problem
+    assert "new --run-id" in problem
+    with pytest.raises(RehearsalError, match="--videos 4 -> 5"):
+        Rehearsal(replace(first, videos=5)).run()
+    assert (run_dir / "dataset.jsonl").read_text() == "the earlier run's dataset\n"
+    # Other levels or profiles are not a different setup.
+    assert rerun_problems(replace(first, concurrencies=(2,), profiles=("round-robin",)),
+                          run_dir) == []
 
 
 def test_level_timeout_scales_with_work() -> None:
