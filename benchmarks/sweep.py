@@ -366,8 +366,8 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
     if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
         raise SweepError(
             f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}). Its last "
-            f"lines:\n{_tail(log)}\nFull output: {log}. Fix the cause, then rerun the same "
-            f"command: finished levels are kept."
+            f"lines:\n{_tail(log)}\nFull output: {log}. Fix the cause, then resume the run: "
+            f"finished levels are kept."
         )
 
 
@@ -447,8 +447,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 raise
             raise SweepError(
                 f"concurrency {concurrency}: {exc}. AIPerf's last lines:\n"
-                f"{_tail(level_dir / LEVEL_LOG)}\nFix the cause, then rerun the same "
-                f"command: finished levels are kept."
+                f"{_tail(level_dir / LEVEL_LOG)}\nFix the cause, then resume the run: "
+                f"finished levels are kept."
             ) from exc
         manifest["levels"][str(concurrency)].update(
             status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict())
@@ -570,6 +570,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    run_dir: Path | None = None
     try:
         problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
         if problems:
@@ -580,11 +581,21 @@ def _run(args: argparse.Namespace) -> int:
         run_sweep(config, say=lambda line: print(line, flush=True))
     except SweepError as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)
+        if run_dir is not None:
+            print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("sweep: interrupted; rerun the same command to resume", file=sys.stderr)
+        hint = _resume_hint(args, run_dir) if run_dir is not None else "nothing started"
+        print(f"sweep: interrupted; {hint}", file=sys.stderr)
         return 130
     return 0
+
+
+def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
+    """The command that resumes this run: a run id of the clock's is not "the same"."""
+    if args.run_id or args.out:
+        return f"to resume {run_dir}, rerun the same command"
+    return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -238,7 +238,8 @@ def test_a_sweep_killed_during_a_level_resumes_without_redoing_finished_levels(
 def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures(
     tmp_path: Path,
 ) -> None:
-    """A dead endpoint: AIPerf fails, the sweep says so with AIPerf's last lines, exit 1."""
+    """A dead endpoint: AIPerf fails, the sweep says so with AIPerf's last lines, exit 1,
+    and how to resume: without --run-id the run id is the clock's, so it names it."""
     with RecordingOpenAIServer() as server:
         dead_url = server.url  # nothing listens there once the server stops
     result = subprocess.run(
@@ -248,14 +249,15 @@ def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures
          "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))",
          "sweep", "--url", dead_url, "--profile", "round-robin", "--video-base-url",
          "http://127.0.0.1:9/v", "--video-count", "1", "--questions-per-video", "1",
-         "--concurrency", "1", "--warmup-requests", "0", "--run-id", "dead",
+         "--concurrency", "1", "--warmup-requests", "0",
          "--results-root", str(tmp_path), "--request-timeout", "5", "--model", "m"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
     )
-    run_dir = tmp_path / "round-robin" / "dead"
+    (run_dir,) = (tmp_path / "round-robin").iterdir()
     assert (run_dir / "dataset.jsonl").is_file()
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "rerun the same command" in result.stderr or "AIPerf" in result.stderr
+    assert "AIPerf" in result.stderr
+    assert f"rerun the same command with --run-id {run_dir.name}" in result.stderr
     manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
     assert manifest["levels"]["1"]["status"] == "failed"
 
