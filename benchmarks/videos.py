@@ -189,14 +189,26 @@ def make_videos(
     )
     step = max(1, len(todo) // 20)
     workers = jobs or max(1, min(4, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_make_one, exe, shape, i, out_dir) for i in todo]
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures = [pool.submit(_make_one, exe, shape, i, out_dir) for i in todo]
+    try:
         for done, future in enumerate(as_completed(futures), start=1):
             entry = future.result()
             entries[entry["index"]] = entry
             if done % step == 0 or done == len(todo):
                 _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
                 progress(f"videos: made {done}/{len(todo)}")
+    except KeyboardInterrupt:
+        # Stop at once, and keep every video already made for the next run to reuse.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                entry = future.result()
+                entries[entry["index"]] = entry
+        _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
+        progress(f"videos: interrupted; {len(entries)} of {shape.count} kept for the next run")
+        raise
+    pool.shutdown()
     _write_manifest(out_dir, shape, version, [entries[i] for i in range(shape.count)])
     return [out_dir / video_name(i) for i in range(shape.count)]
 
@@ -232,5 +244,8 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"videos: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("videos: interrupted; rerun the same command to make the rest", file=sys.stderr)
+        return 130
     print(f"videos: {len(paths)} ready in {args.out} (list: {args.out / MANIFEST_NAME})")
     return 0

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 
 from benchmarks.shape import SEED_SHAPE
 from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape, video_name
+from tests.conftest import REPO_ROOT
 
 SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
 
@@ -98,6 +103,33 @@ def test_rerun_reuses_intact_files_and_remakes_damaged_ones(tmp_path: Path) -> N
     said.clear()
     make_videos(out, replace(shape, count=3, width=192), progress=said.append)
     assert "0 reused, 3 to make" in said[0], "other settings never reuse files"
+
+
+def test_ctrl_c_stops_at_once_and_keeps_what_was_made(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group) ends the command within seconds, exit 130, no
+    traceback; every video made so far is listed, so the next run reuses it."""
+    out = tmp_path / "v"
+    args = ["--out", str(out), "--count", "40", "--duration", "4", "--fps", "2",
+            "--width", "160", "--height", "96", "--jobs", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "videos", *args],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / video_name(1)).is_file():
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - stopped < 10, "kept encoding after Ctrl-C"
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    listed = json.loads((out / MANIFEST_NAME).read_text())["videos"]
+    assert 2 <= len(listed) < 40
+    said: list[str] = []
+    shape = replace(SEED_SHAPE.videos, count=len(listed), duration_secs=4, fps=2, width=160,
+                    height=96)
+    make_videos(out, shape, progress=said.append)
+    assert f"{len(listed)} reused, 0 to make" in said[0]
 
 
 def test_the_ffmpeg_that_the_pinned_wheel_ships_works_too(tmp_path: Path) -> None:
