@@ -81,6 +81,11 @@ def _listening_inodes(proc: Path) -> dict[str, tuple[str, int]]:
     return inodes
 
 
+def listening_ports(proc: Path = PROC) -> set[int]:
+    """Every TCP port something listens on here, whoever owns it."""
+    return {port for _, port in _listening_inodes(proc).values()}
+
+
 def _socket_inodes(pid: int, proc: Path) -> set[str]:
     found: set[str] = set()
     fd_dir = proc / str(pid) / "fd"

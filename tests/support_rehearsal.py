@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
-from benchmarks.loopback import listeners
+from benchmarks.loopback import listeners, listening_ports
 from benchmarks.mock_model import mock_model_dir
 from infra.routing import Routing
 
@@ -44,8 +44,15 @@ def wait_gone(pids: set[int], timeout: float = 20.0) -> set[int]:
     return left
 
 
-def leftover_listeners(pids: set[int]) -> list:
-    return listeners({p for p in pids if alive(p)})
+def ports_of(pids: set[int]) -> set[int]:
+    """The ports `pids` listen on now (taken before stopping them)."""
+    return {listener.port for listener in listeners(pids)}
+
+
+def still_listening(ports: set[int]) -> set[int]:
+    """Those of `ports` that anything still listens on: a process that escaped tracking
+    would show here, where checking the tracked pids alone could not see it."""
+    return ports & listening_ports()
 
 
 def child_env() -> dict[str, str]:

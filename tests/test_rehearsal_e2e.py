@@ -24,7 +24,7 @@ from benchmarks.peak_memory import tree_pids
 from benchmarks.rehearse import REHEARSAL_FILE
 from benchmarks.stickiness import ATTRIBUTION_FILE, STICKINESS_FILE
 from benchmarks.sweep import level_dir_name
-from tests.support_rehearsal import child_env, leftover_listeners, wait_gone
+from tests.support_rehearsal import child_env, ports_of, still_listening, wait_gone
 
 pytestmark = pytest.mark.rehearsal
 
@@ -64,7 +64,7 @@ def test_rehearsal_of_both_profiles(tmp_path: Path) -> None:
     assert len(pids) >= 2 * len(LEVELS) * 3  # NATS, mocker, frontend per profile and level
     assert listeners and all(lst["address"] == LOOPBACK for lst in listeners), listeners
     assert not wait_gone(pids, timeout=5.0)
-    assert not leftover_listeners(pids)
+    assert not still_listening({lst["port"] for lst in listeners})
 
     # Session affinity: every video's questions on one worker, at every level.
     affinity = json.loads((run_dir / "session-affinity" / STICKINESS_FILE).read_text())
@@ -114,12 +114,14 @@ def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
     time.sleep(3)  # AIPerf and its workers are up and sending
     seen = tree_pids(child.pid) - {child.pid}
     assert len(seen) >= 4, "expected NATS, mocker, frontend and AIPerf below the rehearsal"
+    ports = ports_of(seen)
+    assert len(ports) >= 2, "expected at least NATS and the frontend listening"
     child.send_signal(signal.SIGINT)
     rest = child.communicate(timeout=120)[0]
     assert child.returncode == 130, rest
     assert "interrupted" in rest and "--run-id e2e" in rest
     assert not wait_gone(seen, timeout=30.0), "processes survived Ctrl-C"
-    assert not leftover_listeners(seen)
+    assert not still_listening(ports)
 
 
 def test_a_level_timeout_stops_everything_and_names_the_setting(tmp_path: Path) -> None:
@@ -129,7 +131,7 @@ def test_a_level_timeout_stops_everything_and_names_the_setting(tmp_path: Path) 
     )
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "--level-timeout" in result.stderr and "--run-id e2e" in result.stderr
-    pids, _ = _recorded_processes(tmp_path / "e2e")
-    assert pids, "the rehearsal recorded no processes"
+    pids, recorded = _recorded_processes(tmp_path / "e2e")
+    assert pids and recorded, "the rehearsal recorded no processes or listeners"
     assert not wait_gone(pids, timeout=30.0), "processes survived the timeout"
-    assert not leftover_listeners(pids)
+    assert not still_listening({lst["port"] for lst in recorded})

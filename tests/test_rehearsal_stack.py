@@ -34,8 +34,9 @@ from tests.conftest import REPO_ROOT
 from tests.support_rehearsal import (
     alive,
     child_env,
-    leftover_listeners,
+    ports_of,
     small_stack_config,
+    still_listening,
     wait_gone,
 )
 
@@ -166,9 +167,11 @@ def _start_child(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
                          ids=["ctrl-c", "sigterm", "sigkill-parent"])
 def test_interrupted_rehearsal_leaves_no_process_or_listener(tmp_path: Path, sig: int) -> None:
     child, pids = _start_child(tmp_path)
+    ports = ports_of(pids)
+    assert ports, "the stack listened on nothing"
     started = time.monotonic()
     child.send_signal(sig)
     child.wait(timeout=60)
     assert not wait_gone(pids, timeout=30.0), "processes survived the rehearsal"
-    assert not leftover_listeners(pids)
+    assert not still_listening(ports)
     assert time.monotonic() - started < 45
