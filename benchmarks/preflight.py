@@ -131,7 +131,7 @@ def check_model_dir_parent(path: Path) -> list[str]:
     while not parent.exists():
         parent = parent.parent
     if not os.access(parent, os.W_OK):
-        return [f"{path}: cannot write under {parent}; pass --out to a writable directory"]
+        return [f"{path}: cannot write under {parent}; pass --results-root a writable directory"]
     return []
 
 
