@@ -100,11 +100,11 @@ def wait_for_model(config: SmokeConfig, say: Say) -> None:
         time.sleep(min(config.poll_secs, max(0.0, deadline - now)))
 
 
-def ask(config: SmokeConfig) -> str:
-    """One chat completion, video first; returns the non-empty answer."""
+def ask(config: SmokeConfig, video: str) -> str:
+    """One chat completion, `video` (a URL or data: URL) first; returns the answer."""
     client = _client(config, timeout=config.request_timeout_secs)
     content = [
-        {"type": "video_url", "video_url": {"url": _video(config.video_url)}},
+        {"type": "video_url", "video_url": {"url": video}},
         {"type": "text", "text": question_text(config.question, config.reasoning_format)},
     ]
     try:
@@ -148,10 +148,12 @@ def _error_message(exc: openai.APIStatusError) -> str:
 
 
 def run_smoke(config: SmokeConfig, say: Say = print) -> str:
-    """Wait for the model, ask once; returns the answer or raises SmokeFailure."""
+    """Wait for the model, ask once; returns the answer or raises SmokeFailure. A bad
+    --video-url (ValueError) is found before the wait, not after it."""
+    video = _video(config.video_url)
     wait_for_model(config, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
-    return ask(config)
+    return ask(config, video)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

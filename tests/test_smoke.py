@@ -111,3 +111,12 @@ def test_wait_is_bounded(server) -> None:
 def test_bad_input_exits_2(capsys) -> None:
     assert _cli("--url", "localhost:8000", "--video-url", VIDEO) == 2
     assert "--url" in capsys.readouterr().err
+
+
+def test_a_missing_video_file_is_named_before_any_wait(server, capsys) -> None:
+    server.models = []  # the model never appears: a wait would last all of --wait
+    code = _cli("--url", server.url, "--video-url", "no/such/video.mp4", "--model", MODEL,
+                "--wait", "600")
+    assert code == 2
+    assert "--video-url no/such/video.mp4: not a URL and no such file" in capsys.readouterr().err
+    assert not server.requests(), "it asked the server before checking its own input"
