@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The stack output the Pulumi program exports for this command.
 OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
+KUBE_CONTEXT = "kubernetes:context"
 
 
-def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | None]:
-    """The run location and kube context the stack's config describes."""
+def location_from_config(root: Path, stack: str) -> RunLocation:
+    """The run location (and kube context) the stack's config describes."""
     from benchmarks.rehearsal_stack import with_stand_ins
     from infra.settings import SettingsError, parse_settings
 
@@ -43,14 +45,13 @@ def location_from_config(root: Path, stack: str) -> tuple[RunLocation, str | Non
         project, raw = config_from_files(root, stack)
     except StackFilesError as error:
         raise CollectError(str(error)) from None
-    context = raw.pop("kubernetes:context", None)
     # Collecting needs no secret and no worker image: a stack without them can be read.
-    raw = with_stand_ins(project, {k: v for k, v in raw.items() if k.startswith(f"{project}:")})
+    kept = {k: v for k, v in raw.items() if k.startswith(f"{project}:") or k == KUBE_CONTEXT}
     try:
-        settings = parse_settings(raw, stack, project)
+        settings = parse_settings(with_stand_ins(project, kept), stack, project)
     except SettingsError as error:
         raise CollectError(str(error)) from None
-    return run_location(settings), context
+    return run_location(settings)
 
 
 def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | None:
@@ -65,6 +66,7 @@ def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | 
         cache_claim=str(info["cacheClaim"]),
         image=str(info["image"]),
         image_pull_secrets=tuple(info.get("imagePullSecrets") or ()),
+        kube_context=info.get("kubeContext") or None,
     )
 
 
@@ -89,22 +91,16 @@ def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
     return outputs if isinstance(outputs, dict) else None
 
 
-def resolve_location(
-    root: Path, stack: str, run_id: str | None
-) -> tuple[RunLocation, str | None]:
-    """Where the run is: stack outputs first, else the stack's config files."""
+def resolve_location(root: Path, stack: str, run_id: str | None,
+                     context: str | None = None) -> RunLocation:
+    """Where the run is: stack outputs first, else the stack's config files. `run_id` and
+    `context`, when given, override the stack's."""
     outputs = pulumi_stack_outputs(root, stack)
     location = location_from_outputs(stack, outputs) if outputs else None
-    context = None
     if location is None:
-        location, context = location_from_config(root, stack)
-    if run_id is not None:
-        location = RunLocation(
-            stack=location.stack, run_id=run_id, namespace=location.namespace,
-            cache_claim=location.cache_claim, image=location.image,
-            image_pull_secrets=location.image_pull_secrets,
-        )
-    return location, context
+        location = location_from_config(root, stack)
+    overrides = {"run_id": run_id, "kube_context": context}
+    return replace(location, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def collect(
@@ -139,8 +135,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        location, context = resolve_location(REPO_ROOT, args.stack, args.run_id)
-        cluster = KubernetesClusterIO(args.context or context)
+        location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
+        cluster = KubernetesClusterIO(location.kube_context)
         run_dir = collect(cluster, location, args.results, args.wait)
     except CollectError as error:
         print(f"collect: error: {error}", file=sys.stderr)

@@ -55,12 +55,12 @@ def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     report. Never on preview; a sweep left running gets the command to collect it later."""
     location = results_hook.run_location(settings)
     # The same cluster the provider deploys to (its default: the current context).
-    context = settings.kube_context
     kubeconfig = pulumi.Config("kubernetes").get("kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
         results_hook.hook_bring_results_home(
-            lambda: results_hook.KubernetesClusterIO(context, kubeconfig), location,
+            lambda: results_hook.KubernetesClusterIO(location.kube_context, kubeconfig),
+            location,
             RESULTS_ROOT,
             say=pulumi.log.info, warn=pulumi.log.warn,
         )
@@ -170,7 +170,7 @@ def benchmark_output(settings: Settings) -> dict[str, Any]:
         "resultsPath": location.subpath,
         "smokeJob": smoke,
         "sweepJob": location.sweep_job if b.sweep else "",
-        "followCommand": (f"{settings.kubectl} logs -f job/{location.sweep_job}"
-                          if b.sweep else ""),
+        "kubeContext": location.kube_context or "",
+        "followCommand": results_hook.follow_command(location) if b.sweep else "",
         "collectCommand": results_hook.collect_command(location) if b.sweep else "",
     }

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from benchmarks.aiperf_command import SUMMARY_EXPORT as AIPERF_EXPORT
 from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import results_subpath, sweep_job_name
-from infra.settings import Settings
+from infra.settings import Settings, kubectl_prefix
 
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]
@@ -61,6 +61,12 @@ class RunLocation:
     cache_claim: str
     image: str
     image_pull_secrets: tuple[str, ...] = field(default=())
+    # The stack's `kubernetes:context`: where to look, and what the printed commands say.
+    kube_context: str | None = None
+
+    @property
+    def kubectl(self) -> str:
+        return kubectl_prefix(self.namespace, self.kube_context)
 
     @property
     def sweep_job(self) -> str:
@@ -96,7 +102,12 @@ def run_location(settings: Settings) -> RunLocation:
         cache_claim=settings.cache.claim_name,
         image=settings.benchmark.image,
         image_pull_secrets=settings.secrets.image_pull_secrets,
+        kube_context=settings.kube_context,
     )
+
+
+def follow_command(location: RunLocation) -> str:
+    return f"{location.kubectl} logs -f job/{location.sweep_job}"
 
 
 def collect_command(location: RunLocation) -> str:
@@ -167,7 +178,7 @@ def bring_results_home(
         say(
             f"The sweep (Job {job} in namespace {location.namespace}) is still running"
             + ("; latest log lines:\n  " + "\n  ".join(tail) if tail else "")
-            + f"\nFollow it: kubectl -n {location.namespace} logs -f job/{job}"
+            + f"\nFollow it: {follow_command(location)}"
             + f"\nWhen it has finished, bring the results home: {collect_command(location)}"
         )
         return None
@@ -187,8 +198,7 @@ def bring_results_home(
         if not aiperf_exports(staged):
             raise CollectError(
                 f"{location.cache_claim}:{location.subpath}/ holds no {AIPERF_EXPORT}: the "
-                f"sweep finished no level. Check its log: kubectl -n {location.namespace} "
-                f"logs job/{job}"
+                f"sweep finished no level. Check its log: {location.kubectl} logs job/{job}"
             )
         replace_dir(staged, final)
     finally:
@@ -278,6 +288,7 @@ class KubernetesClusterIO:
         file's content), so the hook reaches the cluster the provider deploys to."""
         from kubernetes import client, config
 
+        self._context = context
         try:
             if kubeconfig and Path(kubeconfig).expanduser().is_file():
                 config.load_kube_config(str(Path(kubeconfig).expanduser()), context=context)
@@ -380,8 +391,8 @@ class KubernetesClusterIO:
             time.sleep(2)
         raise CollectError(
             f"the results reader pod {name} in {namespace} did not start within "
-            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `kubectl -n {namespace} describe pod "
-            f"{name}` says why (image pull, claim mount)"
+            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `{kubectl_prefix(namespace, self._context)} "
+            f"describe pod {name}` says why (image pull, claim mount)"
         )
 
     def _exec(self, namespace: str, name: str, command: list[str]) -> str:

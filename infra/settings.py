@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,12 @@ def quantity_amount(value: str) -> float | None:
     if not match:
         return None
     return float(match.group(1)) * _SUFFIXES.get(match.group(3) or "", 1)
+
+
+def kubectl_prefix(namespace: str, context: str | None) -> str:
+    """The start of every kubectl command we print: the stack's cluster and namespace."""
+    target = ["--context", shlex.quote(context)] if context else []
+    return " ".join(["kubectl", *target, "-n", namespace])
 
 
 class SettingsError(ValueError):
@@ -213,9 +220,7 @@ class Settings:
 
     @property
     def kubectl(self) -> str:
-        """The start of every kubectl command we print: the stack's cluster and namespace."""
-        context = f" --context {self.kube_context}" if self.kube_context else ""
-        return f"kubectl{context} -n {self.namespace.name}"
+        return kubectl_prefix(self.namespace.name, self.kube_context)
 
     @property
     def graph_name(self) -> str:

@@ -22,7 +22,7 @@ from benchmarks.collect import (
     pulumi_stack_outputs,
     resolve_location,
 )
-from infra.results_hook import CollectError, RunLocation
+from infra.results_hook import CollectError, RunLocation, follow_command
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 
@@ -49,24 +49,29 @@ def project(tmp_path: Path, stack: str, settings: dict) -> Path:
 
 def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
     root = project(tmp_path, "session-affinity", STACK_SETTINGS)
-    location, context = location_from_config(root, "session-affinity")
+    location = location_from_config(root, "session-affinity")
     assert location == RunLocation(
         stack="session-affinity", run_id="run-9", namespace="vision-bench",
         cache_claim="shared-model-cache",
         image="docker.io/library/python:3.11.14-slim-bookworm",
-        image_pull_secrets=("mirror-pull",),
+        image_pull_secrets=("mirror-pull",), kube_context="h200-cluster",
     )
     assert location.subpath == "benchmarks/session-affinity/run-9"
-    assert context == "h200-cluster"
+    # What collect prints for a running sweep points at the stack's cluster.
+    assert follow_command(location) == ("kubectl --context h200-cluster -n vision-bench logs "
+                                        f"-f job/{location.sweep_job}")
 
 
 def test_outputs_of_the_real_program_point_at_the_same_run(tmp_path) -> None:
     overrides = {"namespace": "vision-bench", "benchmarkRunId": "run-9",
                  "imagePullSecrets": ["mirror-pull"]}
-    run = run_program("session-affinity", stack_config("session-affinity", overrides))
+    config = stack_config("session-affinity", overrides)
+    config["kubernetes:context"] = "h200-cluster"
+    run = run_program("session-affinity", config)
     assert run.error is None, run.error
     from_outputs = location_from_outputs("session-affinity", run.outputs)
-    from_files, _ = location_from_config(
+    assert run.outputs["benchmark"]["followCommand"] == follow_command(from_outputs)
+    from_files = location_from_config(
         project(tmp_path, "session-affinity", STACK_SETTINGS), "session-affinity")
     assert from_outputs == from_files
 
@@ -88,9 +93,11 @@ def test_the_run_id_option_picks_another_run(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no Pulumi CLI here
     assert pulumi_stack_outputs(tmp_path, "round-robin") is None
     root = project(tmp_path, "round-robin", STACK_SETTINGS)
-    location, _ = resolve_location(root, "round-robin", "run-3")
+    location = resolve_location(root, "round-robin", "run-3")
     assert (location.run_id, location.namespace) == ("run-3", "vision-bench")
     assert location.sweep_job.endswith("-round-robin-run-3")
+    assert location.kube_context == "h200-cluster"
+    assert resolve_location(root, "round-robin", None, "other").kube_context == "other"
 
 
 def collect_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -148,5 +155,5 @@ def test_a_stack_without_secrets_or_worker_image_can_still_be_collected(tmp_path
     """Collecting reads neither the NGC key nor the HF token, nor the vLLM image."""
     settings = {k: v for k, v in STACK_SETTINGS.items() if not k.endswith(":ngcApiKey")}
     root = project(tmp_path, "vllm-super-tp4-sa", settings)
-    location, _ = location_from_config(root, "vllm-super-tp4-sa")
+    location = location_from_config(root, "vllm-super-tp4-sa")
     assert (location.run_id, location.namespace) == ("run-9", "vision-bench")
