@@ -140,8 +140,9 @@ def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str
         f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
         "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
         f"To grow it, where the storage class allows expansion: {settings.kubectl} patch "
-        f"pvc {name} -p '{patch}'. For another storage class: make a new ReadWriteMany claim and "
-        "set cacheExistingClaim to it. Or set the two settings back to the claim's values."
+        f"pvc {name} -p '{patch}', then `pulumi refresh` so the stack records the new size. "
+        "For another storage class: make a new ReadWriteMany claim and set "
+        "cacheExistingClaim to it. Or set the two settings back to the claim's values."
     )
 
 

@@ -167,7 +167,7 @@ def test_a_claim_that_differs_from_the_settings_gets_the_steps_to_fix_it() -> No
     assert "cacheSize is 500Gi but the claim requests 300Gi" in warning
     assert ("kubectl -n cosmos3-reasoner patch pvc shared-model-cache -p "
             '\'{"spec": {"resources": {"requests": {"storage": "500Gi"}}}}\'') in warning
-    assert "cacheExistingClaim" in warning
+    assert "then `pulumi refresh`" in warning and "cacheExistingClaim" in warning
     # The same size written another way is no change.
     same = run_program("round-robin", stack_config("round-robin", {
         **RECIPE_ONLY, "cacheSize": "0.5Ti"}, storage_class="old-rwx"),
