@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, manifests, recipe, results_hook
+from infra import benchmark_jobs, manifests, results_hook
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
 from infra.settings import Settings
 
@@ -40,7 +40,7 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
         cache_claim=settings.cache.claim_name,
         session_affinity=settings.routing.affinity,
         image_pull_secrets=settings.secrets.image_pull_secrets,
-        model=recipe.served_model_name(serving.variant),
+        model=settings.workers.served_model,
         notes=(
             f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
             f"{serving.runtime} workers: {serving.variant} {serving.precision}, "

@@ -241,7 +241,7 @@ def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
         "graphName": deployment.graph.name,
         "frontendService": deployment.graph.frontend_service,
         "frontendPort": recipe.FRONTEND_PORT,
-        "servedModel": recipe.served_model_name(settings.workers.serving.variant),
+        "servedModel": settings.workers.served_model,
         "profile": settings.profile,
         "routerMode": settings.routing.router_mode,
         "sessionAffinityTtlSecs": ttl if ttl is not None else 0,

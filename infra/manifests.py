@@ -345,8 +345,7 @@ def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[st
         "name": "main",
         "image": settings.images.vllm,
         "command": list(VLLM_WORKER_COMMAND),
-        "args": vllm_worker_args(serving, model_dir(serving),
-                                 recipe.served_model_name(serving.variant)),
+        "args": vllm_worker_args(serving, model_dir(serving), settings.workers.served_model),
         "env": [
             *_hf_env(settings),
             {"name": "DYN_SYSTEM_PORT", "value": str(port)},

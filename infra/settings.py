@@ -184,6 +184,7 @@ class WorkerSettings:
     serving: Serving
     nim_tags_selector: str
     nim_model_profile: str | None
+    served_model: str
     cpu: str
     memory: str
     shared_memory: str
@@ -533,6 +534,11 @@ def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
             f"'{profile}' is not a NIM profile id; run `list-model-profiles` in the NIM image "
             "or leave it empty to let the download Job detect the GPU",
         )
+    served = r.string("servedModelName") or recipe.served_model_name(serving.variant)
+    if not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$", served):
+        r.problem("servedModelName", f"'{served}' is not a model id; use the id `/v1/models` "
+                                     "lists (e.g. nvidia/cosmos3-super-reasoner), or leave it "
+                                     "empty")
     if serving.runtime == "vllm":
         for key in ("nimTagsSelector", "nimModelProfile"):
             if r.string(key):
@@ -542,6 +548,7 @@ def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
         serving=serving,
         nim_tags_selector=tags,
         nim_model_profile=profile,
+        served_model=served,
         cpu=r.quantity("workerCpu"),
         memory=r.quantity("workerMemory", 2**30, "; give a memory size such as 96Gi"),
         shared_memory=r.quantity("workerSharedMemory", 2**30, "; give a size such as 64Gi"),

@@ -262,6 +262,7 @@ IMPOSSIBLE = [
     ({"runtime": "vllm"}, True, ["vllmImage"], "vllm-cosmos3"),
     ({"runtime": "triton"}, False, ["runtime"], "nim, vllm"),
     ({"modelVariant": "edge"}, False, ["modelVariant"], "super, nano"),
+    ({"servedModelName": "my model"}, False, ["servedModelName"], "not a model id"),
     ({"gpuProduct": "NVIDIA-T4"}, False, ["gpuProduct"], "known:"),
     ({"gpuNodeSelector": ["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"]}, False,
      ["gpuNodeSelector", "gpuProduct"], "agree"),
@@ -318,3 +319,10 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
         assert flag(args, "--model") == served
     notes = " ".join(target.notes)
     assert f"{runtime} workers: nano bf16, 8 x 1 GPU" in notes
+    # Where the frontend lists another id, one setting points everything at it.
+    renamed = settings_of("nano-trial", {**overrides, "servedModelName": "nvidia/other-id"},
+                          hf_token=TEST_HF_TOKEN)
+    target = benchmark_target(renamed)
+    assert flag(smoke_args(target, renamed.benchmark), "--model") == "nvidia/other-id"
+    if runtime == "vllm":
+        assert flag(worker_of(renamed)[1]["args"], "--served-model-name") == "nvidia/other-id"
