@@ -198,15 +198,17 @@ def make_videos(
             if done % step == 0 or done == len(todo):
                 _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
                 progress(f"videos: made {done}/{len(todo)}")
-    except KeyboardInterrupt:
-        # Stop at once, and keep every video already made for the next run to reuse.
+    except BaseException as stop:
+        # Ctrl-C or a failed encode: stop at once, and keep every video already made for
+        # the next run to reuse.
         pool.shutdown(wait=False, cancel_futures=True)
         for future in futures:
             if future.done() and not future.cancelled() and future.exception() is None:
                 entry = future.result()
                 entries[entry["index"]] = entry
         _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
-        progress(f"videos: interrupted; {len(entries)} of {shape.count} kept for the next run")
+        why = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped"
+        progress(f"videos: {why}; {len(entries)} of {shape.count} kept for the next run")
         raise
     pool.shutdown()
     _write_manifest(out_dir, shape, version, [entries[i] for i in range(shape.count)])

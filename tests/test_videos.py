@@ -132,6 +132,29 @@ def test_ctrl_c_stops_at_once_and_keeps_what_was_made(tmp_path: Path) -> None:
     assert f"{len(listed)} reused, 0 to make" in said[0]
 
 
+def test_a_failed_encode_stops_the_queued_ones_and_keeps_the_made_ones(tmp_path: Path) -> None:
+    """An FFmpeg that fails on the third video: the error surfaces and the 17 queued
+    encodes behind it never start."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "ffmpeg"
+    fake.write_text(f"""#!/bin/sh
+[ "$2" = -version ] && {{ echo "ffmpeg version fake"; exit 0; }}
+for last; do :; done
+echo "$last" >> {calls}
+case "$last" in *video_0002*) echo broken >&2; exit 1;; esac
+sleep 0.2; echo data > "$last"
+""")
+    fake.chmod(0o755)
+    said: list[str] = []
+    with pytest.raises(RuntimeError, match="FFmpeg failed on video_0002.mp4"):
+        make_videos(tmp_path / "v", replace(SHAPE, count=20), progress=said.append, jobs=1,
+                    exe=str(fake))
+    assert len(calls.read_text().splitlines()) <= 4
+    assert "videos: stopped; 2 of 20 kept for the next run" in said
+    listed = json.loads((tmp_path / "v" / MANIFEST_NAME).read_text())["videos"]
+    assert [v["name"] for v in listed] == [video_name(0), video_name(1)]
+
+
 def test_the_ffmpeg_that_the_pinned_wheel_ships_works_too(tmp_path: Path) -> None:
     import imageio_ffmpeg
 
