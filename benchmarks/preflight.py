@@ -126,7 +126,7 @@ def check_memory(needed: int, available: int | None) -> list[str]:
     ]
 
 
-def check_model_dir_parent(path: Path) -> list[str]:
+def check_writable_parent(path: Path) -> list[str]:
     parent = path
     while not parent.exists():
         parent = parent.parent
@@ -155,6 +155,6 @@ def run_preflight(
     available = memory_available if memory_available is not None else available_memory()
     problems += check_memory(memory_needed, available)
     if out_dir is not None:
-        problems += check_model_dir_parent(out_dir)
+        problems += check_writable_parent(out_dir)
     if problems:
         raise PreflightError(problems)

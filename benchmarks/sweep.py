@@ -70,6 +70,10 @@ class SweepError(RuntimeError):
     """A sweep that cannot start or cannot go on; the message says what to do."""
 
 
+class LevelFailed(SweepError):
+    """A level failed (or timed out): the run resumes from it, finished levels kept."""
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """One sweep. Only `url` and `dataset` are required.
@@ -444,8 +448,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
             write_json(manifest_path, manifest)
             if isinstance(exc, SweepError):
-                raise
-            raise SweepError(
+                raise LevelFailed(str(exc)) from exc
+            raise LevelFailed(
                 f"concurrency {concurrency}: {exc}. AIPerf's last lines:\n"
                 f"{_tail(level_dir / LEVEL_LOG)}\nFix the cause, then resume the run: "
                 f"finished levels are kept."
@@ -581,7 +585,7 @@ def _run(args: argparse.Namespace) -> int:
         run_sweep(config, say=lambda line: print(line, flush=True))
     except SweepError as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)
-        if run_dir is not None:
+        if isinstance(exc, LevelFailed) and run_dir is not None:
             print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
