@@ -111,7 +111,9 @@ def follow_command(location: RunLocation) -> str:
 
 
 def collect_command(location: RunLocation) -> str:
-    return f"python -m benchmarks collect --stack {location.stack} --run-id {location.run_id}"
+    # ./run.sh: the project's own environment, from the repository root (plain `python`
+    # lacks the pinned packages).
+    return f"./run.sh collect --stack {location.stack} --run-id {location.run_id}"
 
 
 def local_run_dir(results_root: Path, location: RunLocation) -> Path:
@@ -209,7 +211,7 @@ def bring_results_home(
     others = other_runs(results_root, location)
     if others:
         dirs = " ".join(str(p) for p in [*others, final])
-        say(f"Compare with the other profile(s): python -m benchmarks report {dirs} "
+        say(f"Compare with the other profile(s): ./run.sh report {dirs} "
             f"--out {results_root / 'comparison'}")
     return final
 

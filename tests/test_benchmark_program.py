@@ -128,7 +128,7 @@ def test_stack_output_tells_collect_where_the_run_is(runs, stack: str) -> None:
     assert out["runId"] == "run-1" and out["stack"] == stack
     assert out["resultsPath"] == f"benchmarks/{stack}/run-1"
     assert out["sweepJob"] == jobs(run)["sweep"].inputs["metadata"]["name"]
-    assert out["collectCommand"] == f"python -m benchmarks collect --stack {stack} --run-id run-1"
+    assert out["collectCommand"] == f"./run.sh collect --stack {stack} --run-id run-1"
 
 
 def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:

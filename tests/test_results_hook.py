@@ -135,7 +135,7 @@ def test_a_running_sweep_is_left_alone_with_the_command_to_collect_later(tmp_pat
     said: list[str] = []
     assert bring_results_home(cluster, LOCATION, tmp_path / "results", said.append) is None
     text = "\n".join(said)
-    assert "python -m benchmarks collect --stack session-affinity --run-id run-3" in text
+    assert "./run.sh collect --stack session-affinity --run-id run-3" in text
     assert "c=2: 2.0 req/s" in text
     assert cluster.copies == 0 and not (tmp_path / "results").exists()
 
@@ -165,7 +165,7 @@ def test_a_copy_that_fails_is_a_warning_in_the_hook_never_an_exception(tmp_path)
         tmp_path / "results", lambda _: None, warnings.append)
     assert result is None
     assert "connection to the API server lost" in warnings[0]
-    assert "python -m benchmarks collect --stack session-affinity --run-id run-3" in warnings[0]
+    assert "./run.sh collect --stack session-affinity --run-id run-3" in warnings[0]
     assert "benchmarks/session-affinity/run-3" in warnings[0]
 
 
