@@ -461,7 +461,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         if summary.errors:
             say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
                 f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
-    say(f"sweep done: {run_dir} (compare: python -m benchmarks report {run_dir} --out REPORT)")
+    say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
+        f"{run_dir} ... --out REPORT)")
     return run_dir
 
 
