@@ -215,6 +215,8 @@ class ProfileOutcome:
     profile: str
     run_dir: Path
     levels: dict[int, LevelOutcome] = field(default_factory=dict)
+    # Levels a resumed run took from the earlier attempt (not measured in this one's time).
+    kept: set[int] = field(default_factory=set)
 
 
 def cache_read_pct(export: Mapping[str, Any]) -> float | None:
@@ -432,6 +434,7 @@ class Rehearsal:
             level_dir = run_dir / level_dir_name(level)
             if level_complete(run_dir, _read_manifest(run_dir), level):
                 self.say(f"{stack.profile}: concurrency {level} kept from the earlier run")
+                outcome.kept.add(level)
             else:
                 self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
                          f"workers for concurrency {level}")
@@ -511,6 +514,8 @@ def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome
                      for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
+        "levels_kept": sum(len(o.kept) for o in outcomes),
+        "levels_total": sum(len(o.levels) for o in outcomes),
         "profiles": {
             o.profile: {
                 "run_dir": str(o.run_dir),
@@ -528,9 +533,13 @@ def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     """The human summary: wall time, peak memory, per profile and level the key numbers."""
+    kept = summary.get("levels_kept") or 0
+    resumed = (f"; resumed: {kept} of {summary['levels_total']} levels kept from the earlier "
+               "run, so time and memory cover only the levels run now" if kept else "")
     lines = [
         f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
-        f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started)",
+        f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started"
+        f"{resumed})",
         f"{'profile':<18} {'conc':>4} {'req/s':>7} {'TTFT p50':>9} {'cache hit':>9} "
         f"{'1-worker videos':>15} {'workers/video':>13}",
     ]

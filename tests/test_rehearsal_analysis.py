@@ -21,7 +21,9 @@ from benchmarks.rehearse import (
     config_problems,
     direction_notes,
     level_timeout,
+    rehearsal_summary,
     rerun_problems,
+    summary_lines,
 )
 from benchmarks.stickiness import stickiness, worker_id_from_body
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
@@ -87,6 +89,18 @@ def _outcome(name: str, rps: float, ttft: float, single: float, workers: float,
     sticky = stickiness({f"v{i}": list(range(int(workers))) if single == 0 else [1]
                          for i in range(10)})
     return ProfileOutcome(name, Path(name), {16: LevelOutcome(summary, hits, sticky, cpu)})
+
+
+def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
+    rr = _outcome("round-robin", 10.0, 120.0, 0.0, 6, 55.0, 0.5)
+    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 94.0, 0.5)
+    fresh = summary_lines(rehearsal_summary(RehearsalConfig(), [rr, af], 390.0, 2**30, []))
+    assert fresh[0].startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
+    assert "resumed" not in fresh[0]
+    rr.kept.add(16)
+    resumed = rehearsal_summary(RehearsalConfig(), [rr, af], 70.0, 2**29, [])
+    assert (resumed["levels_kept"], resumed["levels_total"]) == (1, 2)
+    assert "resumed: 1 of 2 levels kept from the earlier run" in summary_lines(resumed)[0]
 
 
 def test_notes_confirm_the_seed_direction() -> None:
