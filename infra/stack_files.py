@@ -34,6 +34,16 @@ def cli_value(value: Any) -> str:
     return str(value)
 
 
+def stack_names(root: Path) -> list[str]:
+    """The stacks that have a Pulumi.<stack>.yaml under `root`, sorted."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def is_secure(value: Any) -> bool:
+    """A value stored with `--secret`: ciphertext only the CLI can open."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
 def _matches_type(spec: dict[str, Any], value: Any, in_list: bool = False) -> bool:
     """The CLI's type check: top-level scalars arrive as strings, lists only from YAML
     lists or `--path` (a top-level `pulumi config set` value is always a string); list
@@ -75,7 +85,7 @@ def cli_config_problems(project: dict[str, Any], stack: str,
             if "default" not in spec:
                 missing.append(key)
             continue
-        secure = isinstance(value, dict) and set(value) == {"secure"}
+        secure = is_secure(value)
         if spec.get("secret") and not secure:
             problems.append(f"Stack '{stack}' with configuration key '{key}' must be "
                             f"encrypted as it's secret (`pulumi config set --secret {key}`)")
@@ -103,7 +113,7 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
     if not project_file.is_file():
         raise StackFilesError(f"no Pulumi.yaml in {root}; run this from the repository root")
     if require_stack_file and not stack_file.is_file():
-        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+        stacks = stack_names(root)
         raise StackFilesError(
             f"no stack '{stack}': {stack_file.name} is missing in {root} "
             f"(stacks: {', '.join(stacks) or 'none'})"
@@ -121,6 +131,5 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
     if problems:
         raise StackFilesError(f"{stack_file.name}: " + "; ".join(problems))
     for key, value in values.items():
-        is_secure = isinstance(value, dict) and set(value) == {"secure"}
-        raw[key] = value if is_secure else cli_value(value)
+        raw[key] = value if is_secure(value) else cli_value(value)
     return name, raw

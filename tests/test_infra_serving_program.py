@@ -15,12 +15,13 @@ import pytest
 from infra import recipe
 from infra.serving import HF_SECRET_KEY, HF_SECRET_NAME
 from infra.settings import parse_settings
+from infra.stack_files import stack_names
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import SECRET_SIG, TEST_NGC_KEY, ProgramRun, run_program, stack_config
 from tests.support_schemas import graph_errors, validate_k8s
 from tests.test_infra_serving import TEST_HF_TOKEN, TEST_VLLM_IMAGE
 
-STACK_FILES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in REPO_ROOT.glob("Pulumi.*.yaml"))
+STACK_FILES = stack_names(REPO_ROOT)
 SECRET, JOB, GRAPH = (
     "kubernetes:core/v1:Secret",
     "kubernetes:batch/v1:Job",

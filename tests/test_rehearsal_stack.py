@@ -30,6 +30,7 @@ from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
 from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES
+from infra.stack_files import stack_names
 from tests.conftest import REPO_ROOT
 from tests.support_rehearsal import (
     alive,
@@ -66,8 +67,7 @@ def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> 
     assert stack.workers == components[WORKER_COMPONENT]["replicas"]
 
 
-@pytest.mark.parametrize("stack", sorted(p.name[len("Pulumi."):-len(".yaml")]
-                                         for p in REPO_ROOT.glob("Pulumi.*.yaml")))
+@pytest.mark.parametrize("stack", stack_names(REPO_ROOT))
 def test_every_stack_file_can_be_rehearsed_without_its_secrets(stack: str) -> None:
     """The vLLM stacks too: the rehearsal needs no token, no image, no storage class."""
     settings = rehearsal_stack(stack).settings

@@ -15,12 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.stack_files import StackFilesError, cli_config_problems, config_from_files
+from infra.stack_files import (
+    StackFilesError,
+    cli_config_problems,
+    config_from_files,
+    stack_names,
+)
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import project_file
 
-SHIPPED_STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")]
-                        for p in REPO_ROOT.glob("Pulumi.*.yaml"))
+SHIPPED_STACKS = stack_names(REPO_ROOT)
 CONFIG_SET = re.compile(r"pulumi config set ([^`&#|\n]+)")
 
 
