@@ -20,10 +20,13 @@ NGC_SECRET_NAME = "ngc-api-secret"
 NGC_SECRET_KEY = "NGC_API_KEY"
 MODEL_CACHE_PVC_NAME = "shared-model-cache"
 MODEL_DOWNLOAD_JOB_NAME = f"{RECIPE}-model-download"
-GRAPH_NAME_PREFIX = f"{RECIPE}-agg-h200"
+# Short on purpose: the operator derives longer names from it (infra/operator_names.py).
+GRAPH_NAME_PREFIX = "cosmos3"
 
 FRONTEND_COMPONENT = "Frontend"
 WORKER_COMPONENT = "Worker"
+# The graph's components by name, and whether each is a worker (its objects get a hash).
+GRAPH_COMPONENTS = {FRONTEND_COMPONENT: False, WORKER_COMPONENT: True}
 FRONTEND_PORT = 8000
 WORKER_SYSTEM_PORT = 9090
 
@@ -37,7 +40,7 @@ NIM_CACHE_PATH = "/opt/nim/.cache"
 
 
 def graph_name(profile: str) -> str:
-    """DynamoGraphDeployment name of a routing profile, e.g. `...-agg-h200-round-robin`."""
+    """DynamoGraphDeployment name of a routing profile, e.g. `cosmos3-round-robin`."""
     return f"{GRAPH_NAME_PREFIX}-{profile}"
 
 

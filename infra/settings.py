@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra import recipe
+from infra import operator_names, recipe
 from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
 from infra.routing import (
     AFFINITY_MODES,
@@ -66,8 +66,9 @@ IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?"
 SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-# Operator plus service names: `<graph>-frontend` must stay a DNS label (63 chars).
-MAX_PROFILE_LEN = 63 - len(recipe.frontend_service_name(recipe.graph_name("")))
+# The stack name is in the graph name, from which the operator derives longer ones.
+MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
+                   - len(recipe.graph_name("")))
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
 
 _SUFFIXES = {
@@ -360,13 +361,23 @@ def _describe(routing: Routing) -> str:
     )
 
 
-def _read_namespace(r: _Reader) -> NamespaceSettings:
+def _read_namespace(r: _Reader, profile: str) -> NamespaceSettings:
     name = r.string("namespace")
-    if not DNS_LABEL.match(name) or len(name) > 63:
+    graph = recipe.graph_name(profile)
+    limit = operator_names.max_namespace_len(graph)
+    if not DNS_LABEL.match(name):
         r.problem(
             "namespace",
-            f"'{name}' is not a valid namespace name; use lowercase letters, digits and '-' "
-            "(at most 63 characters)",
+            f"'{name}' is not a valid namespace name; use lowercase letters, digits and '-'",
+        )
+    elif len(name) > limit:
+        label = operator_names.dynamo_namespace(name, graph)
+        r.problem(
+            "namespace",
+            f"'{name}' is too long for graph {graph}: the Dynamo operator labels the graph's "
+            f"objects {operator_names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
+            f"(a label value holds {operator_names.DNS_LABEL_MAX}); use a namespace of at "
+            f"most {limit} characters, or a shorter stack name",
         )
     return NamespaceSettings(name=name, create=r.boolean("createNamespace"))
 
@@ -568,8 +579,9 @@ def _check_profile(r: _Reader, stack: str) -> str:
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
             f"stack name '{stack}': it names the routing profile and the graph "
-            f"({recipe.graph_name('<stack>')}); use lowercase letters, digits and '-', "
-            f"at most {MAX_PROFILE_LEN} characters (e.g. round-robin, session-affinity)"
+            f"({recipe.graph_name('<stack>')}, from which the Dynamo operator derives "
+            "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
+            f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
         )
     return profile
 
@@ -596,7 +608,7 @@ def parse_settings(
         stack=stack,
         profile=profile,
         routing=routing,
-        namespace=_read_namespace(r),
+        namespace=_read_namespace(r, profile),
         secrets=_read_secrets(r, runtime),
         cache=_read_cache(r, workers.serving),
         images=_read_images(r, runtime),
