@@ -46,13 +46,29 @@ REPLACE_UNREADY = "pulumi.com/replaceUnready"
 
 PROFILE_LABEL = "cosmos3-routing/profile"
 CACHE_VOLUME = "model-cache"
-NIM_ENTRYPOINT = "/opt/nim/start_server.sh"
+# As NVIDIA's Cosmos3 NIM Dynamo manifest starts the worker: a login shell sets up the
+# image's environment, then exec hands PID 1 to the server so it receives SIGTERM.
+NIM_COMMAND = ["bash", "-lc", "exec /opt/nim/start_server.sh"]
 NIM_WORKDIR = "/opt/nim"
 NIM_HEALTH_PATH = "/v1/health/live"
 NIM_DISCOVERY_BACKEND = "kubernetes"
 DOWNLOAD_COMMAND = "download-to-cache"
 GPU_RESOURCE = "nvidia.com/gpu"
 STARTUP_PROBE_PERIOD_SECS = 30
+# The Cosmos3 NIM documentation's Dynamo settings ("Dynamo discovery and routing"): one
+# request transport on frontend and workers; workers serve their discovery metadata and
+# look media up early by UUID, derived from the URL (a video's questions share one).
+REQUEST_PLANE_ENV = {"name": "DYN_REQUEST_PLANE", "value": "tcp"}
+NIM_DYNAMO_ENV = {
+    "DYN_SELF_HOST_METADATA": "true",
+    "NIM_INFERENCE_PROTOCOL": "http",
+    "VLLM_EARLY_UUID_LOOKUPS": "1",
+    "VLLM_UUID_AUTO_DERIVE": "1",
+}
+# The frontend routes and tokenizes, it runs no model: a few cores, bounded so that a
+# namespace quota that requires limits accepts it.
+FRONTEND_RESOURCES = {"requests": {"cpu": "2", "memory": "4Gi"},
+                      "limits": {"cpu": "8", "memory": "16Gi"}}
 
 
 def common_labels() -> dict[str, str]:
@@ -298,6 +314,8 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
                         "image": settings.images.frontend,
                         "command": frontend_command(),
                         "args": frontend_args(settings.routing, port=recipe.FRONTEND_PORT),
+                        "env": [REQUEST_PLANE_ENV],
+                        "resources": FRONTEND_RESOURCES,
                     }
                 ],
             },
@@ -320,13 +338,15 @@ def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str
     return {
         "name": "main",
         "image": settings.images.nim,
-        "command": [NIM_ENTRYPOINT],
+        "command": NIM_COMMAND,
         "workingDir": NIM_WORKDIR,
         "env": [
             *_nim_model_env(settings),
             {"name": "NIM_DYNAMO_WORKER", "value": "true"},
             {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
             {"name": "DYN_SYSTEM_PORT", "value": str(recipe.WORKER_SYSTEM_PORT)},
+            REQUEST_PLANE_ENV,
+            *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items()),
         ],
         "ports": [
             {"name": "http", "containerPort": recipe.FRONTEND_PORT},
@@ -349,6 +369,7 @@ def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[st
         "env": [
             *_hf_env(settings),
             {"name": "DYN_SYSTEM_PORT", "value": str(port)},
+            REQUEST_PLANE_ENV,
         ],
         "ports": [{"name": "system", "containerPort": port}],
         "startupProbe": _health_probe(startup_failures, VLLM_READY_PATH, port),

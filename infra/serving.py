@@ -196,19 +196,23 @@ def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, 
 # --- The NIM path ------------------------------------------------------------------------
 
 
-def nim_tags_selector(serving: Serving) -> str:
-    """NIM_TAGS_SELECTOR matching the topology: the NIM's profile must use TP = GPUs."""
-    return f"tp={serving.gpus_per_replica}"
+# Tags of NVIDIA's Cosmos3 NIM manifests that fix the topology; a set NIM_TAGS_SELECTOR
+# that names them must agree with gpusPerWorker.
+NIM_GPU_TAGS = ("n_gpus", "nim_tp")
 
 
 def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str, str]:
-    """NIM profile selection: the entrypoint picks the profile matching these values."""
-    return {
+    """NIM profile selection. The Cosmos3 NIM documentation ("Configure the Cosmos3
+    Certified NIM") has the NIM choose the best compatible profile for the model type,
+    variant and precision and the GPUs it sees ("a normal deployment does not need a
+    profile ID"); NIM_TAGS_SELECTOR filters by exact manifest tags (e.g. NVIDIA's
+    `n_gpus=1,nim_tp=1,nim_dp=1`), so it is passed only when the user sets one."""
+    env = {
         "NIM_MODEL_TYPE": "reasoner",
         "NIM_MODEL_VARIANT": serving.variant,
         "NIM_PRECISION": serving.precision,
-        "NIM_TAGS_SELECTOR": tags_selector,
     }
+    return {**env, "NIM_TAGS_SELECTOR": tags_selector} if tags_selector else env
 
 
 # --- The upstream vLLM path (seed 003) ---------------------------------------------------

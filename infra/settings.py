@@ -36,11 +36,11 @@ from infra.serving import (
     HF_SECRET_KEY,
     HF_SECRET_NAME,
     MIN_CACHE_GIB,
+    NIM_GPU_TAGS,
     PRECISIONS,
     VARIANTS,
     Serving,
     cache_gib_needed,
-    nim_tags_selector,
 )
 from infra.serving_settings import read_serving
 
@@ -529,15 +529,16 @@ def _read_placement(r: _Reader) -> PlacementSettings:
 def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
     serving = read_serving(r, placement.node_selector)
     gpus = serving.gpus_per_replica
-    # Empty: follow the topology (tp=<gpusPerWorker>); set: used as is, its tp must agree.
-    tags = r.string("nimTagsSelector") or nim_tags_selector(serving)
-    tp = re.search(r"(?:^|,)tp=(\d+)(?:,|$)", tags)
-    if tp and int(tp.group(1)) != gpus:
-        r.problem(
-            "nimTagsSelector",
-            f"'{tags}' selects tensor parallel {tp.group(1)} but gpusPerWorker is {gpus}; "
-            "make them agree, or leave nimTagsSelector empty to follow gpusPerWorker",
-        )
+    # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
+    tags = r.string("nimTagsSelector")
+    for tag, value in (t.partition("=")[::2] for t in tags.split(",") if tags):
+        if tag.strip() in NIM_GPU_TAGS and value.strip() != str(gpus):
+            r.problem(
+                "nimTagsSelector",
+                f"'{tags}' selects {tag.strip()}={value.strip()} but gpusPerWorker is {gpus}; "
+                "make them agree, or leave nimTagsSelector empty (the NIM then picks the "
+                "profile for the GPUs each worker gets)",
+            )
     profile = r.string("nimModelProfile") or None
     if profile is not None and not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$", profile):
         r.problem(

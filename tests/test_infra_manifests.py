@@ -90,6 +90,9 @@ def test_graph_shape_frontend_then_worker(stack: str) -> None:
     assert main["name"] == "main"
     assert main["command"] == frontend_command()
     assert main["args"] == frontend_args(PROFILES[stack], port=recipe.FRONTEND_PORT)
+    # Bounded, so a namespace quota that requires limits admits it; same transport as workers.
+    assert set(main["resources"]) == {"requests", "limits"}
+    assert main["env"] == [{"name": "DYN_REQUEST_PLANE", "value": "tcp"}]
 
 
 def test_routing_flags_differ_exactly_as_the_profiles_do() -> None:
@@ -113,16 +116,21 @@ def test_worker_runs_the_nim_as_the_recipe_says() -> None:
     spec = worker["podTemplate"]["spec"]
     main = spec["containers"][0]
     assert main["image"] == settings.images.nim
-    assert (main["command"], main["workingDir"]) == (["/opt/nim/start_server.sh"], "/opt/nim")
+    assert (main["command"], main["workingDir"]) == (
+        ["bash", "-lc", "exec /opt/nim/start_server.sh"], "/opt/nim")
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
     assert {k: env[k] for k in ("NIM_MODEL_TYPE", "NIM_MODEL_VARIANT", "NIM_PRECISION",
                                 "NIM_DYNAMO_WORKER", "NIM_CACHE_PATH", "DYN_SYSTEM_PORT",
-                                "NIM_TAGS_SELECTOR", "NIM_DISCOVERY_BACKEND")} == {
+                                "NIM_DISCOVERY_BACKEND", "DYN_REQUEST_PLANE",
+                                "DYN_SELF_HOST_METADATA", "VLLM_UUID_AUTO_DERIVE",
+                                "VLLM_EARLY_UUID_LOOKUPS")} == {
         "NIM_MODEL_TYPE": "reasoner", "NIM_MODEL_VARIANT": "super", "NIM_PRECISION": "fp8",
         "NIM_DYNAMO_WORKER": "true", "NIM_CACHE_PATH": recipe.NIM_CACHE_PATH,
-        "DYN_SYSTEM_PORT": "9090", "NIM_TAGS_SELECTOR": "tp=1",
-        "NIM_DISCOVERY_BACKEND": "kubernetes",
+        "DYN_SYSTEM_PORT": "9090", "NIM_DISCOVERY_BACKEND": "kubernetes",
+        "DYN_REQUEST_PLANE": "tcp", "DYN_SELF_HOST_METADATA": "true",
+        "VLLM_UUID_AUTO_DERIVE": "1", "VLLM_EARLY_UUID_LOOKUPS": "1",
     }
+    assert "NIM_TAGS_SELECTOR" not in env
     assert env["NGC_API_KEY"] == {"secretKeyRef": {"name": "ngc-api-secret",
                                                    "key": "NGC_API_KEY"}}
     assert main["resources"]["limits"] == {"cpu": "16", "memory": "96Gi", "nvidia.com/gpu": 1}
