@@ -18,6 +18,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+cluster = importlib.import_module("infra.cluster")
 components = importlib.import_module("infra.components")
 benchmark_components = importlib.import_module("infra.benchmark_components")
 settings_module = importlib.import_module("infra.settings")
@@ -38,12 +39,16 @@ def main() -> None:
         settings = settings_module.parse_settings(
             raw, pulumi.get_stack(), pulumi.get_project(), secret_keys
         )
+        live = cluster.observe(settings, raw.get("kubernetes:kubeconfig"))
+        problems = cluster.problems(settings, live)
+        if problems:
+            raise settings_module.SettingsError(settings.stack, problems)
     except settings_module.SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in settings.secrets.required}
-    deployment = components.deploy(settings, tokens)
+    deployment = components.deploy(settings, tokens, live)
     benchmark_components.deploy_benchmark(settings, deployment)
     outputs = {
         **components.stack_outputs(settings, deployment),

@@ -18,19 +18,19 @@ RESULTS_FOLDER = "benchmarks"
 
 
 def code_config_map_name(profile: str) -> str:
-    return f"{recipe.RECIPE}-bench-code-{profile}"
+    return f"{recipe.GRAPH_NAME_PREFIX}-bench-code-{profile}"
 
 
 def video_server_name(profile: str) -> str:
-    return f"{recipe.RECIPE}-videos-{profile}"
+    return f"{recipe.GRAPH_NAME_PREFIX}-videos-{profile}"
 
 
 def smoke_job_name(profile: str, run_id: str) -> str:
-    return f"{recipe.RECIPE}-smoke-{profile}-{run_id}"
+    return f"{recipe.GRAPH_NAME_PREFIX}-smoke-{profile}-{run_id}"
 
 
 def sweep_job_name(profile: str, run_id: str) -> str:
-    return f"{recipe.RECIPE}-sweep-{profile}-{run_id}"
+    return f"{recipe.GRAPH_NAME_PREFIX}-sweep-{profile}-{run_id}"
 
 
 def max_run_id_len(profile: str) -> int:

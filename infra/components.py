@@ -17,42 +17,43 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, manifests, recipe
+from infra import benchmark_jobs, cluster, manifests, recipe
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 TYPE_PREFIX = "cosmos3-routing:infra"
+DOWNLOAD_PLACEMENT_FIELDS = [
+    f"spec.{field}" for field in (
+        "template.spec.imagePullSecrets", "template.spec.nodeSelector",
+        "template.spec.tolerations", "activeDeadlineSeconds", "backoffLimit",
+    )
+]
 
 
-def kept_objects_provider(settings: Settings) -> k8s.Provider | None:
-    """Provider for the objects `pulumi destroy` keeps (namespace, cache claim).
+def cluster_provider(settings: Settings) -> k8s.Provider:
+    """The one provider of every object the stack declares.
 
-    Kept objects outlive the stack that made it, so the next `pulumi up` of either stack
-    finds them in the cluster. This provider adopts them (`upsertExistingObjects`)
-    instead of failing with AlreadyExists; a kept object is never deleted by Pulumi, so
-    adoption can't turn a replacement into a deletion. A claim whose storage class or
-    access modes differ is still refused by the API server (immutable fields), with the
-    cache intact. Explicit providers don't read `kubernetes:*` stack config, so the
-    context and kubeconfig the user set are passed through (the kubeconfig as a secret:
-    it may hold credentials).
+    It adopts an object that already exists under the stack's name
+    (`upsertExistingObjects`) instead of failing with AlreadyExists, as pulumi-kubernetes
+    does since 4.29 by default: what `destroy` kept (namespace, cache claim) and what an
+    interrupted `up` or `destroy` left. What exists but was made outside the project is
+    not adopted: `infra.cluster` uses it as it is or refuses it with the fix before this
+    point. Explicit providers don't read `kubernetes:*` stack config, so the context and
+    kubeconfig the user set are passed through (the kubeconfig as a secret).
     """
-    if not settings.cache.keep_on_destroy:
-        return None
     cluster = pulumi.Config("kubernetes")
     return k8s.Provider(
-        "kept-objects",
+        "cluster",
         context=settings.kube_context,
         kubeconfig=cluster.get_secret("kubeconfig"),
         upsert_existing_objects=True,
     )
 
 
-def _kept(
-    child: pulumi.ResourceOptions, provider: k8s.Provider | None, **more: Any
-) -> pulumi.ResourceOptions:
-    """Options of an object kept on destroy: retained, and adopted when it exists."""
+def _kept(settings: Settings, child: pulumi.ResourceOptions, **more: Any
+          ) -> pulumi.ResourceOptions:
+    """Options of an object `cacheKeepOnDestroy` keeps: left in the cluster on destroy."""
     return pulumi.ResourceOptions.merge(
-        child,
-        pulumi.ResourceOptions(retain_on_delete=provider is not None, provider=provider, **more),
+        child, pulumi.ResourceOptions(retain_on_delete=settings.cache.keep_on_destroy, **more)
     )
 
 
@@ -73,7 +74,6 @@ class RecipeNamespace(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         tokens: Mapping[str, pulumi.Input[str]],
-        kept: k8s.Provider | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:RecipeNamespace", resource_name, None, opts)
@@ -85,7 +85,7 @@ class RecipeNamespace(pulumi.ComponentResource):
                 "namespace",
                 metadata=ns["metadata"],
                 # Deleting a namespace deletes the cache claim inside it.
-                opts=_kept(child, kept),
+                opts=_kept(settings, child),
             )
             self.name = namespace.metadata.apply(lambda m: m["name"])
             depends.append(namespace)
@@ -111,16 +111,6 @@ class RecipeNamespace(pulumi.ComponentResource):
         self.register_outputs({"name": self.name})
 
 
-def _warn_on_drift(settings: Settings, live: Any, claim: pulumi.Resource) -> None:
-    """Say what to do when the cache settings no longer match the claim (its spec is
-    ignored after creation, so the claim itself is never replaced)."""
-    requests = (live.resources.requests if live.resources else None) or {}
-    message = manifests.cache_claim_drift(settings, live.storage_class_name,
-                                          requests.get("storage"))
-    if message:
-        pulumi.log.warn(message, resource=claim)
-
-
 class ModelCache(pulumi.ComponentResource):
     """The shared model cache claim and the Job that fills it, awaited until Complete.
 
@@ -138,26 +128,34 @@ class ModelCache(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         namespace: RecipeNamespace,
-        kept: k8s.Provider | None,
+        live: cluster.LiveObjects | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ModelCache", resource_name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         depends: list[pulumi.Resource] = [*namespace.secrets]
-        if settings.cache.create_claim:
+        spec = cluster.claim_spec(settings, live) if settings.cache.create_claim else None
+        drift = cluster.claim_drift(settings, live)
+        if drift:
+            pulumi.log.warn(drift, resource=self)
+        if spec is not None:
             pvc = manifests.model_cache_claim(settings)
             claim = k8s.core.v1.PersistentVolumeClaim(
                 "claim",
                 metadata=pvc["metadata"],
-                spec=pvc["spec"],
+                spec=spec,
                 # The provider replaces a claim on any spec change, and a replacement
                 # empties the cache: the spec is set once, a later change only warns.
-                opts=_kept(child, kept, depends_on=[namespace], ignore_changes=["spec"]),
+                opts=_kept(settings, child, depends_on=[namespace], ignore_changes=["spec"]),
             )
-            claim.spec.apply(lambda live: _warn_on_drift(settings, live, claim))
             self.claim_name = claim.metadata.apply(lambda m: m["name"])
             depends.append(claim)
         else:
+            if settings.cache.create_claim:
+                pulumi.log.info(
+                    f"model cache claim {settings.cache.claim_name} exists and was not made "
+                    "by this project: used as it is (as cacheExistingClaim), never deleted "
+                    "by this stack", resource=self)
             self.claim_name = pulumi.Output.from_input(settings.cache.claim_name)
         job = manifests.model_download_job(settings)
         self.download_job = k8s.batch.v1.Job(
@@ -169,6 +167,10 @@ class ModelCache(pulumi.ComponentResource):
                 pulumi.ResourceOptions(
                     depends_on=depends,
                     custom_timeouts=_timeouts(settings.timeouts.download_secs),
+                    # A Job's pod template is immutable: a change there replaces the Job,
+                    # and a download on a GPU would wait for the GPUs the graph holds.
+                    # Where the pods run and pull from does not change the cache's content.
+                    ignore_changes=DOWNLOAD_PLACEMENT_FIELDS,
                 ),
             ),
         )
@@ -222,13 +224,15 @@ class Deployment:
     graph: ReasonerGraph
 
 
-def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]]) -> Deployment:
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
+           live: cluster.LiveObjects | None) -> Deployment:
     """Declare the whole recipe for one stack, in order. `tokens` maps each secret config
-    key the runtime needs (`settings.secrets.required`) to its Pulumi secret value."""
-    kept = kept_objects_provider(settings)
-    namespace = RecipeNamespace("namespace", settings, tokens, kept)
-    cache = ModelCache("model-cache", settings, namespace, kept)
-    graph = ReasonerGraph("graph", settings, cache)
+    key the runtime needs (`settings.secrets.required`) to its Pulumi secret value; `live`
+    is what `infra.cluster.observe` found (None: not reachable)."""
+    opts = pulumi.ResourceOptions(providers=[cluster_provider(settings)])
+    namespace = RecipeNamespace("namespace", settings, tokens, opts)
+    cache = ModelCache("model-cache", settings, namespace, live, opts)
+    graph = ReasonerGraph("graph", settings, cache, opts)
     return Deployment(namespace, cache, graph)
 
 

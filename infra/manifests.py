@@ -26,7 +26,6 @@ from infra.serving import (
     VLLM_READY_PATH,
     VLLM_WORKER_COMMAND,
     hf_download_command,
-    hf_download_job_name,
     hf_home,
     model_dir,
     served_by_nim_environment,
@@ -41,7 +40,12 @@ BACKEND_FRAMEWORK = "vllm"
 # pulumi-kubernetes await annotations (v4.18+): wait for a condition, bounded in seconds.
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
-# A Job that failed in an earlier `up` is replaced (rerun) instead of awaited forever.
+# The claim is not awaited: its binding waits for the download Job's pod anyway (a
+# WaitForFirstConsumer class binds only then), and an adopted claim is long Bound.
+SKIP_AWAIT = "pulumi.com/skipAwait"
+# Replaces a not-ready object on `up`. Never on the download Job: a Job still running
+# after an interrupted `up` would restart hours of download (cluster.problems reports a
+# failed one instead, with the step to rerun it).
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 
 PROFILE_LABEL = "cosmos3-routing/profile"
@@ -123,7 +127,7 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(settings, cache.claim_name),
+        "metadata": _metadata(settings, cache.claim_name, annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": cache.storage_class,
@@ -249,7 +253,6 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     """
     if _runs_vllm(settings):
         serving = settings.workers.serving
-        name = hf_download_job_name(serving)
         container: dict[str, Any] = {
             "name": "download",
             "image": settings.images.vllm,
@@ -258,7 +261,6 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
             "volumeMounts": [_cache_mount(settings)],
         }
     else:
-        name = recipe.MODEL_DOWNLOAD_JOB_NAME
         profile = settings.workers.nim_model_profile
         container = {
             "name": "download",
@@ -284,11 +286,8 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "kind": "Job",
         "metadata": _metadata(
             settings,
-            name,
-            annotations={
-                TIMEOUT_SECONDS: str(timeouts.download_secs),
-                REPLACE_UNREADY: "true",
-            },
+            settings.download_job_name,
+            annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)},
         ),
         "spec": {
             "backoffLimit": timeouts.download_retries,

@@ -16,10 +16,8 @@ def served_model_name(variant: str = "super") -> str:
 
 SERVED_MODEL_NAME = served_model_name()
 
-NGC_SECRET_NAME = "ngc-api-secret"
 NGC_SECRET_KEY = "NGC_API_KEY"
 MODEL_CACHE_PVC_NAME = "shared-model-cache"
-MODEL_DOWNLOAD_JOB_NAME = f"{RECIPE}-model-download"
 # Short on purpose: the operator derives longer names from it (infra/operator_names.py).
 GRAPH_NAME_PREFIX = "cosmos3"
 
@@ -42,6 +40,14 @@ NIM_CACHE_PATH = "/opt/nim/.cache"
 def graph_name(profile: str) -> str:
     """DynamoGraphDeployment name of a routing profile, e.g. `cosmos3-round-robin`."""
     return f"{GRAPH_NAME_PREFIX}-{profile}"
+
+
+def stack_object_name(graph: str, what: str) -> str:
+    """A stack's own object, named after its graph: the NGC secret, the token secret and
+    the download Job. Per stack, so neither the recipe's kubectl steps (`ngc-api-secret`,
+    `cosmos3-super-reasoner-model-download`) nor the other stack own an object of that
+    name, and `pulumi destroy` of one stack never deletes what another still uses."""
+    return f"{graph}-{what}"
 
 
 def frontend_service_name(graph: str) -> str:

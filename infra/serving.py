@@ -217,8 +217,7 @@ def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str,
 
 # --- The upstream vLLM path (seed 003) ---------------------------------------------------
 
-# The gated Hugging Face token lives only in this Secret (from the `hfToken` secret config).
-HF_SECRET_NAME = "hf-token-secret"
+# The gated Hugging Face token lives only in the stack's Secret (from `hfToken`), here.
 HF_SECRET_KEY = "HF_TOKEN"
 # Where vLLM pods mount the shared model cache claim.
 VLLM_CACHE_PATH = "/model-cache"
@@ -242,11 +241,6 @@ def hf_home() -> str:
 def model_dir(serving: Serving) -> str:
     """Where the download Job puts the checkpoint and the workers load it from."""
     return f"{VLLM_CACHE_PATH}/models/{VARIANTS[serving.variant].hf_repo}"
-
-
-def hf_download_job_name(serving: Serving) -> str:
-    """One Job per variant, so Nano and Super stacks sharing a namespace never collide."""
-    return f"cosmos3-{serving.variant}-reasoner-hf-download"
 
 
 def vllm_worker_args(serving: Serving, weights_dir: str, served_model_name: str) -> list[str]:

@@ -34,7 +34,6 @@ from infra.routing import (
 )
 from infra.serving import (
     HF_SECRET_KEY,
-    HF_SECRET_NAME,
     MIN_CACHE_GIB,
     NIM_GPU_TAGS,
     PRECISIONS,
@@ -121,7 +120,7 @@ class SecretSettings:
     ngc_secret_key: str
     image_pull_secrets: tuple[str, ...]
     required: tuple[str, ...] = (NGC_API_KEY,)
-    hf_secret_name: str = HF_SECRET_NAME
+    hf_secret_name: str = ""
     hf_secret_key: str = HF_SECRET_KEY
 
 
@@ -227,6 +226,10 @@ class Settings:
     @property
     def graph_name(self) -> str:
         return recipe.graph_name(self.profile)
+
+    @property
+    def download_job_name(self) -> str:
+        return recipe.stack_object_name(self.graph_name, "model-download")
 
     @property
     def frontend_service(self) -> str:
@@ -396,7 +399,7 @@ def _is_set(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _read_secrets(r: _Reader, runtime: str) -> SecretSettings:
+def _read_secrets(r: _Reader, runtime: str, graph: str) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
     for name in SECRET_KEYS:
         r.read.add(name)
@@ -412,10 +415,11 @@ def _read_secrets(r: _Reader, runtime: str) -> SecretSettings:
                 "Secrets in the namespace (kubectl create secret docker-registry ...)",
             )
     return SecretSettings(
-        ngc_secret_name=recipe.NGC_SECRET_NAME,
+        ngc_secret_name=recipe.stack_object_name(graph, "ngc-api-key"),
         ngc_secret_key=recipe.NGC_SECRET_KEY,
         image_pull_secrets=pulls,
         required=required,
+        hf_secret_name=recipe.stack_object_name(graph, "hf-token"),
     )
 
 
@@ -610,7 +614,7 @@ def parse_settings(
         profile=profile,
         routing=routing,
         namespace=_read_namespace(r, profile),
-        secrets=_read_secrets(r, runtime),
+        secrets=_read_secrets(r, runtime, recipe.graph_name(profile)),
         cache=_read_cache(r, workers.serving),
         images=_read_images(r, runtime),
         placement=placement,

@@ -20,7 +20,8 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings as pulumi_settings
 
-from infra import stack_files
+from infra import cluster, stack_files
+from infra.cluster import LiveObjects
 from tests.conftest import REPO_ROOT
 
 # Distinctive so a leak is unmistakable; never a real key.
@@ -169,9 +170,12 @@ class _Capture(logging.Handler):
 
 
 def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | None = None,
-                preview: bool = True, live: dict[str, dict[str, Any]] | None = None
-                ) -> ProgramRun:
-    """Run infra/__main__.py once, as `pulumi preview` (or `up`) would, under mocks."""
+                preview: bool = True, live: dict[str, dict[str, Any]] | None = None,
+                cluster_objects: LiveObjects | None = None) -> ProgramRun:
+    """Run infra/__main__.py once, as `pulumi preview` (or `up`) would, under mocks.
+
+    `cluster_objects` is what the program finds in the cluster before it declares
+    anything (None: no cluster, as in an offline preview); no test reaches a real one."""
     run = ProgramRun()
     logger = logging.getLogger(f"pulumi-program-{stack}")
     logger.setLevel(logging.DEBUG)
@@ -200,11 +204,14 @@ def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | Non
 
         return pulumi.Output.all(*values).apply(record)
 
+    observe = cluster.observe
+    cluster.observe = lambda *_: cluster_objects
     try:
         program()
     except BaseException as err:  # noqa: BLE001 (the test inspects it)
         run.error = err
     finally:
+        cluster.observe = observe
         logger.removeHandler(handler)
         pulumi.runtime.set_all_config({}, [])
     return run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import kubernetes_validate
 import pytest
@@ -131,8 +132,8 @@ def test_worker_runs_the_nim_as_the_recipe_says() -> None:
         "VLLM_UUID_AUTO_DERIVE": "1", "VLLM_EARLY_UUID_LOOKUPS": "1",
     }
     assert "NIM_TAGS_SELECTOR" not in env
-    assert env["NGC_API_KEY"] == {"secretKeyRef": {"name": "ngc-api-secret",
-                                                   "key": "NGC_API_KEY"}}
+    assert env["NGC_API_KEY"] == {"secretKeyRef": {
+        "name": f"{recipe.graph_name('session-affinity')}-ngc-api-key", "key": "NGC_API_KEY"}}
     assert main["resources"]["limits"] == {"cpu": "16", "memory": "96Gi", "nvidia.com/gpu": 1}
     assert main["startupProbe"]["httpGet"] == {"path": "/v1/health/live", "port": 8000}
     # The startup probe allows a cold start as long as the graph wait.
@@ -159,7 +160,7 @@ def test_pull_secrets_reach_every_pod_the_stack_makes() -> None:
 def test_download_job_matches_the_workers() -> None:
     settings = settings_of("round-robin", gpuNodeSelector=["nvidia.com/gpu.product=NVIDIA-H200"])
     job = manifests.model_download_job(settings)
-    assert job["metadata"]["name"] == recipe.MODEL_DOWNLOAD_JOB_NAME
+    assert job["metadata"]["name"] == settings.download_job_name
     assert job["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "7200"
     assert job["spec"]["backoffLimit"] == 2
     assert job["spec"]["activeDeadlineSeconds"] == 7200
@@ -190,7 +191,17 @@ def test_cache_claim_is_rwx_with_the_configured_class() -> None:
     }
 
 
-def test_shared_objects_are_identical_across_profiles() -> None:
-    """Namespace, secret, claim and Job are shared by both stacks: no profile in them."""
+def test_only_namespace_and_claim_are_shared_across_profiles() -> None:
+    """Namespace and claim are shared by both stacks: no profile in them. The secret and
+    the download Job are each stack's own (destroying one never deletes the other's), and
+    differ only in their names."""
     a, b = (settings_of(s) for s in STACKS)
-    assert all_manifests(a) == all_manifests(b)
+    shared_a, shared_b = ([m for m in all_manifests(x) if m["kind"] in ("Namespace",
+                           "PersistentVolumeClaim")] for x in (a, b))
+    assert shared_a == shared_b and len(shared_a) == 2
+    own = [[m for m in all_manifests(x) if m not in shared] for x, shared in
+           ((a, shared_a), (b, shared_b))]
+    names = [{m["metadata"]["name"] for m in objects} for objects in own]
+    assert not names[0] & names[1]
+    renamed = json.dumps(own[0]).replace(a.graph_name, b.graph_name)
+    assert json.loads(renamed) == own[1]

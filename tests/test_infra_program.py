@@ -7,9 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from infra import recipe
-from infra.manifests import PROFILE_LABEL
+from infra.cluster import LiveObjects
+from infra.manifests import PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
 from tests.support_pulumi import (
     SECRET_SIG,
@@ -86,9 +88,10 @@ def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], st
     }
     for kind, component in parent_of.items():
         assert run.one(kind).parent == components[component].urn, kind
-    assert _unwrap(run.one(SECRET).inputs)["metadata"]["name"] == recipe.NGC_SECRET_NAME
+    own = recipe.graph_name(stack)
+    assert _unwrap(run.one(SECRET).inputs)["metadata"]["name"] == f"{own}-ngc-api-key"
     assert run.one(PVC).inputs["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
-    assert run.one(JOB).inputs["metadata"]["name"] == recipe.MODEL_DOWNLOAD_JOB_NAME
+    assert run.one(JOB).inputs["metadata"]["name"] == f"{own}-model-download"
     assert run.one(GRAPH).inputs["metadata"]["name"] == recipe.graph_name(stack)
 
 
@@ -133,17 +136,18 @@ def test_cache_survives_destroy_by_default(runs: dict[str, ProgramRun], stack: s
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_kept_objects_are_adopted_by_the_next_up(runs: dict[str, ProgramRun], stack: str) -> None:
-    """After a destroy the kept namespace and claim are still in the cluster; the next `up`
-    of either stack must adopt them rather than fail with AlreadyExists."""
+def test_every_object_is_adopted_when_it_already_exists(runs: dict[str, ProgramRun],
+                                                        stack: str) -> None:
+    """Since pulumi-kubernetes 4.29 a create fails with AlreadyExists where an object of
+    that name exists: what `destroy` kept, or an interrupted run left. One provider that
+    adopts (`upsertExistingObjects`) serves every object; only the namespace and the claim
+    outlive `destroy`."""
     run = runs[stack]
     (provider,) = [r for r in run.resources if r.is_provider]
     assert provider.inputs["upsertExistingObjects"] == "true"  # provider config is JSON text
+    assert all(r.provider.startswith(provider.urn + "::") for r in run.objects())
     kept = [r for r in run.objects() if r.retain_on_delete]
     assert sorted(r.type for r in kept) == sorted([NS, PVC])
-    assert all(r.provider.startswith(provider.urn + "::") for r in kept)
-    others = [r for r in run.objects() if not r.retain_on_delete]
-    assert others and not any(r.provider.startswith(provider.urn) for r in others)
 
 
 @pytest.mark.parametrize("keep", [True, False])
@@ -156,11 +160,24 @@ def test_a_cache_setting_change_never_replaces_the_claim(keep: bool) -> None:
     assert run.logs and not [line for line in run.logs if "model cache claim" in line]
 
 
+def _claim(storage_class: str, size: str, labels: dict[str, str] | None = None
+           ) -> LiveObjects:
+    """A claim as the API returns it, under the stack's claim name."""
+    return LiveObjects(claim=client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name=recipe.MODEL_CACHE_PVC_NAME,
+                                     labels=labels if labels is not None else common_labels()),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteMany"], storage_class_name=storage_class,
+            volume_name="pv-1", resources=client.V1VolumeResourceRequirements(
+                requests={"storage": size})),
+        status=client.V1PersistentVolumeClaimStatus(phase="Bound"),
+    ))
+
+
 def test_a_claim_that_differs_from_the_settings_gets_the_steps_to_fix_it() -> None:
-    live = {PVC: {"spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "old-rwx",
-                           "resources": {"requests": {"storage": "300Gi"}}}}}
     run = run_program("round-robin", stack_config("round-robin", {
-        **RECIPE_ONLY, "cacheSize": "500Gi"}, storage_class="new-rwx"), live=live)
+        **RECIPE_ONLY, "cacheSize": "500Gi"}, storage_class="new-rwx"),
+        cluster_objects=_claim("old-rwx", "300Gi"))
     assert run.error is None, run.error
     (warning,) = [line for line in run.logs if "model cache claim" in line]
     assert "cacheStorageClass is 'new-rwx' but the claim uses 'old-rwx'" in warning
@@ -171,10 +188,39 @@ def test_a_claim_that_differs_from_the_settings_gets_the_steps_to_fix_it() -> No
     # The same size written another way is no change.
     same = run_program("round-robin", stack_config("round-robin", {
         **RECIPE_ONLY, "cacheSize": "0.5Ti"}, storage_class="old-rwx"),
-        live={PVC: {"spec": {**live[PVC]["spec"], "resources": {"requests": {
-            "storage": "512Gi"}}}}})
+        cluster_objects=_claim("old-rwx", "512Gi"))
     assert same.error is None
     assert not [line for line in same.logs if "model cache claim" in line]
+
+
+def test_an_existing_claim_is_adopted_without_a_wait_or_a_rewrite() -> None:
+    """The provider would apply our whole spec to an adopted claim under its own field
+    manager: a value another manager set differently is a conflict. So a claim of this
+    project (the other stack's, one `destroy` kept) is declared with its live spec, and
+    no claim is awaited (a WaitForFirstConsumer claim binds only with the Job's pod)."""
+    run = run_program("round-robin", stack_config("round-robin", {
+        **RECIPE_ONLY, "cacheSize": "500Gi"}), cluster_objects=_claim("other-rwx", "200Gi"))
+    assert run.error is None, run.error
+    claim = run.one(PVC).inputs
+    assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "other-rwx",
+                             "resources": {"requests": {"storage": "200Gi"}}}
+    assert claim["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    fresh = run_program("round-robin", stack_config("round-robin", RECIPE_ONLY))
+    assert fresh.one(PVC).inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_a_claim_made_outside_the_project_is_used_as_it_is() -> None:
+    """The recipe's kubectl steps make `shared-model-cache` too: used by name, never
+    declared, so neither rewritten nor deleted by this stack's destroy."""
+    run = run_program("round-robin", stack_config("round-robin", {
+        **RECIPE_ONLY, "cacheKeepOnDestroy": False}),
+        cluster_objects=_claim("rwx-test", "100Gi", labels={}))
+    assert run.error is None, run.error
+    assert not run.of_type(PVC)
+    assert run.outputs["modelCacheClaim"] == recipe.MODEL_CACHE_PVC_NAME
+    volumes = run.one(GRAPH).inputs["spec"]["components"][1]["podTemplate"]["spec"]["volumes"]
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == recipe.MODEL_CACHE_PVC_NAME
+    assert [line for line in run.logs if "not made by this project" in line]
 
 
 def test_cache_can_be_dropped_on_destroy_or_adopted() -> None:
@@ -220,15 +266,18 @@ def _routing_parts(graph: dict[str, Any], stack: str) -> tuple[dict[str, Any], l
 def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
     rr, sa = runs["round-robin"], runs["session-affinity"]
     assert _keys(rr) == _keys(sa)
+    rr_graph, sa_graph = (recipe.graph_name(s) for s in ("round-robin", "session-affinity"))
     for a, b in zip(_sorted(rr), _sorted(sa), strict=True):
-        if a.type != GRAPH:
-            assert a.inputs == b.inputs, f"{a.type} differs between stacks"
+        if a.type != GRAPH:  # the stack's own secret and Job differ in their names only
+            renamed = json.dumps(a.inputs).replace(rr_graph, sa_graph)
+            assert json.loads(renamed) == b.inputs, f"{a.type} differs between stacks"
     rest_a, args_a = _routing_parts(rr.one(GRAPH).inputs, "round-robin")
     rest_b, args_b = _routing_parts(sa.one(GRAPH).inputs, "session-affinity")
     assert args_a == frontend_args(PROFILES["round-robin"], port=recipe.FRONTEND_PORT)
     assert args_b == frontend_args(PROFILES["session-affinity"], port=recipe.FRONTEND_PORT)
     assert args_a != args_b
-    assert rest_a == rest_b, "beyond name, profile labels and frontend args the graphs match"
+    rest_a = json.loads(json.dumps(rest_a).replace(rr_graph, sa_graph))  # its secret's name
+    assert rest_a == rest_b, "beyond names, profile labels and frontend args the graphs match"
     diff = {k for k in rr.outputs if rr.outputs[k] != sa.outputs[k]}
     assert diff == {"graphName", "frontendService", "profile", "sessionAffinityTtlSecs",
                     "portForwardCommand"}

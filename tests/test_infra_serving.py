@@ -21,7 +21,6 @@ from infra.benchmark_components import benchmark_target
 from infra.benchmark_jobs import smoke_args, sweep_args
 from infra.serving import (
     HF_SECRET_KEY,
-    HF_SECRET_NAME,
     REASONER_ARCHITECTURE,
     VARIANTS,
     Serving,
@@ -187,7 +186,8 @@ def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
     assert {"--async-scheduling", "--enable-multimodal"} <= set(args)
     assert flag(args, "--dtype") == "bfloat16" and "--quantization" not in args
     env = env_of(main)
-    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": HF_SECRET_NAME, "key": HF_SECRET_KEY}}
+    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": settings.secrets.hf_secret_name,
+                                                    "key": HF_SECRET_KEY}}
     assert env["DYN_SYSTEM_PORT"] == "9090"
     assert not any(name.startswith("NIM_") or name == "NGC_API_KEY" for name in env)
     assert main["startupProbe"]["httpGet"] == {"path": "/health", "port": 9090}
@@ -217,14 +217,15 @@ def test_vllm_download_job_uses_the_hf_cli_with_the_token_secret() -> None:
     settings = vllm_settings(modelVariant="nano", precision="bf16", workerReplicas=8,
                              gpusPerWorker=1)
     job = manifests.model_download_job(settings)
-    assert job["metadata"]["name"] == "cosmos3-nano-reasoner-hf-download"
+    assert job["metadata"]["name"] == settings.download_job_name
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     weights = "/model-cache/models/nvidia/Cosmos3-Nano"
     assert container["command"] == ["hf", "download", "nvidia/Cosmos3-Nano", "--local-dir",
                                     weights]
     assert container["image"] == TEST_VLLM_IMAGE
-    assert env_of(container)[HF_SECRET_KEY]["secretKeyRef"]["name"] == HF_SECRET_NAME
+    secret = env_of(container)[HF_SECRET_KEY]["secretKeyRef"]["name"]
+    assert secret == settings.secrets.hf_secret_name
     assert "resources" not in container and "nodeSelector" not in pod  # no GPU needed
     _, main = worker_of(settings)
     assert flag(main["args"], "--model") == weights  # the workers read what the Job wrote

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from infra import recipe
-from infra.serving import HF_SECRET_KEY, HF_SECRET_NAME
+from infra.serving import HF_SECRET_KEY
 from infra.settings import parse_settings
 from infra.stack_files import stack_names
 from tests.conftest import REPO_ROOT
@@ -91,10 +91,10 @@ def test_each_runtime_gets_its_secret_and_no_other(runs: dict[str, ProgramRun], 
     secrets = [_unwrap(s.inputs) for s in run.of_type(SECRET)]
     assert len(secrets) == 1
     if runtime_of(stack) == "vllm":
-        assert secrets[0]["metadata"]["name"] == HF_SECRET_NAME
+        assert secrets[0]["metadata"]["name"] == f"{recipe.graph_name(stack)}-hf-token"
         assert secrets[0]["stringData"] == {HF_SECRET_KEY: TEST_HF_TOKEN}
     else:
-        assert secrets[0]["metadata"]["name"] == recipe.NGC_SECRET_NAME
+        assert secrets[0]["metadata"]["name"] == f"{recipe.graph_name(stack)}-ngc-api-key"
     secret = run.one(SECRET)
     assert secret.urn in run.one(JOB).dependencies, "the download Job waits for its secret"
     # The value travels only as a Pulumi secret: nowhere in plain form.
