@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from infra import operator_names, recipe
 from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
 from infra.routing import (
@@ -58,7 +60,6 @@ LABEL_KEY = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 # Pinned: an explicit tag, or a digest.
 IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?"
                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
@@ -70,18 +71,14 @@ MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
                    - len(recipe.graph_name("")))
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
 
-_SUFFIXES = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3,
-}
-
-
 def quantity_amount(value: str) -> float | None:
-    """A Kubernetes quantity as a number (bytes for memory), None when it isn't one."""
-    match = QUANTITY.match(value)
-    if not match:
+    """A resource quantity as a number (bytes for memory), None when it isn't one
+    (negative amounts included: no resource takes them)."""
+    try:
+        amount = float(parse_quantity(value))
+    except ValueError:
         return None
-    return float(match.group(1)) * _SUFFIXES.get(match.group(3) or "", 1)
+    return amount if amount >= 0 else None
 
 
 def kubectl_prefix(namespace: str, context: str | None) -> str:
