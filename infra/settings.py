@@ -463,7 +463,7 @@ def _read_images(r: _Reader, runtime: str) -> ImageSettings:
             r.problem(
                 key,
                 f"'{value}' is a placeholder; runtime vllm needs a Dynamo vLLM worker image "
-                "that also has the vllm-cosmos3 plugin (README, \"Serving paths\"): build "
+                "that also has the vllm-cosmos3 plugin (docs/serving-paths.md): build "
                 "and push one, then `pulumi config set vllmImage <registry/repo:tag>`",
             )
             continue

@@ -1,4 +1,4 @@
-"""The code base stays `ruff` clean (lint and import order)."""
+"""The code base stays `ruff` clean (lint and import order) and its README a guide."""
 
 from __future__ import annotations
 
@@ -14,3 +14,12 @@ def test_ruff_check_is_clean() -> None:
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_readme_stays_a_guide() -> None:
+    """Reference material lives in docs/; the README's links there resolve."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme) <= 20_000
+    for doc in ("serving-paths", "benchmark-toolkit", "rehearsal", "deploy-reference",
+                "development"):
+        assert f"(docs/{doc}.md)" in readme and (REPO_ROOT / "docs" / f"{doc}.md").is_file()
