@@ -13,7 +13,7 @@ tested with the client's own model objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -24,21 +24,45 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
-from infra.settings import PROJECT, Settings
+from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
+from infra.settings import PROJECT, Settings, quantity_amount
 
 # Connect and read timeouts of each request, seconds: no read may hang a preview.
-REQUEST_TIMEOUT = (3, 5)
+REQUEST_TIMEOUT = (3, 10)
 PART_OF = "app.kubernetes.io/part-of"
+GRAPH_GROUP, GRAPH_VERSION, GRAPH_PLURAL = "nvidia.com", "v1beta1", "dynamographdeployments"
+GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
+# The Dynamo platform chart's operator Deployment (deploy/helm/charts/platform/components/
+# operator/templates/deployment.yaml in ai-dynamo/dynamo at 05da1f97).
+OPERATOR_SELECTOR = "app.kubernetes.io/part-of=dynamo-operator,control-plane=controller-manager"
+RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+# The operator's label on every pod of a graph (internal/consts/consts.go at 0367e404).
+GRAPH_POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+# Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
+RWO_ONLY_PROVISIONERS = frozenset({
+    "ebs.csi.aws.com", "kubernetes.io/aws-ebs", "pd.csi.storage.gke.io",
+    "kubernetes.io/gce-pd", "disk.csi.azure.com", "kubernetes.io/azure-disk",
+    "rancher.io/local-path", "kubernetes.io/no-provisioner",
+})
 
 
 @dataclass(frozen=True)
 class LiveObjects:
-    """The objects under the names this stack uses, as the API returns them (None: absent)."""
+    """What the cluster holds, as the API returns it: the objects under this stack's names
+    (None: absent) and what the preflight needs. `unreadable` names the reads the API
+    refused (403): their checks are skipped, not failed."""
 
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
     download_job: client.V1Job | None = None
     graph: dict[str, Any] | None = None
+    crd: client.V1CustomResourceDefinition | None = None
+    operators: tuple[client.V1Deployment, ...] = ()
+    storage_class: client.V1StorageClass | None = None
+    nodes: tuple[client.V1Node, ...] = ()
+    pods: tuple[client.V1Pod, ...] = ()
+    pull_secrets: tuple[str, ...] = ()
+    unreadable: frozenset[str] = field(default_factory=frozenset)
 
 
 def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
@@ -50,34 +74,57 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
 
 
 def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
-    """Read this stack's objects; None (with one line printed why) when the cluster can't
-    be reached or read, so an offline preview goes on."""
+    """Read what the checks need; None (with one line printed why) when the cluster can't
+    be reached, so an offline preview goes on."""
     try:
         api = api_client(kubeconfig, settings.kube_context)
     except (ConfigException, OSError, yaml.YAMLError, TypeError, ValueError) as err:
         _skipped(f"no usable kubeconfig ({type(err).__name__})")
         return None
     api.configuration.retries = 1
-    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    custom = client.CustomObjectsApi(api)
+    core, batch, apps = client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api)
     ns = settings.namespace.name
+    refused: set[str] = set()
 
-    def read(call: Any, *args: Any) -> Any:
+    def read(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return call(*args, _request_timeout=REQUEST_TIMEOUT)
+            return call(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+            if err.status in (401, 403):
+                refused.add(what)
+            elif err.status != 404:
+                raise
+            return None
 
+    def items(what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        listed = read(what, call, *args, **kwargs)
+        return tuple(listed.items) if listed is not None else ()
+
+    operator_ns = settings.preflight.operator_namespace
     try:
         return LiveObjects(
-            namespace=read(core.read_namespace, ns),
-            claim=read(core.read_namespaced_persistent_volume_claim,
+            namespace=read("namespace", core.read_namespace, ns),
+            claim=read("claim", core.read_namespaced_persistent_volume_claim,
                        settings.cache.claim_name, ns),
-            download_job=read(batch.read_namespaced_job, settings.download_job_name, ns),
-            graph=read(custom.get_namespaced_custom_object, "nvidia.com", "v1beta1", ns,
-                       "dynamographdeployments", settings.graph_name),
+            download_job=read("download Job", batch.read_namespaced_job,
+                              settings.download_job_name, ns),
+            graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
+                       GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
+            crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
+                     GRAPH_CRD),
+            operators=items(
+                "operator", *((apps.list_namespaced_deployment, operator_ns) if operator_ns
+                              else (apps.list_deployment_for_all_namespaces,)),
+                label_selector=OPERATOR_SELECTOR),
+            storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
+                               settings.cache.storage_class) if settings.cache.storage_class
+            else None,
+            nodes=items("nodes", core.list_node),
+            pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
+            pull_secrets=tuple(
+                name for name in settings.secrets.image_pull_secrets
+                if read("pull secrets", core.read_namespaced_secret, name, ns) is not None),
+            unreadable=frozenset(refused),
         )
     except ApiException as err:
         _skipped(f"the API refused a read ({err.status} {err.reason})")
@@ -87,8 +134,8 @@ def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
 
 
 def _skipped(why: str) -> None:
-    pulumi.log.info(f"cluster checks skipped: {why}; objects that already exist are "
-                    "neither adopted nor checked until `pulumi up` can read the cluster")
+    pulumi.log.info(f"preflight skipped: {why}; the cluster is checked, and what exists "
+                    "adopted, when `pulumi up` can read it")
 
 
 def _ours(metadata: client.V1ObjectMeta | None) -> bool:
@@ -141,28 +188,99 @@ def _job_failed(job: client.V1Job) -> bool:
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """What would fail hours into `up`, found now: one line each, with the fix."""
-    if live is None:
+    """The preflight: what would fail hours into `up`, found now, one line each with the
+    setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on."""
+    if live is None or settings.preflight.skip:
         return []
+    checks = (_platform, _namespace, _cache, _download, _gpus, _pull_secrets)
+    return [line for check in checks for line in check(settings, live)]
+
+
+def _key(name: str) -> str:
+    return f"{PROJECT}:{name}"
+
+
+def _platform(settings: Settings, live: LiveObjects) -> list[str]:
     out = []
-    kubectl = settings.kubectl
+    if "CRD" not in live.unreadable:
+        served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
+        if GRAPH_VERSION not in served:
+            out.append(
+                f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
+                + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo "
+                   "platform" if served else "is not installed: install the Dynamo platform")
+                + " (its Helm chart) before `pulumi up`")
+    if "operator" not in live.unreadable:
+        where = settings.preflight.operator_namespace or "any namespace"
+        ready = [d for d in live.operators if (d.status.ready_replicas or 0) > 0]
+        if not live.operators:
+            out.append(
+                f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
+                f"({OPERATOR_SELECTOR}) in {where}: install the Dynamo platform, or set "
+                "dynamoOperatorNamespace to where it runs")
+        elif not ready:
+            d = live.operators[0].metadata
+            out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
+                       f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
+    return out
+
+
+def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
+    if "namespace" in live.unreadable:
+        return []
     ns = settings.namespace.name
+    if not settings.namespace.create and live.namespace is None:
+        return [f"{_key('namespace')}: namespace {ns} does not exist and createNamespace is "
+                f"false: create it (`kubectl create namespace {ns}`) or `pulumi config set "
+                "createNamespace true`"]
     if settings.namespace.create and live.namespace and not _ours(live.namespace.metadata):
-        out.append(
-            f"{PROJECT}:createNamespace: namespace {ns} exists and was not made by this "
+        return [
+            f"{_key('createNamespace')}: namespace {ns} exists and was not made by this "
             "project (by hand, for a pull secret?); a stack that creates its namespace "
             "deletes it on destroy, with everything in it. Deploy into it instead: "
-            "`pulumi config set createNamespace false`"
-        )
-    job = live.download_job
-    name = settings.download_job_name
+            "`pulumi config set createNamespace false`"]
+    return []
+
+
+def _cache(settings: Settings, live: LiveObjects) -> list[str]:
+    out = []
+    claim, cache = live.claim, settings.cache
+    if claim is None and "claim" not in live.unreadable:
+        if cache.existing_claim:
+            out.append(f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
+                       f"namespace {settings.namespace.name}: give an existing claim's name "
+                       "(`kubectl get pvc`), or leave it empty to create one")
+        elif live.storage_class is None and "storage class" not in live.unreadable:
+            out.append(f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
+                       "does not exist; pick a ReadWriteMany one from `kubectl get "
+                       "storageclass`")
+        elif live.storage_class and live.storage_class.provisioner in RWO_ONLY_PROVISIONERS:
+            out.append(f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
+                       f"{live.storage_class.provisioner}, which offers ReadWriteOnce volumes "
+                       "only; the shared cache needs ReadWriteMany (NFS, EFS, Filestore, "
+                       "Azure Files, CephFS...)")
+    if claim is not None:
+        key = _key("cacheExistingClaim")
+        if "ReadWriteMany" not in (claim.spec.access_modes or []):
+            out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
+                       "; eight workers on several nodes share the cache, so it must be "
+                       "ReadWriteMany: use another claim")
+        requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
+        size = quantity_amount(str(requests.get("storage", "0"))) or 0
+        need = cache_gib_needed(settings.workers.serving)
+        if size < need * 2**30:
+            out.append(f"{key}: claim {cache.claim_name} holds {requests.get('storage')}, "
+                       f"less than the {need}Gi this serving path downloads: grow it or use "
+                       "another claim")
+    return out
+
+
+def _download(settings: Settings, live: LiveObjects) -> list[str]:
+    job, kubectl, name = live.download_job, settings.kubectl, settings.download_job_name
     if job is not None and _job_failed(job):
-        out.append(
-            f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
-            f"says why); fix the cause, then `{kubectl} delete job {name}` and "
-            "`pulumi up --refresh` to run it again"
-        )
-        return out
+        return [f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
+                f"says why); fix the cause, then `{kubectl} delete job {name}` and "
+                "`pulumi up --refresh` to run it again"]
     wanted = manifests.model_download_job(settings)["spec"]["template"]["spec"]
     container = wanted["containers"][0]
     needs_gpu = manifests.GPU_RESOURCE in (container.get("resources") or {}).get("limits", {})
@@ -173,13 +291,75 @@ def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
     rerun = live_container is None or _download_content(live_container) != _download_content(
         container)
     if needs_gpu and rerun and live.graph is not None:
-        out.append(
-            f"{PROJECT}:nimModelProfile: the model download must run (again) for these "
+        return [
+            f"{_key('nimModelProfile')}: the model download must run (again) for these "
             f"settings and, without a pinned profile, needs a worker's GPUs, which this "
             f"stack's graph {settings.graph_name} holds: it would wait for "
             "downloadTimeoutSecs. Set nimModelProfile to the profile id (the download "
             "then needs no GPU), or free the GPUs first: "
             f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
-            "`pulumi up --refresh`"
-        )
+            "`pulumi up --refresh`"]
+    return []
+
+
+def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
+    if taint.effect == "PreferNoSchedule":
+        return True
+    return any(t.key == taint.key and t.value in (None, taint.value)
+               and t.effect in (None, taint.effect) for t in tolerations)
+
+
+def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
+    """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
+    GPUs minus what running pods other than this stack's graph request; a replica can't
+    span nodes."""
+    if {"nodes", "pods"} & live.unreadable:
+        return []
+    serving = settings.workers.serving
+    selector = dict(settings.placement.node_selector)
+    nodes = [
+        n for n in live.nodes
+        if selector.items() <= (n.metadata.labels or {}).items()
+        and all(_tolerates(settings.placement.tolerations, t) for t in n.spec.taints or [])
+        and not n.spec.unschedulable
+    ]
+    used: dict[str, float] = {}
+    for pod in live.pods:
+        labels = pod.metadata.labels or {}
+        if (pod.metadata.namespace == settings.namespace.name
+                and labels.get(GRAPH_POD_LABEL) == settings.graph_name):
+            continue  # this stack's own graph: its GPUs are the ones it will use
+        for c in pod.spec.containers:
+            requests = (c.resources.requests if c.resources else None) or {}
+            used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
+                requests.get(manifests.GPU_RESOURCE, 0))
+    replicas = sum(
+        int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
+             - used.get(n.metadata.name, 0)) // serving.gpus_per_replica)
+        for n in nodes
+    )
+    out = []
+    wanted = f"{serving.replicas} x {serving.gpus_per_replica}"
+    if replicas < serving.replicas:
+        out.append(
+            f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
+            f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
+            f"{serving.replicas} workers ({wanted} GPUs, counting what other pods hold); "
+            "free GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas")
+    products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
+    if products - {serving.gpu_product}:
+        out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"
+                   f" not {serving.gpu_product}: narrow gpuNodeSelector to "
+                   f"{GPU_PRODUCT_LABEL}={serving.gpu_product}, or set gpuProduct to theirs")
     return out
+
+
+def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:
+    missing = [n for n in settings.secrets.image_pull_secrets if n not in live.pull_secrets]
+    if not missing or "pull secrets" in live.unreadable:
+        return []
+    ns = settings.namespace.name
+    first = (f"create the namespace first (`kubectl create namespace {ns}`, then `pulumi "
+             "config set createNamespace false`), then " if live.namespace is None else "")
+    return [f"{_key('imagePullSecrets')}: {', '.join(missing)} not in namespace {ns}: "
+            f"{first}create it (`kubectl -n {ns} create secret docker-registry ...`)"]

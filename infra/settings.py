@@ -192,6 +192,15 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
+class PreflightSettings:
+    """The cluster checks before anything is declared (infra/cluster.py)."""
+
+    skip: bool = False
+    # Where the Dynamo operator runs; empty: look in every namespace.
+    operator_namespace: str = ""
+
+
+@dataclass(frozen=True)
 class TimeoutSettings:
     download_secs: int
     download_retries: int
@@ -213,6 +222,7 @@ class Settings:
     workers: WorkerSettings
     timeouts: TimeoutSettings
     benchmark: BenchmarkSettings
+    preflight: PreflightSettings = PreflightSettings()
     # `kubernetes:context` (the provider's setting): the commands we print use it too.
     kube_context: str | None = None
 
@@ -576,6 +586,14 @@ def _read_timeouts(r: _Reader) -> TimeoutSettings:
     )
 
 
+def _read_preflight(r: _Reader) -> PreflightSettings:
+    where = r.string("dynamoOperatorNamespace")
+    if where and not DNS_LABEL.match(where):
+        r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
+                                             "namespace of the Dynamo operator, or leave it empty")
+    return PreflightSettings(skip=r.boolean("skipPreflight"), operator_namespace=where)
+
+
 def _check_profile(r: _Reader, stack: str) -> str:
     profile = stack.rsplit("/", 1)[-1]
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
@@ -618,6 +636,7 @@ def parse_settings(
         workers=workers,
         timeouts=_read_timeouts(r),
         benchmark=read_benchmark_settings(r, profile),
+        preflight=_read_preflight(r),
         kube_context=raw.get("kubernetes:context") or None,
     )
     for name in SECRET_KEYS:

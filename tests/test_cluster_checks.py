@@ -6,8 +6,8 @@ returns, so the decisions see exactly the shapes `infra.cluster.observe` hands t
 
 from __future__ import annotations
 
-import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,18 +16,10 @@ from kubernetes import client
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
 from infra.settings import Settings, parse_settings
+from tests.support_cluster import as_api_returns, gpu_pod, healthy, node
 from tests.support_pulumi import run_program, stack_config
 
 STACK = "session-affinity"
-
-
-class _Response:
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.data = json.dumps(body)
-
-
-def as_api_returns(body: dict[str, Any], kind: str) -> Any:
-    return client.ApiClient().deserialize(_Response(body), kind)
 
 
 def settings_of(**overrides: Any) -> Settings:
@@ -48,13 +40,18 @@ def live_job(settings: Settings, failed: bool = False) -> client.V1Job:
 def test_a_namespace_made_by_hand_is_refused_while_the_stack_would_create_it() -> None:
     settings = settings_of()
     by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
-    [problem] = cluster.problems(settings, LiveObjects(namespace=by_hand))
+    [problem] = cluster.problems(settings, replace(healthy(), namespace=by_hand))
     assert problem.startswith("cosmos3-routing:createNamespace:")
     assert "pulumi config set createNamespace false" in problem
     ours = as_api_returns(manifests.namespace(settings), "V1Namespace")
-    assert cluster.problems(settings, LiveObjects(namespace=ours)) == []
-    assert cluster.problems(settings_of(createNamespace=False),
-                            LiveObjects(namespace=by_hand)) == []
+    assert cluster.problems(settings, replace(healthy(), namespace=ours)) == []
+    existing = settings_of(createNamespace=False)
+    assert cluster.problems(existing, replace(healthy(), namespace=by_hand)) == []
+    [missing] = cluster.problems(existing, healthy())
+    assert missing == (
+        "cosmos3-routing:namespace: namespace cosmos3-reasoner does not exist and "
+        "createNamespace is false: create it (`kubectl create namespace cosmos3-reasoner`) "
+        "or `pulumi config set createNamespace true`")
 
 
 def test_a_download_that_needs_the_gpus_the_graph_holds_is_refused() -> None:
@@ -63,23 +60,26 @@ def test_a_download_that_needs_the_gpus_the_graph_holds_is_refused() -> None:
     settings = settings_of()
     graph = running_graph(settings)
     old = settings_of(nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0")
-    for live in (LiveObjects(graph=graph), LiveObjects(graph=graph, download_job=live_job(old))):
+    base = healthy()
+    for live in (replace(base, graph=graph),
+                 replace(base, graph=graph, download_job=live_job(old))):
         [problem] = cluster.problems(settings, live)
         assert problem.startswith("cosmos3-routing:nimModelProfile:")
         assert f"delete dynamographdeployment {settings.graph_name}" in problem
         assert "pulumi up --refresh" in problem
     # The same content: the Job is not recreated, nothing waits.
-    assert cluster.problems(settings, LiveObjects(graph=graph,
-                                                  download_job=live_job(settings))) == []
+    assert cluster.problems(settings, replace(base, graph=graph,
+                                              download_job=live_job(settings))) == []
     # Placement and pull secrets don't change the cache (the Job ignores them).
     moved = settings_of(gpuTolerations=["dedicated=gpu:NoSchedule"],
                         imagePullSecrets=["mirror"])
-    assert cluster.problems(moved, LiveObjects(graph=graph, download_job=live_job(old))) != []
-    assert cluster.problems(moved, LiveObjects(graph=graph,
-                                               download_job=live_job(settings))) == []
+    assert cluster.problems(moved, replace(base, graph=graph, download_job=live_job(old),
+                                           pull_secrets=("mirror",))) != []
+    assert cluster.problems(moved, replace(base, graph=graph, download_job=live_job(settings),
+                                           pull_secrets=("mirror",))) == []
     # A pinned profile downloads without a GPU; no graph holds nothing.
-    assert cluster.problems(settings_of(nimModelProfile="p1"), LiveObjects(graph=graph)) == []
-    assert cluster.problems(settings, LiveObjects()) == []
+    assert cluster.problems(settings_of(nimModelProfile="p1"), replace(base, graph=graph)) == []
+    assert cluster.problems(settings, base) == []
 
 
 def test_the_job_fields_a_change_may_not_replace_are_exactly_the_ignored_ones() -> None:
@@ -105,7 +105,8 @@ def test_the_job_fields_a_change_may_not_replace_are_exactly_the_ignored_ones() 
 
 def test_a_failed_download_says_how_to_rerun_it() -> None:
     settings = settings_of()
-    [problem] = cluster.problems(settings, LiveObjects(download_job=live_job(settings, True)))
+    [problem] = cluster.problems(settings, replace(healthy(),
+                                                   download_job=live_job(settings, True)))
     name = settings.download_job_name
     assert f"logs job/{name}" in problem and f"delete job {name}" in problem
     assert "pulumi up --refresh" in problem
@@ -114,7 +115,8 @@ def test_a_failed_download_says_how_to_rerun_it() -> None:
 def test_problems_found_in_the_cluster_stop_the_program_before_anything_is_declared() -> None:
     settings = settings_of()
     by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
-    run = run_program(STACK, stack_config(STACK), cluster_objects=LiveObjects(namespace=by_hand))
+    run = run_program(STACK, stack_config(STACK),
+                      cluster_objects=replace(healthy(), namespace=by_hand))
     assert run.resources == []
     assert "createNamespace" in str(run.error) and "nothing was created" in str(run.error)
 
@@ -129,12 +131,122 @@ current-context: x
 
 
 @pytest.mark.parametrize("how", ["content", "path", "missing"])
-def test_an_unreachable_cluster_skips_the_checks_quickly(how: str, tmp_path: Any) -> None:
+def test_an_unreachable_cluster_skips_the_checks_quickly(
+        how: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """`kubernetes:kubeconfig` may hold the file's content (as the provider accepts) or a
-    path; neither may raise or hang an offline preview."""
+    path; neither may raise or hang an offline preview, which says it skipped."""
+    said: list[str] = []
+    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
     path = tmp_path / "config"
     path.write_text(UNREACHABLE)
     value = {"content": UNREACHABLE, "path": str(path), "missing": str(tmp_path / "no")}[how]
     start = time.monotonic()
     assert cluster.observe(settings_of(), value) is None
     assert time.monotonic() - start < 30
+    [line] = said
+    assert line.startswith("preflight skipped: ")
+
+
+def _crd(version: str) -> client.V1CustomResourceDefinition:
+    return as_api_returns({"metadata": {"name": "x"}, "spec": {
+        "group": "nvidia.com", "names": {"kind": "K", "plural": "x"}, "scope": "Namespaced",
+        "versions": [{"name": version, "served": True, "storage": True}]}},
+        "V1CustomResourceDefinition")
+
+
+def _claim(modes: list[str], size: str) -> client.V1PersistentVolumeClaim:
+    return as_api_returns({"metadata": {"name": "shared-model-cache"}, "spec": {
+        "accessModes": modes, "resources": {"requests": {"storage": size}}}},
+        "V1PersistentVolumeClaim")
+
+
+K = "cosmos3-routing:"
+PREFLIGHT = {
+    "no CRD": ({"crd": None}, [
+        "cluster: the DynamoGraphDeployment CRD (dynamographdeployments.nvidia.com) is not "
+        "installed: install the Dynamo platform (its Helm chart) before `pulumi up`"]),
+    "old CRD": ({"crd": _crd("v1alpha1")}, [
+        "cluster: the DynamoGraphDeployment CRD (dynamographdeployments.nvidia.com) serves "
+        "v1alpha1, not v1beta1: upgrade the Dynamo platform (its Helm chart) before "
+        "`pulumi up`"]),
+    "no operator": ({"operators": ()}, [
+        f"{K}dynamoOperatorNamespace: no Dynamo operator Deployment (app.kubernetes.io/"
+        "part-of=dynamo-operator,control-plane=controller-manager) in any namespace: install "
+        "the Dynamo platform, or set dynamoOperatorNamespace to where it runs"]),
+    "operator not ready": ({"operators": (as_api_returns({
+        "metadata": {"name": "op", "namespace": "dynamo-system"},
+        "spec": {"selector": {}, "template": {}}, "status": {}}, "V1Deployment"),)}, [
+        "cluster: the Dynamo operator dynamo-system/op has no ready replica; see `kubectl -n "
+        "dynamo-system describe deployment op`"]),
+    "no storage class": ({"storage_class": None}, [
+        f"{K}cacheStorageClass: storage class rwx-test does not exist; pick a ReadWriteMany "
+        "one from `kubectl get storageclass`"]),
+    "block storage": ({"storage_class": as_api_returns(
+        {"metadata": {"name": "rwx-test"}, "provisioner": "ebs.csi.aws.com"}, "V1StorageClass")}, [
+        f"{K}cacheStorageClass: rwx-test provisions with ebs.csi.aws.com, which offers "
+        "ReadWriteOnce volumes only; the shared cache needs ReadWriteMany (NFS, EFS, "
+        "Filestore, Azure Files, CephFS...)"]),
+    "claim too small, ReadWriteOnce": ({"claim": _claim(["ReadWriteOnce"], "50Gi")}, [
+        f"{K}cacheExistingClaim: claim shared-model-cache is ReadWriteOnce; eight workers on "
+        "several nodes share the cache, so it must be ReadWriteMany: use another claim",
+        f"{K}cacheExistingClaim: claim shared-model-cache holds 50Gi, less than the 100Gi "
+        "this serving path downloads: grow it or use another claim"]),
+    "claim fits": ({"claim": _claim(["ReadWriteMany"], "300Gi")}, []),
+    "GPUs other pods hold": ({"pods": (gpu_pod("gpu-1", 2),)}, [
+        f"{K}gpuNodeSelector: 1 schedulable node(s) match gpuNodeSelector and tolerations "
+        "with free GPUs for 6 of 8 workers (8 x 1 GPUs, counting what other pods hold); free "
+        "GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas"]),
+    "GPUs the stack's own graph holds": ({"pods": (gpu_pod(
+        "gpu-1", 8, "cosmos3-reasoner",
+        {"nvidia.com/dynamo-graph-deployment-name": "cosmos3-session-affinity"}),)}, []),
+    "GPUs on two nodes": ({"nodes": (node("gpu-1", 4), node("gpu-2", 4))}, []),
+    "untolerated taint": ({"nodes": (node("gpu-1", taints=[
+        {"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),)}, [
+        f"{K}gpuNodeSelector: 0 schedulable node(s) match gpuNodeSelector and tolerations "
+        "with free GPUs for 0 of 8 workers (8 x 1 GPUs, counting what other pods hold); free "
+        "GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas"]),
+    "tolerated taint": ({"nodes": (node("gpu-1", taints=[
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]),)}, []),
+    "other GPU class": ({"nodes": (node("gpu-1", product="NVIDIA-A100-SXM4-80GB"),)}, [
+        f"{K}gpuProduct: matching GPU nodes are NVIDIA-A100-SXM4-80GB, not NVIDIA-H200: "
+        "narrow gpuNodeSelector to nvidia.com/gpu.product=NVIDIA-H200, or set gpuProduct to "
+        "theirs"]),
+    "what the API refused is skipped": ({"crd": None, "operators": (), "nodes": (),
+                                         "unreadable": frozenset({"CRD", "operator", "nodes"})},
+                                        []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PREFLIGHT))
+def test_each_preflight_check_passes_or_names_the_setting_and_the_fix(case: str) -> None:
+    change, expected = PREFLIGHT[case]
+    settings = settings_of()
+    assert cluster.problems(settings, replace(healthy(), **change)) == expected
+
+
+def test_pull_secrets_must_exist_before_the_pods_start() -> None:
+    settings = settings_of(imagePullSecrets=["mirror"])
+    ours = as_api_returns(manifests.namespace(settings), "V1Namespace")
+    live = replace(healthy(), namespace=ours)
+    assert cluster.problems(settings, replace(live, pull_secrets=("mirror",))) == []
+    assert cluster.problems(settings, live) == [
+        f"{K}imagePullSecrets: mirror not in namespace cosmos3-reasoner: create it (`kubectl "
+        "-n cosmos3-reasoner create secret docker-registry ...`)"]
+    assert cluster.problems(settings, healthy()) == [
+        f"{K}imagePullSecrets: mirror not in namespace cosmos3-reasoner: create the namespace "
+        "first (`kubectl create namespace cosmos3-reasoner`, then `pulumi config set "
+        "createNamespace false`), then create it (`kubectl -n cosmos3-reasoner create secret "
+        "docker-registry ...`)"]
+
+
+def test_an_existing_claim_that_is_missing_is_named() -> None:
+    settings = settings_of(cacheExistingClaim="team-cache")
+    assert cluster.problems(settings, healthy()) == [
+        f"{K}cacheExistingClaim: claim team-cache is not in namespace cosmos3-reasoner: give "
+        "an existing claim's name (`kubectl get pvc`), or leave it empty to create one"]
+
+
+def test_experts_can_skip_the_preflight() -> None:
+    settings = settings_of(skipPreflight=True)
+    assert cluster.problems(settings, LiveObjects()) == []
+    assert cluster.problems(settings_of(), LiveObjects()) != []

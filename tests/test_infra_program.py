@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from infra import recipe
 from infra.cluster import LiveObjects
 from infra.manifests import PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
+from tests.support_cluster import healthy
 from tests.support_pulumi import (
     SECRET_SIG,
     TEST_NGC_KEY,
@@ -163,7 +165,7 @@ def test_a_cache_setting_change_never_replaces_the_claim(keep: bool) -> None:
 def _claim(storage_class: str, size: str, labels: dict[str, str] | None = None
            ) -> LiveObjects:
     """A claim as the API returns it, under the stack's claim name."""
-    return LiveObjects(claim=client.V1PersistentVolumeClaim(
+    return replace(healthy(), claim=client.V1PersistentVolumeClaim(
         metadata=client.V1ObjectMeta(name=recipe.MODEL_CACHE_PVC_NAME,
                                      labels=labels if labels is not None else common_labels()),
         spec=client.V1PersistentVolumeClaimSpec(
