@@ -72,6 +72,7 @@ from benchmarks.sweep import (
     run_sweep,
     write_json,
 )
+from infra.routing import PROFILES
 from infra.settings import SettingsError
 from infra.stack_files import StackFilesError
 
@@ -93,7 +94,8 @@ REHEARSAL_FILE = "rehearsal.json"
 # same --run-id must use the same values, or it would mix two setups in one report.
 RUN_SHAPE_FILE = "run-shape.json"
 # Baseline first: the report computes every other profile's gain over the first one.
-DEFAULT_PROFILES = ("round-robin", "session-affinity")
+# Every shipped routing profile, the recipe's baseline first.
+DEFAULT_PROFILES = tuple(PROFILES)
 # Rough wall time of one mocked request at speedup 1 (128 tokens decode + prefill), used
 # only to bound a level's run time generously.
 MOCK_REQUEST_SECS = 1.2

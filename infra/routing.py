@@ -35,22 +35,31 @@ class Routing:
     router_mode: str = "round-robin"
     affinity_ttl_secs: int | None = None
     affinity_mode: str = "hard"
+    # KV mode only: False predicts each worker's cache from the router's own decisions
+    # (`--no-router-kv-events`) instead of listening to the workers' KV events.
+    kv_events: bool = True
 
     @property
     def affinity(self) -> bool:
         return self.affinity_ttl_secs is not None
 
 
-# The two profiles the recipe compares, by stack name.
+# The profiles we compare, by stack name: the recipe's two, then KV-aware routing. The
+# Cosmos3 NIM documents no KV-event setting for its Dynamo worker (its Dynamo settings
+# list discovery, request plane and media lookups only), so `kv-routing` uses the
+# router's approximate mode, which needs nothing from the workers or the clients.
 PROFILES: dict[str, Routing] = {
     "round-robin": Routing(router_mode="round-robin"),
     "session-affinity": Routing(router_mode="round-robin", affinity_ttl_secs=300),
+    "kv-routing": Routing(router_mode="kv", kv_events=False),
 }
 
 
 def routing_args(routing: Routing) -> list[str]:
     """The router flags alone (no host or port)."""
     args = ["--router-mode", routing.router_mode]
+    if routing.router_mode == "kv" and not routing.kv_events:
+        args.append("--no-router-kv-events")
     if routing.affinity_ttl_secs is not None:
         args += ["--router-session-affinity-ttl-secs", str(routing.affinity_ttl_secs)]
         # `hard` is Dynamo's default; render it only when it differs, as the recipe does.

@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from infra import operator_names, recipe
 from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
 from infra.routing import (
@@ -74,6 +72,8 @@ MAX_TIMEOUT_SECS = 7 * 24 * 3600
 def quantity_amount(value: str) -> float | None:
     """A resource quantity as a number (bytes for memory), None when it isn't one
     (negative amounts included: no resource takes them)."""
+    from kubernetes.utils import parse_quantity  # here: benchmark pods ship this module
+
     try:
         amount = float(parse_quantity(value))
     except ValueError:
@@ -347,9 +347,12 @@ def _read_routing(r: _Reader, profile: str) -> Routing:
         " seconds (an idle timeout per session)",
     )
     affinity_mode = r.choice("sessionAffinityMode", AFFINITY_MODES)
-    routing = Routing(
-        router_mode=mode, affinity_ttl_secs=ttl if affinity else None, affinity_mode=affinity_mode
-    )
+    kv_events = r.boolean("routerKvEvents")
+    if not kv_events and mode != "kv":
+        r.problem("routerKvEvents", f"only applies to routerMode kv (it is {mode}); remove it "
+                                    "with `pulumi config rm routerKvEvents`")
+    routing = Routing(router_mode=mode, affinity_ttl_secs=ttl if affinity else None,
+                      affinity_mode=affinity_mode, kv_events=kv_events)
     expected = PROFILES.get(profile)
     if expected is not None and not r.problems and routing != expected:
         r.problems.append(
@@ -363,12 +366,10 @@ def _read_routing(r: _Reader, profile: str) -> Routing:
 
 
 def _describe(routing: Routing) -> str:
+    mode = routing.router_mode + ("" if routing.kv_events else " without KV events")
     if routing.affinity_ttl_secs is None:
-        return f"{routing.router_mode}, no session affinity"
-    return (
-        f"{routing.router_mode}, session affinity {routing.affinity_ttl_secs} s "
-        f"{routing.affinity_mode}"
-    )
+        return f"{mode}, no session affinity"
+    return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
 
 def _read_namespace(r: _Reader, profile: str) -> NamespaceSettings:

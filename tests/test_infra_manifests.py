@@ -106,6 +106,9 @@ def test_routing_flags_differ_exactly_as_the_profiles_do() -> None:
     ttl = args["session-affinity"].index("--router-session-affinity-ttl-secs")
     assert args["session-affinity"][ttl + 1] == "300"
     assert args["round-robin"] == args["session-affinity"][:ttl]
+    # KV routing predicts the caches itself: the NIM workers publish no KV events.
+    mode = args["kv-routing"].index("--router-mode")
+    assert args["kv-routing"][mode:] == ["--router-mode", "kv", "--no-router-kv-events"]
 
 
 def test_worker_runs_the_nim_as_the_recipe_says() -> None:
@@ -191,11 +194,12 @@ def test_cache_claim_is_rwx_with_the_configured_class() -> None:
     }
 
 
-def test_only_namespace_and_claim_are_shared_across_profiles() -> None:
-    """Namespace and claim are shared by both stacks: no profile in them. The secret and
+@pytest.mark.parametrize("other", STACKS[1:])
+def test_only_namespace_and_claim_are_shared_across_profiles(other: str) -> None:
+    """Namespace and claim are shared by every stack: no profile in them. The secret and
     the download Job are each stack's own (destroying one never deletes the other's), and
     differ only in their names."""
-    a, b = (settings_of(s) for s in STACKS)
+    a, b = settings_of(STACKS[0]), settings_of(other)
     shared_a, shared_b = ([m for m in all_manifests(x) if m["kind"] in ("Namespace",
                            "PersistentVolumeClaim")] for x in (a, b))
     assert shared_a == shared_b and len(shared_a) == 2

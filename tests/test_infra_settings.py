@@ -189,3 +189,12 @@ def test_images_may_be_pinned_by_digest_but_not_left_unpinned() -> None:
     for unpinned in ("nvcr.io/nim/nvidia/cosmos3", "nvcr.io/nim/nvidia/cosmos3@sha256:short"):
         with pytest.raises(SettingsError, match="cosmos3-routing:nimImage.*not a pinned image"):
             parse_settings(stack_config("round-robin", {"nimImage": unpinned}), "round-robin")
+
+
+def test_kv_events_are_a_setting_of_kv_routing_only() -> None:
+    stack = "kv-trial"
+    with_affinity = parse_settings(stack_config("round-robin", {
+        "routerMode": "kv", "routerKvEvents": False, "sessionAffinity": True}), stack)
+    assert (with_affinity.routing.kv_events, with_affinity.routing.affinity) == (False, True)
+    with pytest.raises(SettingsError, match="routerKvEvents: only applies to routerMode kv"):
+        parse_settings(stack_config("round-robin", {"routerKvEvents": False}), stack)

@@ -1,7 +1,7 @@
 """The rehearsal end to end, as the user runs it: `python -m benchmarks rehearse`.
 
 Real dynamo.frontend and dynamo.mocker (8 workers, as the stacks declare), real AIPerf,
-both profiles, two concurrency levels, a few small videos. Asserts the routing obeyed
+every profile, two concurrency levels, a few small videos. Asserts the routing obeyed
 each profile (affinity: every video on one worker; round robin: every video spread over
 several), the report shows it, and nothing the rehearsal started is left running, also
 after Ctrl-C in the middle of a level or a level over its timeout.
@@ -51,28 +51,35 @@ def _recorded_processes(run_dir: Path) -> tuple[set[int], list[dict]]:
     return pids, listeners
 
 
-def test_rehearsal_of_both_profiles(tmp_path: Path) -> None:
+PROFILES = ("round-robin", "session-affinity", "kv-routing")
+
+
+def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
     started = time.monotonic()
     result = subprocess.run(
-        _rehearse(tmp_path), capture_output=True, text=True, timeout=300, env=child_env(),
+        _rehearse(tmp_path, "--profiles", *PROFILES), capture_output=True, text=True,
+        timeout=450, env=child_env(),
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = tmp_path / "e2e"
 
     # Everything ran on loopback, and nothing of it is left.
     pids, listeners = _recorded_processes(run_dir)
-    assert len(pids) >= 2 * len(LEVELS) * 3  # NATS, mocker, frontend per profile and level
+    # NATS, mocker, frontend per profile and level
+    assert len(pids) >= len(PROFILES) * len(LEVELS) * 3
     assert listeners and all(lst["address"] == LOOPBACK for lst in listeners), listeners
     assert not wait_gone(pids, timeout=5.0)
     assert not still_listening({lst["port"] for lst in listeners})
 
-    # Session affinity: every video's questions on one worker, at every level.
-    affinity = json.loads((run_dir / "session-affinity" / STICKINESS_FILE).read_text())
-    for level in LEVELS:
-        sticky = affinity["by_concurrency"][str(level)]
-        assert sticky["videos"] == 4
-        assert sticky["share_single_worker"] == 1.0
-        assert sticky["mean_workers_per_video"] == 1.0
+    # Session affinity by header, KV routing by cache overlap (no header): every video's
+    # questions on one worker, at every level.
+    for profile in ("session-affinity", "kv-routing"):
+        sticky_runs = json.loads((run_dir / profile / STICKINESS_FILE).read_text())
+        for level in LEVELS:
+            sticky = sticky_runs["by_concurrency"][str(level)]
+            assert sticky["videos"] == 4
+            assert sticky["share_single_worker"] == 1.0, (profile, level)
+            assert sticky["mean_workers_per_video"] == 1.0
 
     # Round robin: every single video spread over more than one worker.
     round_robin = json.loads((run_dir / "round-robin" / STICKINESS_FILE).read_text())
@@ -87,12 +94,12 @@ def test_rehearsal_of_both_profiles(tmp_path: Path) -> None:
 
     # The report shows the profiles side by side with their stickiness.
     report = (run_dir / "report.md").read_text()
-    assert "round-robin" in report and "session-affinity" in report
+    assert all(f"{profile} throughput gain" in report for profile in PROFILES[1:])
     assert "Routing stickiness" in report
     summary = json.loads((run_dir / REHEARSAL_FILE).read_text())
     assert summary["peak_memory_bytes"] > 0
     assert 0 < summary["wall_time_secs"] < time.monotonic() - started + 1
-    for profile in ("round-robin", "session-affinity"):
+    for profile in PROFILES:
         for level in LEVELS:
             numbers = summary["profiles"][profile]["levels"][str(level)]
             assert numbers["errors"] == 0 and numbers["requests"] == 16
