@@ -13,20 +13,22 @@ import sys
 COMMANDS = ("videos", "dataset", "smoke", "sweep", "report", "rehearse", "collect")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All commands, or `only` one: a pod then imports just what its command needs."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="Cosmos3 Super Reasoner routing benchmark: videos, dataset, smoke "
         "test, AIPerf sweep, comparison report, local rehearsal.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         importlib.import_module(f"benchmarks.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -19,6 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from urllib3.exceptions import HTTPError
+
 from infra.results_hook import (
     ClusterIO,
     CollectError,
@@ -140,5 +142,9 @@ def _run(args: argparse.Namespace) -> int:
         run_dir = collect(cluster, location, args.results, args.wait)
     except CollectError as error:
         print(f"collect: error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, HTTPError) as error:
+        print(f"collect: error: cannot reach the cluster ({type(error).__name__}: {error}); "
+              "check your kubeconfig context (--context) and network", file=sys.stderr)
         return 2
     return 0 if run_dir is not None else 3

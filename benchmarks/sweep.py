@@ -57,10 +57,10 @@ from benchmarks.shape import SEED_SHAPE
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
+from infra.rules import RUN_ID, RUN_ID_MAX_LEN
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
 Say = Callable[[str], None]
@@ -113,6 +113,10 @@ class SweepConfig:
     notes: tuple[str, ...] = ()
     deployment: Mapping[str, Any] = field(default_factory=dict)
     python: str = sys.executable
+    # A level whose failed requests exceed this share of its requests is failed, not kept.
+    max_error_share: float = 0.01
+    # What a refused resume tells the user to do (the cluster's way differs).
+    new_run_hint: str = "use a new --run-id (or --out) for these settings"
 
 
 @dataclass(frozen=True)
@@ -195,10 +199,12 @@ def config_problems(config: SweepConfig) -> list[str]:
         problems.append(f"--warmup-requests must be >= 0 (got {config.warmup_requests})")
     if config.export_level not in EXPORT_LEVELS:
         problems.append(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}")
-    if config.run_id is not None and not RUN_ID_PATTERN.match(config.run_id):
-        problems.append(
-            f"--run-id {config.run_id!r}: use letters, digits, '.', '_' or '-' (max 100)"
-        )
+    if config.run_id is not None and (not RUN_ID.match(config.run_id)
+                                      or len(config.run_id) > RUN_ID_MAX_LEN):
+        problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
+                        f"(at most {RUN_ID_MAX_LEN}; it names folders and cluster Jobs)")
+    if not 0 <= config.max_error_share < 1:
+        problems.append(f"--max-error-share must be in [0, 1) (got {config.max_error_share})")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", config.profile):
         problems.append(f"--profile {config.profile!r}: use letters, digits, '.', '_' or '-'")
     if config.requests_per_level is not None and config.requests_per_level < 1:
@@ -296,6 +302,9 @@ def manifest_base(
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
     "warmup_requests", "random_seed", "extra_body", "export_level", "server_token_count",
+    # What was measured (images, topology, routing, the graph's uid, the code's hash):
+    # results of one deployment never resume under another's name.
+    "deployment",
 )
 
 
@@ -324,10 +333,12 @@ def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` non-blank lines of a log."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return "(no output)"
+    return "\n".join(text[-lines:]) or "(no output)"
 
 
 def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
@@ -369,9 +380,8 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
                     process.wait(timeout=30)
     if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
         raise SweepError(
-            f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}). Its last "
-            f"lines:\n{_tail(log)}\nFull output: {log}. Fix the cause, then resume the run: "
-            f"finished levels are kept."
+            f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}): "
+            f"{_tail(log, 1)}\nIts last lines:\n{_tail(log)}\nFull output: {log}"
         )
 
 
@@ -407,8 +417,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         changed = [f"{k}: {old[k]!r} -> {new[k]!r}" for k in new if old.get(k) != new[k]]
         if changed:
             raise SweepError(
-                f"{run_dir} holds a run with other settings ({'; '.join(changed)}); "
-                f"use a new --run-id (or --out) for these settings"
+                f"{run_dir} holds a run of other settings or another deployment "
+                f"({'; '.join(changed)}); {config.new_run_hint}"
             )
     manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
                 "levels": dict((earlier or {}).get("levels") or {})}
@@ -450,14 +460,21 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             if isinstance(exc, SweepError):
                 raise LevelFailed(str(exc)) from exc
             raise LevelFailed(
-                f"concurrency {concurrency}: {exc}. AIPerf's last lines:\n"
-                f"{_tail(level_dir / LEVEL_LOG)}\nFix the cause, then resume the run: "
-                f"finished levels are kept."
+                f"concurrency {concurrency}: {exc}\nAIPerf's last lines:\n"
+                f"{_tail(level_dir / LEVEL_LOG)}"
             ) from exc
+        say(summary.line())
+        sent = summary.requests + summary.errors  # AIPerf counts the successful ones
+        if summary.errors > config.max_error_share * sent:
+            error = (f"concurrency {concurrency}: {summary.errors} of {sent} "
+                     f"requests failed, over the {config.max_error_share:.0%} a level may "
+                     f"lose (details: {level_dir / SUMMARY_EXPORT}, error_summary)")
+            manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=error)
+            write_json(manifest_path, manifest)
+            raise LevelFailed(error)
         manifest["levels"][str(concurrency)].update(
             status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict())
         write_json(manifest_path, manifest)
-        say(summary.line())
         if summary.errors:
             say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
                 f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
@@ -526,6 +543,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--level-timeout", type=float, default=8 * 3600.0,
                    help="seconds per level")
     p.add_argument("--note", action="append", default=[], help="free text for the report")
+    p.add_argument("--deployment", action="append", default=[], metavar="KEY=VALUE",
+                   help="what the run measures (image, topology...): recorded, and a resume "
+                   "against other values is refused")
+    p.add_argument("--max-error-share", type=float, default=0.01,
+                   help="fail a level whose failed requests exceed this share (default 0.01)")
+    p.add_argument("--resume-hint", default=None,
+                   help="what a failed run tells you to do (default: rerun this command)")
+    p.add_argument("--new-run-hint", default=None,
+                   help="what a refused resume tells you to do (default: a new --run-id)")
     p.set_defaults(func=_run)
 
 
@@ -572,6 +598,9 @@ def _run(args: argparse.Namespace) -> int:
         run_id=args.run_id, run_dir=args.out, extra_body=extra_body,
         export_level=args.export_level, request_timeout_secs=args.request_timeout,
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
+        deployment=dict(item.partition("=")[::2] for item in args.deployment),
+        max_error_share=args.max_error_share,
+        **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -585,9 +614,14 @@ def _run(args: argparse.Namespace) -> int:
         config = replace(config, run_dir=run_dir, dataset=_dataset_for(args, run_dir))
         run_sweep(config, say=lambda line: print(line, flush=True))
     except SweepError as exc:
-        print(f"sweep: error: {exc}", file=sys.stderr)
+        # The cause (the message's first line) comes last: it is the line a Job's failure
+        # (and so `pulumi up`) shows; the details and the way to resume come before it.
+        first, _, details = str(exc).partition("\n")
+        if details:
+            print(f"sweep: {details}", file=sys.stderr, flush=True)
         if isinstance(exc, LevelFailed) and run_dir is not None:
-            print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr)
+            print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr, flush=True)
+        print(f"sweep: error: {first}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
         hint = _resume_hint(args, run_dir) if run_dir is not None else "nothing started"
@@ -598,6 +632,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
     """The command that resumes this run: a run id of the clock's is not "the same"."""
+    if args.resume_hint:
+        return f"to resume {run_dir}, {args.resume_hint}"
     if args.run_id or args.out:
         return f"to resume {run_dir}, rerun the same command"
     return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"

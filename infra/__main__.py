@@ -49,7 +49,7 @@ def main() -> None:
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in settings.secrets.required}
     deployment = components.deploy(settings, tokens, live)
-    benchmark_components.deploy_benchmark(settings, deployment)
+    benchmark_components.deploy_benchmark(settings, deployment, live)
     outputs = {
         **components.stack_outputs(settings, deployment),
         **benchmark_components.stack_outputs(settings),

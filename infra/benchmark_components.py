@@ -13,14 +13,16 @@ preview) copies the results to `results/<stack>/<run-id>/` and prints the report
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, manifests, results_hook
+from infra import benchmark_jobs, cluster, manifests, results_hook
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
+from infra.routing import routing_args
 from infra.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,11 +30,26 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_ROOT = REPO_ROOT / "results"
 
 
+def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """What a run measures, beside the graph's uid and the code: a run is bound to it."""
+    serving, routing = settings.workers.serving, settings.routing
+    facts = {
+        "worker_image": settings.images.vllm if serving.runtime == "vllm" else settings.images.nim,
+        "frontend_image": settings.images.frontend,
+        "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
+        "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
+        "gpu": serving.gpu_product, "model": settings.workers.served_model,
+        "routing": " ".join(routing_args(routing)),
+    }
+    return tuple((k, str(v)) for k, v in facts.items())
+
+
 def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
     """What the benchmark Jobs point at, and what the run records about the deployment
     (so a report can tell runtimes, variants and topologies apart)."""
     serving = settings.workers.serving
     worker_image = settings.images.vllm if serving.runtime == "vllm" else settings.images.nim
+    placement = settings.benchmark_placement
     return benchmark_jobs.BenchmarkTarget(
         profile=settings.profile,
         namespace=settings.namespace.name,
@@ -47,6 +64,9 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
             f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
             f"image {worker_image}; frontend image {settings.images.frontend}",
         ),
+        deployment=deployment_facts(settings),
+        node_selector=placement.node_selector,
+        tolerations=tuple(t.manifest() for t in placement.tolerations),
     )
 
 
@@ -54,8 +74,9 @@ def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     """After the sweep Job is created (or replaced): copy its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
     location = results_hook.run_location(settings)
-    # The same cluster the provider deploys to (its default: the current context).
-    kubeconfig = pulumi.Config("kubernetes").get("kubeconfig")
+    # The same cluster the provider deploys to (its default: the current context); the
+    # value may be a path or the kubeconfig's content.
+    kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
         results_hook.hook_bring_results_home(
@@ -88,13 +109,21 @@ class BenchmarkRun(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         deployment: Deployment,
+        rerun_sweep: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:BenchmarkRun", resource_name, None, opts)
         b = settings.benchmark
-        objects = benchmark_jobs.benchmark_manifests(
-            benchmark_target(settings), b, benchmark_jobs.shipped_sources(REPO_ROOT)
-        )
+        target = benchmark_target(settings)
+        sources = benchmark_jobs.shipped_sources(REPO_ROOT)
+        objects = benchmark_jobs.benchmark_manifests(target, b, sources, rerun_sweep)
+        # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new
+        # deployment even with the same settings.
+        jobs = deployment.graph.graph.metadata.apply(
+            lambda m: benchmark_jobs.benchmark_manifests(
+                replace(target, deployment=(*target.deployment,
+                                            ("graph_uid", (m or {}).get("uid") or ""))),
+                b, sources, rerun_sweep))
 
         def child(*depends: pulumi.Resource, awaited: dict[str, Any] | None = None,
                   **extra: Any) -> pulumi.ResourceOptions:
@@ -115,16 +144,21 @@ class BenchmarkRun(pulumi.ComponentResource):
             opts=child(namespace, code, awaited=server_manifest),
         )
         service_manifest = objects["video-service"]
+        # After the server: its endpoints exist only once a server pod is Ready.
         service = k8s.core.v1.Service(
             "video-service", metadata=service_manifest["metadata"],
-            spec=service_manifest["spec"], opts=child(namespace),
+            spec=service_manifest["spec"], opts=child(namespace, server, awaited=service_manifest),
         )
+        budget = objects["video-budget"]
+        k8s.policy.v1.PodDisruptionBudget(
+            "video-budget", metadata=budget["metadata"], spec=budget["spec"],
+            opts=child(namespace))
         ready: list[pulumi.Resource] = [deployment.graph.graph, server, service]
         self.smoke_job = None
         if b.smoke:
             smoke = objects["smoke"]
             self.smoke_job = k8s.batch.v1.Job(
-                "smoke", metadata=smoke["metadata"], spec=smoke["spec"],
+                "smoke", metadata=smoke["metadata"], spec=jobs.apply(lambda o: o["smoke"]["spec"]),
                 opts=child(*ready, awaited=smoke),
             )
             ready = [self.smoke_job]
@@ -133,18 +167,22 @@ class BenchmarkRun(pulumi.ComponentResource):
             sweep = objects["sweep"]
             hook = results_home_hook(settings)
             self.sweep_job = k8s.batch.v1.Job(
-                "sweep", metadata=sweep["metadata"], spec=sweep["spec"],
+                "sweep", metadata=sweep["metadata"], spec=jobs.apply(lambda o: o["sweep"]["spec"]),
                 opts=child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
                     after_create=[hook], after_update=[hook])),
             )
         self.register_outputs({})
 
 
-def deploy_benchmark(settings: Settings, deployment: Deployment) -> BenchmarkRun | None:
-    """Declare the benchmark after the recipe; nothing when the smoke test and sweep are off."""
+def deploy_benchmark(settings: Settings, deployment: Deployment,
+                     live: cluster.LiveObjects | None = None) -> BenchmarkRun | None:
+    """Declare the benchmark after the recipe; nothing when the smoke test and sweep are off.
+    A sweep Job that failed in the cluster (`live`) is run again, resuming its run."""
     if not settings.benchmark.any_enabled:
         return None
-    return BenchmarkRun("benchmark", settings, deployment)
+    return BenchmarkRun("benchmark", settings, deployment,
+                        rerun_sweep=cluster.sweep_failed(live),
+                        opts=pulumi.ResourceOptions(providers=[deployment.provider]))
 
 
 def stack_outputs(settings: Settings) -> dict[str, Any]:

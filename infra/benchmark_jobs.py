@@ -3,15 +3,19 @@
 Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
 `collect` command build exactly the same things. Why this shape:
 
-- The project's own `benchmarks` code (and the pure `infra` modules it imports) ships in a
-  ConfigMap; every pod runs it in a stock, pinned Python image through
-  `infra/job_runner.py`, which installs the pinned client first. No image to build.
+- The project's own code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap that
+  every pod mounts as a source tree (`items[].path`); it runs in a stock, pinned Python
+  image through `infra/job_runner.py`, which installs what its one command needs first.
+  No image to build.
 - Videos are made inside the cluster by `python -m benchmarks videos` and served over
   HTTP by a Service, so traffic and media never leave the cluster.
 - The smoke Job and the sweep Job are awaited by the Kubernetes provider (to completion,
   with `pulumi.com/timeoutSeconds`); a failed Job fails `pulumi up` with the command's last
-  log line, which the runner writes to the termination log that the provider reports, and
-  is run again by the next `up` (`pulumi.com/replaceUnready`).
+  log line, which the runner writes to the termination log that the provider reports.
+- A run is bound to the deployment it measures (`deployment_facts`: images, topology,
+  routing, model, the graph's uid and a hash of the shipped code): the smoke Job's pod
+  template carries their hash, so every new deployment reruns it, and the sweep records
+  them in its manifest and refuses to resume a run measured against other ones.
 - The sweep writes to the model-cache claim under `benchmarks/<stack>/<run-id>/`, which
   outlives the Job (and `pulumi destroy`, by default) until the hook or `collect` fetches it.
 - The run id is part of both Job names: a new run id replaces both Jobs (the smoke test
@@ -20,9 +24,10 @@ Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the test
 
 from __future__ import annotations
 
-import ast
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,29 +41,40 @@ from infra.benchmark_names import (
     video_server_name,
 )
 from infra.benchmark_settings import BenchmarkSettings
-from infra.job_runner import config_map_key
-from infra.manifests import PROFILE_LABEL, REPLACE_UNREADY, TIMEOUT_SECONDS, common_labels
+from infra.manifests import (
+    PROFILE_LABEL,
+    REPLACE_UNREADY,
+    TIMEOUT_SECONDS,
+    WAIT_FOR,
+    common_labels,
+)
 
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80
 
 CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
-SRC_DIR = f"{WORK_DIR}/src"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-RUNNER_KEY = config_map_key("infra/job_runner.py")
 
-# Pulumi Kubernetes provider annotation: create without awaiting (a sweep left running).
-SKIP_AWAIT = "pulumi.com/skipAwait"
+# A sweep not waited for is awaited only until it has started: unlike
+# `pulumi.com/skipAwait`, a `waitFor` still awaits the Job's deletion, so a replacement is
+# never applied onto a Job that is still terminating (pulumi-kubernetes: a jsonpath
+# without a value matches once the path exists, provider/pkg/jsonpath/jsonpath.go at
+# 1e54e342; skipAwait skips the delete await too).
+STARTED = "jsonpath={.status.startTime}"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
+# What the cluster autoscaler and Karpenter read before evicting a pod to consolidate
+# nodes: a sweep or video server evicted mid-level loses the level.
+DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+                  "karpenter.sh/do-not-disrupt": "true"}
+DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
+CODE_ANNOTATION = "cosmos3-routing/code"
 
-# Source the Jobs need: the toolkit, the pure infra modules and the pins.
+# Source the Jobs need: both packages and the pins (a pod imports only what it runs).
 SHIPPED_PACKAGES = ("benchmarks", "infra")
 SHIPPED_FILES = ("constraints.txt",)
-# Modules importing these are the Pulumi program itself, never run in a Job.
-PULUMI_MODULES = ("pulumi", "pulumi_kubernetes")
 # A ConfigMap holds at most 1 MiB.
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
@@ -76,6 +92,10 @@ class BenchmarkTarget:
     model: str = recipe.SERVED_MODEL_NAME
     # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
+    # The deployment the run measures (see module docstring), key -> value.
+    deployment: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[dict[str, str], ...] = ()
 
     @property
     def frontend_url(self) -> str:
@@ -112,36 +132,27 @@ def labels(component: str, profile: str, run_id: str | None = None) -> dict[str,
 # Source shipped in the ConfigMap
 
 
-def _imports_pulumi(source: str) -> bool:
-    for node in ast.parse(source).body:
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        if any(name.split(".")[0] in PULUMI_MODULES for name in names):
-            return True
-    return False
-
-
 def shipped_sources(repo_root: Path) -> dict[str, str]:
-    """Relative path -> text of every file the Jobs run: packages minus the Pulumi layer."""
-    files: dict[str, str] = {}
-    for package in SHIPPED_PACKAGES:
-        for path in sorted((repo_root / package).glob("*.py")):
-            text = path.read_text()
-            if path.name == "__main__.py" and package == "infra" or _imports_pulumi(text):
-                continue
-            files[f"{package}/{path.name}"] = text
-    for name in SHIPPED_FILES:
-        files[name] = (repo_root / name).read_text()
-    return files
+    """Relative path -> text of every file the pods may run: both packages and the pins."""
+    files = {f"{package}/{path.name}": path.read_text()
+             for package in SHIPPED_PACKAGES for path in sorted((repo_root / package).glob("*.py"))}
+    return {**files, **{name: (repo_root / name).read_text() for name in SHIPPED_FILES}}
+
+
+def code_hash(sources: Mapping[str, str]) -> str:
+    """What code a pod runs, recorded with every run."""
+    return hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest()[:12]
+
+
+def config_map_key(path: str) -> str:
+    """ConfigMap keys cannot hold '/'; the volume's `items` put each file back at `path`."""
+    return path.replace("/", ".")
 
 
 def code_config_map(
     namespace: str, profile: str, sources: Mapping[str, str]
 ) -> dict[str, Any]:
-    """One ConfigMap with every shipped file under a flat key (see job_runner)."""
+    """One ConfigMap with every shipped file, keyed by `config_map_key`."""
     data = {config_map_key(path): text for path, text in sorted(sources.items())}
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > CONFIG_MAP_LIMIT_BYTES:
@@ -153,7 +164,8 @@ def code_config_map(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": code_config_map_name(profile), "namespace": namespace,
-                     "labels": labels("benchmark-code", profile)},
+                     "labels": labels("benchmark-code", profile),
+                     "annotations": {CODE_ANNOTATION: code_hash(sources)}},
         "data": data,
     }
 
@@ -164,10 +176,8 @@ def code_config_map(
 
 def runner_command(benchmark_args: list[str]) -> list[str]:
     """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap."""
-    return [
-        "python", f"{CODE_DIR}/{RUNNER_KEY}", "--code", CODE_DIR, "--src", SRC_DIR,
-        "--venv", f"{WORK_DIR}/venv", "--", *benchmark_args,
-    ]
+    return ["python", f"{CODE_DIR}/infra/job_runner.py", "--src", CODE_DIR,
+            "--venv", f"{WORK_DIR}/venv", "--", *benchmark_args]
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
@@ -179,6 +189,11 @@ def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "smoke", "--url", target.frontend_url, "--model", target.model,
         "--video-url", target.video_base_url + video_name(0),
     ]
+
+
+# What the sweep's failure says to do, in the cluster's terms.
+RESUME_HINT = "run `pulumi up` again with the same benchmarkRunId: finished levels are kept"
+NEW_RUN_HINT = "set a new run id (`pulumi config set benchmarkRunId run-2`), then `pulumi up`"
 
 
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
@@ -194,23 +209,28 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         # Explicit either way: the header follows the stack's routing, not its name.
         "--session-affinity" if target.session_affinity else "--no-session-affinity",
         *(arg for note in target.notes for arg in ("--note", note)),
+        *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
+        "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,
     ]
+
+
+def deployment_hash(target: BenchmarkTarget) -> str:
+    return hashlib.sha256(json.dumps(target.deployment).encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------------------------
 # Pod pieces
 
 
-def _env() -> list[dict[str, str]]:
-    """A writable home and caches on the work volume (the root filesystem is read-only)."""
-    return [
-        {"name": "HOME", "value": WORK_DIR},
-        {"name": "TMPDIR", "value": WORK_DIR},
-        {"name": "XDG_CACHE_HOME", "value": f"{WORK_DIR}/.cache"},
-        {"name": "MPLCONFIGDIR", "value": f"{WORK_DIR}/.matplotlib"},
-        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-    ]
+def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
+    """A writable home and caches on the work volume (the root filesystem is read-only),
+    and the package index, where the user set one."""
+    env = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
+           "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONUNBUFFERED": "1"}
+    if settings.pip_index_url:
+        env["PIP_INDEX_URL"] = settings.pip_index_url
+    return [{"name": k, "value": v} for k, v in env.items()]
 
 
 def _container_security() -> dict[str, Any]:
@@ -234,8 +254,14 @@ def _pod_security() -> dict[str, Any]:
     }
 
 
-def _code_volume(profile: str) -> dict[str, Any]:
-    return {"name": "code", "configMap": {"name": code_config_map_name(profile)}}
+def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
+    """The code ConfigMap as a source tree: each key back at its path."""
+    def path(key: str) -> str:
+        package = next((p for p in SHIPPED_PACKAGES if key.startswith(f"{p}.")), None)
+        return f"{package}/{key[len(package) + 1:]}" if package else key
+
+    items = [{"key": key, "path": path(key)} for key in sorted(code["data"])]
+    return {"name": "code", "configMap": {"name": code["metadata"]["name"], "items": items}}
 
 
 def _work_volume() -> dict[str, Any]:
@@ -244,16 +270,16 @@ def _work_volume() -> dict[str, Any]:
 
 
 def _runner_container(
-    name: str, args: list[str], image: str, resources: dict[str, Any],
+    name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
     extra_mounts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "name": name,
-        "image": image,
+        "image": settings.image,
         "imagePullPolicy": "IfNotPresent",
         "command": runner_command(args),
         "workingDir": WORK_DIR,
-        "env": _env(),
+        "env": _env(settings),
         "resources": resources,
         "securityContext": _container_security(),
         # The runner writes the command's last line here; failing that, the log's tail.
@@ -266,6 +292,21 @@ def _runner_container(
     }
 
 
+def _placement(target: BenchmarkTarget) -> dict[str, Any]:
+    """The user's node selector and tolerations; by default a preference for nodes
+    without GPUs, so the client never competes with a worker for its node's CPUs (a
+    preference, not a rule: a cluster of GPU nodes only still runs it)."""
+    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
+    out: dict[str, Any] = {"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}}}
+    if target.node_selector:
+        out["nodeSelector"] = dict(target.node_selector)
+    if target.tolerations:
+        out["tolerations"] = list(target.tolerations)
+    return out
+
+
 def _pod_spec(
     target: BenchmarkTarget, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
     restart_policy: str, init_containers: list[dict[str, Any]] | None = None,
@@ -274,8 +315,9 @@ def _pod_spec(
         "restartPolicy": restart_policy,
         "securityContext": _pod_security(),
         "automountServiceAccountToken": False,
+        **_placement(target),
         "containers": containers,
-        "volumes": [_code_volume(target.profile), _work_volume(), *volumes],
+        "volumes": [_work_volume(), *volumes],
     }
     if init_containers:
         spec["initContainers"] = init_containers
@@ -284,8 +326,10 @@ def _pod_spec(
     return spec
 
 
-def _resources(cpu: str, memory: str, memory_limit: str) -> dict[str, Any]:
-    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory_limit}}
+def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str | None = None
+               ) -> dict[str, Any]:
+    limits = {"memory": memory_limit, **({"cpu": cpu_limit} if cpu_limit else {})}
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
 
 
 # ---------------------------------------------------------------------------------------
@@ -293,16 +337,21 @@ def _resources(cpu: str, memory: str, memory_limit: str) -> dict[str, Any]:
 
 
 def video_server_deployment(
-    target: BenchmarkTarget, settings: BenchmarkSettings
+    target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
 ) -> dict[str, Any]:
-    """Makes the videos (init container), then serves them read-only over HTTP."""
+    """Makes the videos (init container), then serves them read-only over HTTP.
+
+    The server binds `::`: Python's http.server then takes IPv4 too (its DualStackServer
+    clears IPV6_V6ONLY), so IPv4, dual-stack and IPv6-only pod networks all reach it. The
+    code's hash in the pod template rolls the server when the code changes.
+    """
     selector = labels("benchmark-videos", target.profile)
     server = {
         "name": "main",
         "image": settings.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
-                    "--directory", VIDEOS_DIR, "--bind", "0.0.0.0"],
+                    "--directory", VIDEOS_DIR, "--bind", "::"],
         "ports": [{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
                            "periodSeconds": 10, "timeoutSeconds": 5},
@@ -311,11 +360,14 @@ def video_server_deployment(
         "volumeMounts": [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
     }
     maker = _runner_container(
-        "videos", videos_args(settings), settings.image, _resources("2", "2Gi", "4Gi"),
+        "videos", videos_args(settings), settings, _resources("2", "2Gi", "4Gi"),
         [{"name": "videos", "mountPath": VIDEOS_DIR}],
     )
-    pod = _pod_spec(target, [server], [{"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}],
+    pod = _pod_spec(target, [server], [_code_volume(code),
+                                       {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}],
                     "Always", [maker])
+    annotations = {**DO_NOT_DISRUPT, CODE_ANNOTATION: code["metadata"]["annotations"][
+        CODE_ANNOTATION]}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -330,22 +382,38 @@ def video_server_deployment(
             # timeout the user chose.
             "progressDeadlineSeconds": settings.video_server_timeout_secs,
             "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": selector}, "spec": pod},
+            "template": {"metadata": {"labels": selector, "annotations": annotations},
+                         "spec": pod},
         },
     }
 
 
-def video_service(target: BenchmarkTarget) -> dict[str, Any]:
+def video_service(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str, Any]:
+    """Awaited (until it has endpoints) as long as the video server may take to start."""
     selector = labels("benchmark-videos", target.profile)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": video_server_name(target.profile), "namespace": target.namespace,
-                     "labels": selector},
+                     "labels": selector,
+                     "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)}},
         "spec": {
             "selector": selector,
+            "ipFamilyPolicy": "PreferDualStack",
             "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}],
         },
+    }
+
+
+def video_disruption_budget(target: BenchmarkTarget) -> dict[str, Any]:
+    """No voluntary eviction (node drain, consolidation) of the one video server."""
+    selector = labels("benchmark-videos", target.profile)
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": video_server_name(target.profile), "namespace": target.namespace,
+                     "labels": selector},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
     }
 
 
@@ -359,10 +427,12 @@ def _job(
     pod_failure_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     job_labels = labels(component, target.profile, run_id)
+    pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: deployment_hash(target)}
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "activeDeadlineSeconds": deadline_secs,
-        "template": {"metadata": {"labels": job_labels}, "spec": pod},
+        "template": {"metadata": {"labels": job_labels, "annotations": pod_annotations},
+                     "spec": pod},
     }
     if pod_failure_policy:
         spec["podFailurePolicy"] = pod_failure_policy
@@ -375,15 +445,17 @@ def _job(
     }
 
 
-def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str, Any]:
+def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
+              ) -> dict[str, Any]:
     """One video, one question; passes only on a non-empty answer. No retries: a failure
-    is a finding, and its reason is what `pulumi up` shows."""
+    is a finding, and its reason is what `pulumi up` shows. Its pod template carries the
+    deployment's hash: a new deployment replaces the Job, so the smoke test runs again."""
     container = _runner_container(
-        "main", smoke_args(target, settings), settings.image, _resources("500m", "1Gi", "2Gi"),
+        "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi"),
     )
     return _job(
         smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
-        _pod_spec(target, [container], [], "Never"),
+        _pod_spec(target, [container], [_code_volume(code)], "Never"),
         deadline_secs=settings.smoke_timeout_secs, backoff_limit=0,
         annotations={TIMEOUT_SECONDS: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS),
                      # After a failed smoke test, the next `up` runs it again.
@@ -391,24 +463,27 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
     )
 
 
-def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str, Any]:
+def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
+              rerun: bool = False) -> dict[str, Any]:
     """The AIPerf sweep. A pod lost to the cluster (eviction, node drain) is retried and
-    resumes the same run; a failing sweep fails the Job at once with its reason."""
+    resumes the same run; a failing sweep fails the Job at once with its reason.
+
+    `rerun` (the live Job failed) lets the next `up` replace it, resuming the run; a sweep
+    still running is never replaced (`replaceUnready` would take it for a failed one)."""
     cache_mount = {"name": "cache", "mountPath": CACHE_DIR}
     container = _runner_container(
-        "main", sweep_args(target, settings), settings.image, _resources("2", "4Gi", "8Gi"),
+        "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi"),
         [cache_mount],
     )
     pod = _pod_spec(
         target, [container],
-        [{"name": "cache", "persistentVolumeClaim": {"claimName": target.cache_claim}}],
+        [_code_volume(code),
+         {"name": "cache", "persistentVolumeClaim": {"claimName": target.cache_claim}}],
         "Never",
     )
-    # Awaited: after a failed sweep, the next `up` runs it again (the same run id resumes
-    # it). Not awaited: a running sweep is "unready" too, and must survive the next `up`.
-    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS)}
-    annotations.update({REPLACE_UNREADY: "true"} if settings.wait_for_sweep
-                       else {SKIP_AWAIT: "true"})
+    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS),
+                   **({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
+                   **({REPLACE_UNREADY: "true"} if rerun else {})}
     policy = {
         "rules": [
             {"action": "Ignore",
@@ -426,20 +501,25 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str,
 
 
 def benchmark_manifests(
-    target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str]
+    target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
+    rerun_sweep: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Every object the enabled parts need, by role, in the order they must come up."""
+    """Every object the enabled parts need, by role, in the order they must come up.
+    The shipped code's hash is part of the deployment a run is bound to."""
     if not settings.any_enabled:
         return {}
+    code = code_config_map(target.namespace, target.profile, sources)
+    target = replace(target, deployment=(*target.deployment, ("code", code_hash(sources))))
     out = {
-        "code": code_config_map(target.namespace, target.profile, sources),
-        "video-server": video_server_deployment(target, settings),
-        "video-service": video_service(target),
+        "code": code,
+        "video-server": video_server_deployment(target, settings, code),
+        "video-service": video_service(target, settings),
+        "video-budget": video_disruption_budget(target),
     }
     if settings.smoke:
-        out["smoke"] = smoke_job(target, settings)
+        out["smoke"] = smoke_job(target, settings, code)
     if settings.sweep:
-        out["sweep"] = sweep_job(target, settings)
+        out["sweep"] = sweep_job(target, settings, code, rerun_sweep)
     return out
 
 
@@ -453,9 +533,11 @@ def results_reader_pod(
 ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
-    Same image, user and pull secrets as the Jobs; it only sleeps (bounded) until the copy
-    is done and it is deleted. `owner_job` (name, uid) makes the sweep Job its owner, so
-    a reader left by a killed hook goes when `pulumi destroy` deletes that Job.
+    Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
+    with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
+    only sleeps (bounded) until the copy is done and it is deleted. `owner_job` (name, uid)
+    makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
+    destroy` deletes that Job.
     """
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -467,7 +549,7 @@ def results_reader_pod(
             "image": image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-c", "import time; time.sleep(3600)"],
-            "resources": _resources("100m", "256Mi", "1Gi"),
+            "resources": _resources("100m", "256Mi", "1Gi", cpu_limit="1"),
             "securityContext": _container_security(),
             "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
         }],

@@ -16,18 +16,11 @@ from typing import Any, Protocol
 
 from benchmarks.shape import SEED_SHAPE
 from infra.benchmark_names import max_run_id_len
+from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN
 
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
-# Run ids end up in Job names and folder names; the profile may shorten this further.
-RUN_ID_MAX_LEN = 30
-_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# registry/repository:tag with an explicit tag (a digest may follow).
-_IMAGE = re.compile(
-    r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-    r"(@sha256:[0-9a-f]{64})?$"
-)
 MIN_TIMEOUT_SECS = 60
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
 MAX_CONCURRENCY = 1024
@@ -46,6 +39,7 @@ KEY_IMAGE = "benchmarkImage"
 KEY_SMOKE_TIMEOUT = "benchmarkSmokeTimeoutSecs"
 KEY_SWEEP_TIMEOUT = "benchmarkSweepTimeoutSecs"
 KEY_VIDEO_SERVER_TIMEOUT = "benchmarkVideoServerTimeoutSecs"
+KEY_PIP_INDEX = "benchmarkPipIndexUrl"
 
 
 class ConfigReader(Protocol):
@@ -75,6 +69,8 @@ class BenchmarkSettings:
     smoke_timeout_secs: int = 1800
     sweep_timeout_secs: int = 12 * 3600
     video_server_timeout_secs: int = 1800
+    # A package index the pods install from (PIP_INDEX_URL), for clusters behind a mirror.
+    pip_index_url: str = ""
 
     @property
     def requests_per_level(self) -> int:
@@ -102,6 +98,7 @@ def config_schema() -> dict[str, dict[str, Any]]:
         KEY_SMOKE_TIMEOUT: {**integer, "default": d.smoke_timeout_secs},
         KEY_SWEEP_TIMEOUT: {**integer, "default": d.sweep_timeout_secs},
         KEY_VIDEO_SERVER_TIMEOUT: {**integer, "default": d.video_server_timeout_secs},
+        KEY_PIP_INDEX: {"type": "string", "default": d.pip_index_url},
     }
 
 
@@ -130,7 +127,7 @@ def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
     """Typed benchmark settings; each bad value is recorded on `r` with its key and fix."""
     run_id = r.string(KEY_RUN_ID)
     longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
-    if not _RUN_ID.match(run_id) or len(run_id) > longest:
+    if not RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem(
             KEY_RUN_ID,
             f"'{run_id}' is not a run id for stack '{profile}'; use lowercase letters, "
@@ -138,12 +135,17 @@ def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
             f"results folder), e.g. `pulumi config set {KEY_RUN_ID} run-2`",
         )
     image = r.string(KEY_IMAGE)
-    if not _IMAGE.match(image) or image.endswith(":latest"):
+    if not IMAGE.match(image) or image.endswith(":latest"):
         r.problem(
             KEY_IMAGE,
-            f"'{image}' is not a pinned image; write registry/repository:tag, e.g. "
-            f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)",
+            f"'{image}' is not a pinned image; write registry/repository:tag or "
+            f"@sha256:<digest>, e.g. {DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with "
+            "the client installed)",
         )
+    pip_index = r.string(KEY_PIP_INDEX)
+    if pip_index and not re.match(r"^https?://[^\s/]+", pip_index):
+        r.problem(KEY_PIP_INDEX, f"'{pip_index}' is not an http(s) URL; give your package "
+                                 "mirror's simple index, e.g. https://pypi.example.com/simple")
     secs = " seconds"
     return BenchmarkSettings(
         smoke=r.boolean(KEY_SMOKE),
@@ -160,4 +162,5 @@ def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
                                      secs),
         video_server_timeout_secs=r.integer(KEY_VIDEO_SERVER_TIMEOUT, MIN_TIMEOUT_SECS,
                                             MAX_TIMEOUT_SECS, secs),
+        pip_index_url=pip_index,
     )

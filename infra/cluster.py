@@ -24,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
+from infra.benchmark_names import sweep_job_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, quantity_amount
 
@@ -55,6 +56,7 @@ class LiveObjects:
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
     download_job: client.V1Job | None = None
+    sweep_job: client.V1Job | None = None
     graph: dict[str, Any] | None = None
     crd: client.V1CustomResourceDefinition | None = None
     operators: tuple[client.V1Deployment, ...] = ()
@@ -108,6 +110,8 @@ def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
                        settings.cache.claim_name, ns),
             download_job=read("download Job", batch.read_namespaced_job,
                               settings.download_job_name, ns),
+            sweep_job=read("sweep Job", batch.read_namespaced_job,
+                           sweep_job_name(settings.profile, settings.benchmark.run_id), ns),
             graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
                        GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
             crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
@@ -180,6 +184,11 @@ def _download_content(container: dict[str, Any]) -> tuple[Any, ...]:
     limits = (container.get("resources") or {}).get("limits") or {}
     return (container["image"], container.get("command"), env,
             str(limits.get(manifests.GPU_RESOURCE, 0)))
+
+
+def sweep_failed(live: LiveObjects | None) -> bool:
+    """The stack's sweep Job failed in the cluster: the next `up` runs it again."""
+    return live is not None and live.sweep_job is not None and _job_failed(live.sweep_job)
 
 
 def _job_failed(job: client.V1Job) -> bool:

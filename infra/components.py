@@ -222,6 +222,7 @@ class Deployment:
     namespace: RecipeNamespace
     cache: ModelCache
     graph: ReasonerGraph
+    provider: k8s.Provider
 
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
@@ -229,11 +230,12 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     """Declare the whole recipe for one stack, in order. `tokens` maps each secret config
     key the runtime needs (`settings.secrets.required`) to its Pulumi secret value; `live`
     is what `infra.cluster.observe` found (None: not reachable)."""
-    opts = pulumi.ResourceOptions(providers=[cluster_provider(settings)])
+    provider = cluster_provider(settings)
+    opts = pulumi.ResourceOptions(providers=[provider])
     namespace = RecipeNamespace("namespace", settings, tokens, opts)
     cache = ModelCache("model-cache", settings, namespace, live, opts)
     graph = ReasonerGraph("graph", settings, cache, opts)
-    return Deployment(namespace, cache, graph)
+    return Deployment(namespace, cache, graph, provider)
 
 
 def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:

@@ -1,11 +1,13 @@
-"""Entry point of every benchmark container: install the pinned client, run a command.
+"""Entry point of every benchmark container: install what the command needs, run it.
 
-Why: the benchmark Jobs run the project's own `benchmarks` code, shipped in a ConfigMap,
-inside a stock Python image, so no image has to be built. At start this module installs
-the pinned packages that code needs (a no-op on an image that already has them, which is
-how clusters without registry access run it), then runs `python -m benchmarks ...`,
-streaming its output, and writes the command's last line to the termination log. When the
-command fails, Kubernetes puts that line in the Pod status, and `pulumi up` reports it.
+Why: the benchmark Jobs run the project's own `benchmarks` code, mounted from a ConfigMap
+as a source tree, inside a stock Python image, so no image has to be built. At start this
+module installs the pinned packages that one command needs (`COMMAND_PACKAGES`: the
+video maker needs no AIPerf; a no-op on an image that already has them, which is how
+clusters without registry access run it; pip reads PIP_INDEX_URL and friends from the
+pod's environment for a mirror), then runs `python -m benchmarks ...`, streaming its
+output, and writes the command's last line to the termination log. When the command
+fails, Kubernetes puts that line in the Pod status, and `pulumi up` reports it.
 
 Standard library only: it runs before anything is installed.
 """
@@ -24,12 +26,14 @@ import venv
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-# Third-party distributions the shipped `benchmarks` code needs inside the cluster
-# (the video server, the smoke test and the sweep), pinned by constraints.txt.
-IN_CLUSTER_PACKAGES = ("aiperf", "openai", "imageio-ffmpeg")
+# Third-party distributions each in-cluster command needs, pinned by constraints.txt
+# (measured: AIPerf's tree is about 146 packages and 1.3 GB; the others a few MB).
+COMMAND_PACKAGES = {
+    "videos": ("imageio-ffmpeg",),
+    "smoke": ("openai", "imageio-ffmpeg"),
+    "sweep": ("aiperf", "imageio-ffmpeg"),
+}
 CONSTRAINTS_FILE = "constraints.txt"
-# ConfigMap keys cannot hold '/': `benchmarks/videos.py` ships as `benchmarks__videos.py`.
-PATH_SEPARATOR = "__"
 # Kubernetes keeps at most 4096 bytes of a termination message.
 TERMINATION_MESSAGE_LIMIT = 4096
 
@@ -41,7 +45,7 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def pins(constraints_text: str, names: Iterable[str] = IN_CLUSTER_PACKAGES) -> list[str]:
+def pins(constraints_text: str, names: Iterable[str]) -> list[str]:
     """`name==version` for each wanted name, read from a constraints file's text."""
     found: dict[str, str] = {}
     for line in constraints_text.splitlines():
@@ -52,31 +56,6 @@ def pins(constraints_text: str, names: Iterable[str] = IN_CLUSTER_PACKAGES) -> l
     if missing:
         raise ValueError(f"{CONSTRAINTS_FILE} pins no version of: {', '.join(missing)}")
     return [found[normalize(name)] for name in names]
-
-
-def config_map_key(relative_path: str) -> str:
-    """The ConfigMap key a source file ships under."""
-    return relative_path.replace("/", PATH_SEPARATOR)
-
-
-def source_path(key: str) -> str:
-    """Inverse of `config_map_key` (top-level folder names never hold the separator)."""
-    head, sep, tail = key.partition(PATH_SEPARATOR)
-    return f"{head}/{tail}" if sep and "." not in head else key
-
-
-def unpack_sources(code_dir: Path, src: Path) -> list[Path]:
-    """Lay the flat ConfigMap volume out as a source tree (packages and pin files)."""
-    written = []
-    for item in sorted(code_dir.iterdir()):
-        # A ConfigMap volume also holds `..data` and timestamped folders: skip them.
-        if item.name.startswith(".") or not item.is_file():
-            continue
-        target = src / source_path(item.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(item.read_bytes())
-        written.append(target)
-    return written
 
 
 def installed_version(name: str) -> str | None:
@@ -106,12 +85,13 @@ def last_line(text: str) -> str:
     return lines[-1].encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")
 
 
-def prepare_python(src: Path, venv_dir: Path, say: Callable[[str], None]) -> str:
-    """An interpreter that has every pinned package: this one, or a fresh venv over it."""
-    wanted = pins((src / CONSTRAINTS_FILE).read_text())
+def prepare_python(src: Path, venv_dir: Path, packages: Iterable[str],
+                   say: Callable[[str], None]) -> str:
+    """An interpreter that has `packages` at their pins: this one, or a venv over it."""
+    wanted = pins((src / CONSTRAINTS_FILE).read_text(), packages)
     todo = unmet(wanted)
     if not todo:
-        say(f"runner: the image already has {', '.join(wanted)}")
+        say(f"runner: the image already has {', '.join(wanted) or 'all it needs'}")
         return sys.executable
     python = venv_dir / "bin" / "python"
     if not python.exists():
@@ -165,8 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Install the pinned benchmark client if needed, then run "
         "`python -m benchmarks ARGS...` and keep its last line as the termination message.",
     )
-    parser.add_argument("--code", type=Path, default=None,
-                        help="the flat ConfigMap volume to lay out as --src first")
     parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parent.parent,
                         help="the source tree to run (holds constraints.txt)")
     parser.add_argument("--venv", type=Path, default=Path("/work/venv"),
@@ -183,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if not command_args:
         build_parser().error("give the benchmarks command after --")
     try:
-        if args.code is not None:
-            unpack_sources(args.code, args.src)
-        python = prepare_python(args.src, args.venv, lambda line: print(line, flush=True))
+        python = prepare_python(args.src, args.venv, COMMAND_PACKAGES.get(command_args[0], ()),
+                                lambda line: print(line, flush=True))
     except (OSError, ValueError, subprocess.CalledProcessError) as error:
         message = f"runner: could not install the benchmark client: {error}"
         print(message, flush=True)

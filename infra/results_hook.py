@@ -254,12 +254,24 @@ MISSING_EXIT_CODE = 3
 
 
 def extract_tar_b64(text: str, dest: Path) -> None:
-    """Unpack what TAR_SCRIPT printed; the `data` filter refuses links and paths that
-    would land outside `dest`."""
+    """Unpack what TAR_SCRIPT printed: regular files and folders only, each inside `dest`
+    (checked here, as `extractall(filter=...)` needs Python 3.11.4 and set-up takes 3.11)."""
     data = base64.b64decode(text.strip())
     dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+                raise CollectError(f"refusing {member.name!r} in the results archive: not a "
+                                   "plain file or folder inside the run")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            target.write_bytes(source.read())
 
 
 def job_status_from(job: dict[str, Any] | None) -> JobStatus:
@@ -278,6 +290,22 @@ def job_status_from(job: dict[str, Any] | None) -> JobStatus:
     return JobStatus(JobState.RUNNING)
 
 
+def refusal(error: Any, action: str, permission: str) -> str:
+    """One line for an API refusal: what was refused, why, and the fix."""
+    status, reason = getattr(error, "status", None), getattr(error, "reason", "")
+    body = str(getattr(error, "body", "") or "")
+    if status in (401, 403) and "violates PodSecurity" in body:
+        return (f"the namespace's Pod Security admission refused to {action} ({body[:200]}); "
+                "the reader already meets the restricted profile: check the namespace's "
+                "pod-security labels")
+    if status in (401, 403) and "quota" in body.lower():
+        return f"a resource quota refused to {action} ({body[:200]}); raise the quota"
+    if status in (401, 403):
+        return (f"the cluster refused to {action} ({status} {reason}): your account needs "
+                f"{permission} in that namespace (`kubectl auth can-i ...`)")
+    return f"could not {action} ({status} {reason}): {body[:200]}"
+
+
 class KubernetesClusterIO:
     """ClusterIO over the kubernetes client; `context` picks a kubeconfig context."""
 
@@ -288,24 +316,18 @@ class KubernetesClusterIO:
     def __init__(self, context: str | None = None, kubeconfig: str | None = None) -> None:
         """`kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the
         file's content), so the hook reaches the cluster the provider deploys to."""
-        from kubernetes import client, config
+        from kubernetes import client
+
+        from infra.cluster import api_client
 
         self._context = context
         try:
-            if kubeconfig and Path(kubeconfig).expanduser().is_file():
-                config.load_kube_config(str(Path(kubeconfig).expanduser()), context=context)
-            elif kubeconfig:
-                import yaml
-
-                config.load_kube_config_from_dict(yaml.safe_load(kubeconfig), context=context)
-            else:
-                config.load_kube_config(context=context)
+            self._api = api_client(kubeconfig, context)
         except Exception as error:  # noqa: BLE001 - config raises several unrelated types
             raise CollectError(
                 f"cannot load the kubeconfig{f' context {context}' if context else ''} "
-                f"({error}); point KUBECONFIG at the cluster's kubeconfig"
+                f"({type(error).__name__}); point KUBECONFIG at the cluster's kubeconfig"
             ) from None
-        self._api = client.ApiClient()
         self._core = client.CoreV1Api(self._api)
         self._batch = client.BatchV1Api(self._api)
 
@@ -354,19 +376,26 @@ class KubernetesClusterIO:
         return [line for line in (text or "").splitlines() if line.strip()]
 
     def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        from kubernetes.client.exceptions import ApiException
+
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
         manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
                                       location.image, name, location.image_pull_secrets,
                                       self._job_owner(location.namespace, location.sweep_job))
-        self._core.create_namespaced_pod(location.namespace, manifest)
+        try:
+            self._core.create_namespaced_pod(location.namespace, manifest)
+        except ApiException as error:
+            raise CollectError(refusal(error, f"create pod {name} in {location.namespace}",
+                                       "`create` on pods")) from None
         try:
             self._wait_running(location.namespace, name)
             text = self._exec(location.namespace, name,
                               ["python", "-c", TAR_SCRIPT, f"{CACHE_DIR}/{location.subpath}"])
             extract_tar_b64(text, dest)
+        except ApiException as error:
+            raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
+                                       "`create` on pods/exec")) from None
         finally:
-            from kubernetes.client.exceptions import ApiException
-
             try:
                 self._core.delete_namespaced_pod(name, location.namespace,
                                                  grace_period_seconds=0)

@@ -32,6 +32,16 @@ from infra.routing import (
     ROUTER_MODES,
     Routing,
 )
+from infra.rules import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    IMAGE,
+    LABEL_KEY,
+    LABEL_VALUE,
+    PLACEHOLDER,
+    SEMVER,
+    TAINT_EFFECTS,
+)
 from infra.serving import (
     HF_SECRET_KEY,
     MIN_CACHE_GIB,
@@ -48,21 +58,6 @@ NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
 SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 
-# The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
-# default so a stack that forgot its storage class fails here, not in the cluster.
-PLACEHOLDER = re.compile(r"[<>]|^your-|^changeme$|^todo$", re.IGNORECASE)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-# Pinned: an explicit tag, or a digest.
-IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?"
-                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
-SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
@@ -168,7 +163,7 @@ class Toleration:
 
 @dataclass(frozen=True)
 class PlacementSettings:
-    """Where GPU pods (workers and a GPU download Job) may run."""
+    """Where pods may run: the GPU pods (workers, a GPU download Job), or the benchmark's."""
 
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
@@ -222,6 +217,7 @@ class Settings:
     workers: WorkerSettings
     timeouts: TimeoutSettings
     benchmark: BenchmarkSettings
+    benchmark_placement: PlacementSettings = PlacementSettings((), ())
     preflight: PreflightSettings = PreflightSettings()
     # `kubernetes:context` (the provider's setting): the commands we print use it too.
     kube_context: str | None = None
@@ -512,24 +508,26 @@ def _parse_toleration(text: str) -> Toleration | None:
     return Toleration(match.group(1), value, effect)
 
 
-def _read_placement(r: _Reader) -> PlacementSettings:
+def _read_placement(r: _Reader, prefix: str = "gpu") -> PlacementSettings:
+    """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
+    selector_key, tolerations_key = f"{prefix}NodeSelector", f"{prefix}Tolerations"
     selector: list[tuple[str, str]] = []
-    for item in r.string_list("gpuNodeSelector"):
+    for item in r.string_list(selector_key):
         key, sep, value = item.partition("=")
         if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
             r.problem(
-                "gpuNodeSelector",
+                selector_key,
                 f"'{item}' is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
-                "(`kubectl get nodes --show-labels` shows your GPU node labels)",
+                "(`kubectl get nodes --show-labels` shows your node labels)",
             )
             continue
         selector.append((key, value))
     tolerations: list[Toleration] = []
-    for item in r.string_list("gpuTolerations"):
+    for item in r.string_list(tolerations_key):
         toleration = _parse_toleration(item)
         if toleration is None:
             r.problem(
-                "gpuTolerations",
+                tolerations_key,
                 f"'{item}' is not key[=value][:Effect]; e.g. nvidia.com/gpu:NoSchedule "
                 f"(effects: {', '.join(TAINT_EFFECTS)})",
             )
@@ -637,6 +635,7 @@ def parse_settings(
         workers=workers,
         timeouts=_read_timeouts(r),
         benchmark=read_benchmark_settings(r, profile),
+        benchmark_placement=_read_placement(r, "benchmark"),
         preflight=_read_preflight(r),
         kube_context=raw.get("kubernetes:context") or None,
     )

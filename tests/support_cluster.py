@@ -56,3 +56,13 @@ def healthy() -> LiveObjects:
                               "provisioner": "nfs.csi.k8s.io"}, "V1StorageClass")
     return LiveObjects(crd=crd, operators=(operator,), storage_class=storage,
                        nodes=(node("gpu-1"),))
+
+
+# A kubeconfig whose API server is a closed port on 127.0.0.1.
+UNREACHABLE = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""

@@ -64,6 +64,9 @@ class RecordingOpenAIServer:
         self.models = list(models)
         self.answer = answer
         self.fail_status: int | None = None
+        # With fail_status: how many chat requests fail before the rest succeed (None: all).
+        self.fail_count: int | None = None
+        self._failed = 0
         self.empty_answer = False
         self.delay_secs = 0.0
         self.record = record
@@ -181,7 +184,9 @@ class RecordingOpenAIServer:
         self._keep(request, body)
         if self.delay_secs:
             await asyncio.sleep(self.delay_secs)
-        if self.fail_status is not None:
+        if self.fail_status is not None and (self.fail_count is None
+                                             or self._failed < self.fail_count):
+            self._failed += 1
             return web.json_response(
                 {"error": {"message": f"test server fails with {self.fail_status}"}},
                 status=self.fail_status,

@@ -24,7 +24,7 @@ from benchmarks.__main__ import COMMANDS
 from benchmarks.shape import SEED_SHAPE
 from infra import benchmark_jobs as bj
 from infra.benchmark_settings import BenchmarkSettings
-from infra.job_runner import IN_CLUSTER_PACKAGES, config_map_key, normalize, unpack_sources
+from infra.job_runner import COMMAND_PACKAGES, normalize
 from tests.conftest import REPO_ROOT
 
 K8S_VERSION = "1.33"
@@ -75,7 +75,7 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
         except kubernetes_validate.ValidationError as error:
             pytest.fail(f"{role} ({obj['kind']}): {error.message}")
     assert {o["kind"] for o in objects.values()} == {
-        "ConfigMap", "Deployment", "Service", "Job", "Pod"}
+        "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "Job", "Pod"}
 
 
 def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
@@ -112,9 +112,10 @@ def test_pull_secrets_reach_every_pod(sources) -> None:
 def test_only_enabled_parts_exist(sources) -> None:
     assert manifests(BenchmarkSettings(smoke=False, sweep=False), sources) == {}
     smoke_only = manifests(BenchmarkSettings(sweep=False), sources)
-    assert set(smoke_only) == {"code", "video-server", "video-service", "smoke"}
+    video = {"code", "video-server", "video-service", "video-budget"}
+    assert set(smoke_only) == {*video, "smoke"}
     sweep_only = manifests(BenchmarkSettings(smoke=False), sources)
-    assert set(sweep_only) == {"code", "video-server", "video-service", "sweep"}
+    assert set(sweep_only) == {*video, "sweep"}
 
 
 def test_sweep_carries_the_settings(sources) -> None:
@@ -134,23 +135,33 @@ def test_sweep_carries_the_settings(sources) -> None:
     assert job["spec"]["activeDeadlineSeconds"] == 7200
     # The provider waits a little longer than the Job's own deadline, which has a reason.
     assert int(job["metadata"]["annotations"][bj.TIMEOUT_SECONDS]) > 7200
-    assert bj.SKIP_AWAIT not in job["metadata"]["annotations"]
+    assert bj.WAIT_FOR not in job["metadata"]["annotations"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[bj.CACHE_DIR] == "cache"
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
     assert volumes["cache"]["persistentVolumeClaim"]["claimName"] == "shared-model-cache"
 
 
-def test_not_waiting_for_the_sweep_skips_only_its_await(sources) -> None:
+def test_not_waiting_for_the_sweep_awaits_only_its_start(sources) -> None:
+    """skipAwait would also skip awaiting the Job's deletion, so a replacement could land
+    on a Job still terminating (422): a sweep not waited for is awaited until it started."""
     objects = manifests(BenchmarkSettings(wait_for_sweep=False), sources)
-    assert objects["sweep"]["metadata"]["annotations"][bj.SKIP_AWAIT] == "true"
-    # The provider replaces an unready Job marked replaceUnready on every `up`: a sweep
-    # left running would be killed by the next one.
-    assert bj.REPLACE_UNREADY not in objects["sweep"]["metadata"]["annotations"]
-    awaited = manifests(BenchmarkSettings(), sources)["sweep"]["metadata"]["annotations"]
-    assert awaited[bj.REPLACE_UNREADY] == "true"
+    annotations = objects["sweep"]["metadata"]["annotations"]
+    assert annotations[bj.WAIT_FOR] == "jsonpath={.status.startTime}"
+    assert "pulumi.com/skipAwait" not in annotations
     for role in ("smoke", "video-server"):
-        assert bj.SKIP_AWAIT not in objects[role]["metadata"]["annotations"]
+        assert bj.WAIT_FOR not in objects[role]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_running_sweep_is_never_replaced_a_failed_one_is(sources, wait: bool) -> None:
+    """The provider replaces an unready Job marked replaceUnready: a sweep still running
+    (also when benchmarkWaitForSweep flips) keeps running; one that failed is rerun."""
+    settings = BenchmarkSettings(wait_for_sweep=wait)
+    running = bj.benchmark_manifests(TARGET, settings, sources)["sweep"]
+    assert bj.REPLACE_UNREADY not in running["metadata"]["annotations"]
+    failed = bj.benchmark_manifests(TARGET, settings, sources, rerun_sweep=True)["sweep"]
+    assert failed["metadata"]["annotations"][bj.REPLACE_UNREADY] == "true"
 
 
 def test_the_smoke_test_fails_fast_and_the_sweep_survives_disruptions(sources) -> None:
@@ -211,35 +222,38 @@ def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
 # The shipped code, laid out as a pod sees it
 
 
-def test_shipped_code_is_the_toolkit_without_the_pulumi_layer(sources) -> None:
+def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
     for module in COMMANDS:
         assert f"benchmarks/{module}.py" in sources
     assert "infra/job_runner.py" in sources and "constraints.txt" in sources
-    assert "infra/__main__.py" not in sources
-    assert not any("import pulumi" in text for text in sources.values())
     config_map = bj.code_config_map("ns", "p", sources)
-    assert config_map["data"][config_map_key("benchmarks/shape.py")] == (
+    assert config_map["data"][bj.config_map_key("benchmarks/shape.py")] == (
         REPO_ROOT / "benchmarks/shape.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
+    assert config_map["metadata"]["annotations"][bj.CODE_ANNOTATION] == bj.code_hash(sources)
 
 
-def flat_volume(tmp_path: Path, sources: dict[str, str]) -> Path:
-    """The ConfigMap as Kubernetes mounts it: one file per key, plus its `..data` links."""
+def mounted_volume(tmp_path: Path, sources: dict[str, str]) -> Path:
+    """The code ConfigMap as the kubelet mounts it with `items`: each key at its path."""
     volume = tmp_path / "code"
-    (volume / "..2026_12_02").mkdir(parents=True)
-    for key, text in bj.code_config_map("ns", "p", sources)["data"].items():
-        (volume / key).write_text(text)
-    (volume / "..data").symlink_to("..2026_12_02")
+    code = bj.code_config_map("ns", "p", sources)
+    volume_spec = manifests(BenchmarkSettings(), sources)["sweep"]["spec"]["template"]["spec"][
+        "volumes"]
+    (items,) = [v["configMap"]["items"] for v in volume_spec if v["name"] == "code"]
+    for item in items:
+        target = volume / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code["data"][item["key"]])
     return volume
 
 
-def test_the_cli_runs_from_the_unpacked_config_map(tmp_path, sources) -> None:
-    src = tmp_path / "src"
-    unpack_sources(flat_volume(tmp_path, sources), src)
-    assert (src / "benchmarks" / "__init__.py").exists()
+def test_the_cli_runs_from_the_mounted_config_map(tmp_path, sources) -> None:
+    volume = mounted_volume(tmp_path, sources)
+    assert (volume / "benchmarks" / "__init__.py").exists()
+    assert (volume / "constraints.txt").exists()
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--help"], cwd=tmp_path,
-        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(volume), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -248,11 +262,11 @@ def test_the_cli_runs_from_the_unpacked_config_map(tmp_path, sources) -> None:
 
 
 def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str]):
-    volume = flat_volume(tmp_path, sources)
+    volume = mounted_volume(tmp_path, sources)
     term = tmp_path / "termination-log"
     result = subprocess.run(
-        [sys.executable, str(volume / bj.RUNNER_KEY), "--code", str(volume),
-         "--src", str(tmp_path / "src"), "--venv", str(tmp_path / "venv"),
+        [sys.executable, str(volume / "infra" / "job_runner.py"),
+         "--src", str(volume), "--venv", str(tmp_path / "venv"),
          "--termination-log", str(term), "--", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
@@ -296,9 +310,10 @@ def _imports(tree: ast.AST, module_level_only: bool) -> set[str]:
     return names
 
 
-def needed_top_level_imports(sources: dict[str, str]) -> set[str]:
-    """Third-party imports a pod executes: module level everywhere `python -m benchmarks`
-    loads (it imports every command), and every import of the in-cluster commands."""
+def needed_top_level_imports(sources: dict[str, str], command: str) -> set[str]:
+    """Third-party imports a pod running `command` executes: module level where
+    `python -m benchmarks <command>` loads (it imports that command only), and every
+    import of the command's own modules."""
     trees = {path[:-3].replace("/", "."): ast.parse(text)
              for path, text in sources.items() if path.endswith(".py")}
     local = {name.split(".")[0] for name in trees}
@@ -314,8 +329,8 @@ def needed_top_level_imports(sources: dict[str, str]) -> set[str]:
             todo += [n for n in seen[module] if n in trees]
         return seen
 
-    loaded = closure(["benchmarks.__main__", *(f"benchmarks.{c}" for c in COMMANDS)], True)
-    running = closure([f"benchmarks.{c}" for c in IN_CLUSTER_COMMANDS], False)
+    loaded = closure(["benchmarks.__main__", f"benchmarks.{command}"], True)
+    running = closure([f"benchmarks.{command}"], False)
     names = set().union(*loaded.values(), *running.values())
     return {n.split(".")[0] for n in names} - local - set(sys.stdlib_module_names)
 
@@ -337,19 +352,27 @@ def installable_closure(roots: tuple[str, ...]) -> set[str]:
     return found
 
 
-def test_the_runner_installs_everything_the_shipped_code_imports(sources) -> None:
+@pytest.mark.parametrize("command", IN_CLUSTER_COMMANDS)
+def test_the_runner_installs_what_each_command_imports(sources, command: str) -> None:
     providers = importlib.metadata.packages_distributions()
-    installed = installable_closure(IN_CLUSTER_PACKAGES)
+    installed = installable_closure(COMMAND_PACKAGES[command])
     missing = {}
-    for name in sorted(needed_top_level_imports(sources)):
+    for name in sorted(needed_top_level_imports(sources, command)):
         dists = {normalize(d) for d in providers.get(name, [name])}
         if not dists & installed:
             missing[name] = sorted(dists)
     assert not missing, (
-        f"benchmark pods import {missing} but infra/job_runner.py IN_CLUSTER_PACKAGES "
-        f"({', '.join(IN_CLUSTER_PACKAGES)}) does not bring them: add the package, or import "
-        "it inside the function that needs it if that function never runs in a pod"
+        f"`{command}` pods import {missing} but infra/job_runner.py COMMAND_PACKAGES "
+        f"[{command!r}] ({', '.join(COMMAND_PACKAGES[command])}) does not bring them: add "
+        "the package, or import it inside the function that needs it if that function "
+        "never runs in a pod"
     )
+
+
+def test_the_video_maker_installs_no_aiperf() -> None:
+    """AIPerf's tree is about 146 packages and 1.3 GB: only the sweep installs it."""
+    closure = installable_closure(COMMAND_PACKAGES["videos"] + COMMAND_PACKAGES["smoke"])
+    assert "aiperf" not in closure and "transformers" not in closure
 
 
 def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
@@ -365,3 +388,73 @@ def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
         result, message = run_runner(tmp_path, sources, [*args, "--wait", "5"])
     assert result.returncode != 0
     assert message is not None and message.startswith("Smoke test failed: empty answer")
+
+
+# ---------------------------------------------------------------------------------------
+# A run bound to its deployment; pods that survive the cluster's housekeeping
+
+
+def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sources) -> None:
+    """The smoke Job's pod template (immutable: a change replaces the Job) carries the
+    deployment's hash, and the sweep passes every fact, code hash included, to its run."""
+    first = replace(TARGET, deployment=(("worker_image", "nim:2.1.0"), ("graph_uid", "u1")))
+    objects = manifests(BenchmarkSettings(), sources, first)
+
+    def smoke_template(target: bj.BenchmarkTarget, code: dict[str, str]) -> dict:
+        return manifests(BenchmarkSettings(), code, target)["smoke"]["spec"]["template"]
+
+    same = smoke_template(first, sources)
+    assert same == objects["smoke"]["spec"]["template"]
+    for other in (replace(first, deployment=(("worker_image", "nim:2.2.0"), ("graph_uid", "u1"))),
+                  replace(first, deployment=(("worker_image", "nim:2.1.0"), ("graph_uid", "u2")))):
+        assert smoke_template(other, sources) != same
+    changed_code = {**sources, "benchmarks/smoke.py": sources["benchmarks/smoke.py"] + "\n"}
+    assert smoke_template(first, changed_code) != same
+    command = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    facts = [command[i + 1] for i, arg in enumerate(command) if arg == "--deployment"]
+    assert facts == ["worker_image=nim:2.1.0", "graph_uid=u1", f"code={bj.code_hash(sources)}"]
+    assert command[command.index("--resume-hint") + 1] == bj.RESUME_HINT
+
+
+def test_a_code_change_rolls_the_video_server(sources) -> None:
+    changed = {**sources, "benchmarks/videos.py": sources["benchmarks/videos.py"] + "\n"}
+    before, after = (manifests(BenchmarkSettings(), s)["video-server"]["spec"]["template"]
+                     for s in (sources, changed))
+    assert before["metadata"]["annotations"] != after["metadata"]["annotations"]
+
+
+def test_pods_are_kept_through_consolidation_and_drains(sources) -> None:
+    objects = manifests(BenchmarkSettings(), sources)
+    for role in ("video-server", "smoke", "sweep"):
+        annotations = objects[role]["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    budget = objects["video-budget"]
+    assert budget["spec"] == {"maxUnavailable": 0, "selector": objects["video-server"]["spec"][
+        "selector"]}
+
+
+def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> None:
+    target = replace(TARGET, node_selector=(("pool", "cpu"),),
+                     tolerations=({"key": "dedicated", "operator": "Exists"},))
+    objects = manifests(BenchmarkSettings(pip_index_url="https://mirror.example/simple"),
+                        sources, target)
+    for spec in pod_specs(objects):
+        assert spec["nodeSelector"] == {"pool": "cpu"}
+        assert spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+        preferred = spec["affinity"]["nodeAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"]
+        assert preferred[0]["preference"]["matchExpressions"][0]["key"] == "nvidia.com/gpu.present"
+        for container in spec["containers"] + spec.get("initContainers", []):
+            if container["command"][0] == "python" and "job_runner.py" in container["command"][1]:
+                env = {e["name"]: e["value"] for e in container["env"]}
+                assert env["PIP_INDEX_URL"] == "https://mirror.example/simple"
+    assert not any("nodeSelector" in spec for spec in pod_specs(manifests(
+        BenchmarkSettings(), sources)))
+
+
+def test_the_video_server_listens_on_ipv4_and_ipv6(sources) -> None:
+    objects = manifests(BenchmarkSettings(), sources)
+    command = objects["video-server"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--bind") + 1] == "::"
+    assert objects["video-service"]["spec"]["ipFamilyPolicy"] == "PreferDualStack"

@@ -104,9 +104,12 @@ def test_smoke_waits_for_the_graph_and_the_sweep_for_the_smoke_test(runs, stack:
     assert smoke.urn in sweep.dependencies
     # The videos are made while the model downloads: the server waits for nothing GPU.
     assert graph.urn not in server.dependencies
-    for res in (smoke, sweep, server):
+    # The Service has endpoints only once the server is Ready: awaited after it, as long.
+    assert server.urn in service.dependencies
+    for res in (smoke, sweep, server, service):
         seconds = res.inputs["metadata"]["annotations"][TIMEOUT_SECONDS]
         assert res.timeouts == {"create": f"{seconds}s", "update": f"{seconds}s"}
+    assert service.timeouts == server.timeouts
     assert int(sweep.inputs["metadata"]["annotations"][TIMEOUT_SECONDS]) >= 12 * 3600
 
 
@@ -157,6 +160,28 @@ def test_only_enabled_parts_are_declared() -> None:
     assert sweep_only.one(GRAPH).urn in sweep.dependencies
 
 
+@pytest.mark.parametrize("image", [
+    "docker.io/library/python@sha256:" + "a" * 64,
+    "docker.io/library/python:3.11.14-slim-bookworm@sha256:" + "b" * 64,
+])
+def test_a_benchmark_image_pinned_by_digest_is_accepted(image: str) -> None:
+    run = run_program("round-robin", stack_config("round-robin", {"benchmarkImage": image}))
+    assert run.error is None, run.error
+    assert jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0][
+        "image"] == image
+
+
+def test_the_sweep_is_bound_to_the_deployment_it_measures() -> None:
+    run = run_program("session-affinity", stack_config("session-affinity"))
+    command = jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+    facts = dict(command[i + 1].split("=", 1) for i, a in enumerate(command)
+                 if a == "--deployment")
+    assert facts["worker_image"] == stack_config("session-affinity")[
+        "cosmos3-routing:nimImage"]
+    assert facts["routing"] == "--router-mode round-robin --router-session-affinity-ttl-secs 300"
+    assert {"graph_uid", "code", "replicas", "gpus_per_worker", "model"} <= set(facts)
+
+
 def test_settings_reach_the_sweep() -> None:
     run, _ = run_with_hooks("session-affinity", {
         "benchmarkConcurrencies": [4, 16], "benchmarkVideos": 50,
@@ -171,7 +196,7 @@ def test_settings_reach_the_sweep() -> None:
     assert args[args.index("--questions-per-video") + 1] == "10"
     assert container["image"] == "registry.example/bench:2.0"
     assert sweep["spec"]["activeDeadlineSeconds"] == 20000
-    assert sweep["metadata"]["annotations"][bj.SKIP_AWAIT] == "true"
+    assert sweep["metadata"]["annotations"][bj.WAIT_FOR] == bj.STARTED
     server_init = run.one(DEPLOYMENT).inputs["spec"]["template"]["spec"]["initContainers"][0]
     assert "50" in server_init["command"]
 
@@ -203,6 +228,9 @@ def test_a_new_run_id_reruns_the_jobs_and_leaves_the_graph_alone(runs) -> None:
     ({"benchmarkImage": "python:latest"}, "benchmarkImage"),
     ({"benchmarkSweepTimeoutSecs": 5}, "benchmarkSweepTimeoutSecs"),
     ({"benchmarkWaitForSweep": "maybe"}, "benchmarkWaitForSweep"),
+    ({"benchmarkPipIndexUrl": "mirror.example"}, "benchmarkPipIndexUrl"),
+    ({"benchmarkNodeSelector": ["pool"]}, "benchmarkNodeSelector"),
+    ({"benchmarkTolerations": ["a:Sometimes"]}, "benchmarkTolerations"),
 ])
 def test_bad_benchmark_settings_name_their_key_and_declare_nothing(overrides, key) -> None:
     run = run_program("round-robin", stack_config("round-robin", overrides))

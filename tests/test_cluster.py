@@ -9,8 +9,11 @@ cluster); otherwise it is skipped with the reason:
   COSMOS3_STACK                stack to deploy (default session-affinity)
   COSMOS3_CONFIG_JSON          optional extra settings, e.g. {"gpuNodeSelector": [...]}
 
-The stack lives in a throwaway local backend under the test's tmp dir, so no stack or
-config file of the user's is touched. Allow hours: the download may take 2 h, the graph 1 h.
+The stack lives in a throwaway local backend under the test's tmp dir with a fresh stack
+file holding only what the test sets (`cluster_test_config`): a user's own stack file may
+hold an `encryptionsalt` and `secure:` values of another passphrase, or
+`benchmarkWaitForSweep: false`, and is never read or touched. Allow hours: the download
+may take 2 h, the graph 1 h.
 The post-deploy benchmark runs at a small size (4 videos x 2 questions, levels 1 and 2,
 unless COSMOS3_CONFIG_JSON says otherwise) under a fresh run id; the test checks that the
 smoke test passed and that the hook brought a results folder home.
@@ -30,10 +33,11 @@ from typing import Any
 
 import pytest
 
-from infra import recipe
+from infra import recipe, stack_files
+from infra.routing import PROFILES
+from infra.settings import parse_settings
 from tests.conftest import REPO_ROOT
-
-pytestmark = pytest.mark.cluster
+from tests.support_pulumi import project_file, project_name, stack_config
 
 
 def _missing() -> list[str]:
@@ -58,14 +62,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _project_copy(tmp: Path, stack: str) -> Path:
-    """The project in a scratch dir (links to infra/ and .venv), so the Automation API
-    writes its config there and never into the repository's stack files."""
+def _project_copy(tmp: Path) -> Path:
+    """The project in a scratch dir (links to infra/ and .venv) with no stack file: the
+    Automation API writes a fresh one there, never into the repository's."""
     work = tmp / "project"
     work.mkdir()
-    for name in ("Pulumi.yaml", f"Pulumi.{stack}.yaml"):
-        if (REPO_ROOT / name).exists():
-            shutil.copy(REPO_ROOT / name, work / name)
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
     (work / "infra").symlink_to(REPO_ROOT / "infra")
     (work / ".venv").symlink_to(REPO_ROOT / ".venv")
     return work
@@ -113,6 +115,44 @@ def _set_config(stack: Any, key: str, value: Any) -> None:
                                                else str(value)))
 
 
+def cluster_test_config(stack: str, env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """Every setting the cluster test's stack holds: the profile's routing, a small
+    benchmark that `up` waits for, the cache from the environment, and the user's extras."""
+    routing = PROFILES[stack]
+    config: dict[str, Any] = {
+        "routerMode": routing.router_mode, "routerKvEvents": routing.kv_events,
+        "sessionAffinity": routing.affinity,
+        "sessionAffinityTtlSecs": routing.affinity_ttl_secs or 300,
+        "benchmarkRunId": run_id, "benchmarkVideos": 4, "benchmarkQuestionsPerVideo": 2,
+        "benchmarkConcurrencies": [1, 2], "benchmarkWaitForSweep": True,
+    }
+    if env.get("COSMOS3_EXISTING_CLAIM"):
+        config["cacheExistingClaim"] = env["COSMOS3_EXISTING_CLAIM"]
+    else:
+        config["cacheStorageClass"] = env["COSMOS3_STORAGE_CLASS"]
+    return {**config, **json.loads(env.get("COSMOS3_CONFIG_JSON", "{}"))}
+
+
+def test_the_cluster_tests_stack_holds_only_what_it_sets() -> None:
+    """No secure value or salt of another passphrase, and it waits for the sweep."""
+    env = {"COSMOS3_STORAGE_CLASS": "rwx"}
+    config = cluster_test_config("session-affinity", env, "ct-1")
+    assert config["benchmarkWaitForSweep"] is True and config["cacheStorageClass"] == "rwx"
+    assert config["sessionAffinity"] is True and config["sessionAffinityTtlSecs"] == 300
+    assert "encryptionsalt" not in json.dumps(config) and "secure" not in json.dumps(config)
+    # The program accepts exactly this (plus the key the test sets as a secret).
+    raw = stack_config("session-affinity")
+    name = project_name()
+    fresh = {k: v for k, v in raw.items() if not k.startswith(f"{name}:")}
+    defaults = {f"{name}:{k}": stack_files.cli_value(v["default"])
+                for k, v in project_file()["config"].items()}
+    chosen = {f"{name}:{k}": stack_files.cli_value(v) for k, v in config.items()}
+    settings = parse_settings({**fresh, **defaults, **chosen,
+                               f"{name}:ngcApiKey": "k"}, "session-affinity")
+    assert settings.benchmark.wait_for_sweep and settings.routing == PROFILES["session-affinity"]
+
+
+@pytest.mark.cluster
 def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     reasons = _missing()
     if reasons:
@@ -122,7 +162,7 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     from pulumi import automation as auto
 
     stack_name = os.environ.get("COSMOS3_STACK", "session-affinity")
-    work = _project_copy(tmp_path, stack_name)
+    work = _project_copy(tmp_path)
     backend = tmp_path / "backend"
     backend.mkdir()
     env = {
@@ -134,15 +174,8 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
         opts=auto.LocalWorkspaceOptions(env_vars=env),
     )
     stack.set_config("ngcApiKey", auto.ConfigValue(os.environ["NGC_API_KEY"], secret=True))
-    run_id = f"ct-{int(time.time())}"
-    small_benchmark = {"benchmarkRunId": run_id, "benchmarkVideos": 4,
-                       "benchmarkQuestionsPerVideo": 2, "benchmarkConcurrencies": [1, 2]}
-    if os.environ.get("COSMOS3_EXISTING_CLAIM"):
-        small_benchmark["cacheExistingClaim"] = os.environ["COSMOS3_EXISTING_CLAIM"]
-    else:
-        small_benchmark["cacheStorageClass"] = os.environ["COSMOS3_STORAGE_CLASS"]
-    small_benchmark.update(json.loads(os.environ.get("COSMOS3_CONFIG_JSON", "{}")))
-    for key, value in small_benchmark.items():
+    config = cluster_test_config(stack_name, dict(os.environ), f"ct-{int(time.time())}")
+    for key, value in config.items():
         _set_config(stack, key, value)
     try:
         result = stack.up(on_output=print)

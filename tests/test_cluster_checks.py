@@ -16,7 +16,7 @@ from kubernetes import client
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
 from infra.settings import Settings, parse_settings
-from tests.support_cluster import as_api_returns, gpu_pod, healthy, node
+from tests.support_cluster import UNREACHABLE, as_api_returns, gpu_pod, healthy, node
 from tests.support_pulumi import run_program, stack_config
 
 STACK = "session-affinity"
@@ -121,13 +121,6 @@ def test_problems_found_in_the_cluster_stop_the_program_before_anything_is_decla
     assert "createNamespace" in str(run.error) and "nothing was created" in str(run.error)
 
 
-UNREACHABLE = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
-users: [{name: u, user: {token: not-a-real-token}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 
 
 @pytest.mark.parametrize("how", ["content", "path", "missing"])

@@ -34,6 +34,7 @@ from infra.results_hook import (
     job_status_from,
 )
 from tests.conftest import REPO_ROOT
+from tests.support_cluster import UNREACHABLE
 
 LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="bench",
                        cache_claim="shared-model-cache", image="python:3.11.14-slim")
@@ -98,14 +99,18 @@ def test_transfer_refuses_paths_outside_the_destination(tmp_path) -> None:
     import io
     import tarfile
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        info = tarfile.TarInfo("../escape.txt")
-        info.size = 1
-        tar.addfile(info, io.BytesIO(b"x"))
-    with pytest.raises(tarfile.TarError):
-        extract_tar_b64(base64.b64encode(buf.getvalue()).decode(), tmp_path / "dest")
-    assert not (tmp_path / "escape.txt").exists()
+    # Checked by hand, not `extractall(filter=...)`, which Python 3.11.0-3.11.3 lacks.
+    for name, kind in (("../escape.txt", tarfile.REGTYPE), ("link", tarfile.SYMTYPE)):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            info.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+            info.size = 1 if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(b"x") if info.size else None)
+        with pytest.raises(CollectError, match="refusing"):
+            extract_tar_b64(base64.b64encode(buf.getvalue()).decode(), tmp_path / "dest")
+        assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "dest/link").exists()
 
 
 def job(conditions: list[V1JobCondition] | None) -> dict:
@@ -266,3 +271,38 @@ def test_aiperf_phase_copies_are_not_counted_as_levels(tmp_path) -> None:
     (tmp_path / REPORT_FOLDER).mkdir()
     (tmp_path / REPORT_FOLDER / AIPERF_EXPORT).write_text("{}")
     assert aiperf_exports(tmp_path) == [level / AIPERF_EXPORT]
+
+
+
+
+def test_the_hook_reaches_a_cluster_whose_kubeconfig_is_given_as_content(tmp_path) -> None:
+    """`kubernetes:kubeconfig` may hold the file's content: no path lookup on it (a long
+    string made `Path.is_file()` raise, and the results never came home)."""
+    from infra.results_hook import KubernetesClusterIO
+
+    padded = UNREACHABLE + "# " + "x" * 5000 + "\n"
+    io_ = KubernetesClusterIO(kubeconfig=padded)
+    assert io_._api.configuration.host == "https://127.0.0.1:9"
+    path = tmp_path / "config"
+    path.write_text(UNREACHABLE)
+    assert KubernetesClusterIO(kubeconfig=str(path))._api.configuration.host.endswith(":9")
+
+
+@pytest.mark.parametrize("status, body, expected", [
+    (403, 'pods is forbidden: User "u" cannot create resource "pods"',
+     "your account needs `create` on pods in that namespace"),
+    (403, 'pods "r" is forbidden: violates PodSecurity "restricted:latest"',
+     "Pod Security admission refused"),
+    (403, 'pods "r" is forbidden: exceeded quota: q, requested: limits.cpu=1',
+     "a resource quota refused"),
+])
+def test_cluster_refusals_are_one_line_with_the_fix(status: int, body: str,
+                                                     expected: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from infra.results_hook import refusal
+
+    error = ApiException(status=status, reason="Forbidden")
+    error.body = body
+    line = refusal(error, "create pod r in ns", "`create` on pods")
+    assert expected in line and "\n" not in line

@@ -294,3 +294,59 @@ def test_a_level_over_its_timeout_stops_aiperf_and_says_which_setting(tmp_path: 
     assert tree_pids(os.getpid()) - before == set(), "AIPerf processes outlived the timeout"
     manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
     assert manifest["levels"]["1"]["status"] != "complete"
+
+
+def test_a_run_of_another_deployment_is_never_resumed(sweep_runs: SweepRuns) -> None:  # noqa: F811
+    """Same run id, same settings, another deployment (image, a recreated graph, new code):
+    the earlier levels are not taken for this deployment's; the refusal says what to do."""
+    run_dir = sweep_runs.affinity.run_dir
+    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
+    config = SweepConfig(
+        url=manifest["endpoint"], dataset=sweep_runs.dataset, profile="session-affinity",
+        model=manifest["model"], run_dir=run_dir, tokenizer=manifest["tokenizer"],
+        concurrencies=tuple(LEVELS), warmup_requests=WARMUP, output_tokens=OUTPUT_TOKENS,
+        deployment={"graph_uid": "a-new-graph", "code": "0123456789ab"},
+        notes=tuple(manifest["notes"]), new_run_hint="set a new benchmarkRunId",
+    )
+    with pytest.raises(SweepError) as err:
+        run_sweep(config, say=lambda _: None)
+    first_line = str(err.value).splitlines()[0]
+    assert "deployment" in first_line and "a-new-graph" in first_line
+    assert first_line.endswith("set a new benchmarkRunId")
+
+
+def _small_sweep(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    dataset = tmp_path / "dataset.jsonl"
+    build_dataset(dataset, video_refs=[f"http://127.0.0.1:9/v{i}.mp4" for i in range(2)],
+                  questions_per_video=2, output_tokens=8)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", "sweep", "--url", url, "--model", "m",
+         "--dataset", str(dataset), "--profile", "round-robin", "--concurrency", "1",
+         "--warmup-requests", "0", "--output-tokens", "8", "--out", str(tmp_path / "run"),
+         "--request-timeout", "5", *extra],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+    )
+
+
+def test_a_level_past_its_error_share_fails_and_its_cause_is_the_last_line(
+        tmp_path: Path) -> None:
+    """Failed requests no longer make a complete level; the last line printed (the one a
+    Job's failure shows) is the cause, the way to resume comes before it."""
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.fail_status, server.fail_count = 500, 1
+        result = _small_sweep(tmp_path, server.url, "--resume-hint", "run `pulumi up` again")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("sweep: error: concurrency 1: 1 of 4 requests failed")
+    assert "to resume" in lines[-2] and "run `pulumi up` again" in lines[-2]
+    manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
+    assert manifest["levels"]["1"]["status"] == "failed"
+
+
+def test_a_failing_aiperf_names_its_own_last_line_as_the_cause(tmp_path: Path) -> None:
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.fail_status = 500
+        result = _small_sweep(tmp_path, server.url)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("sweep: error: AIPerf failed at concurrency 1 (exit code 1): ")
+    assert not last.endswith(": ")
