@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.loopback import (
+from benchmarks.processes import (
     LOOPBACK,
     Listener,
     accepts_connections,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.local_dynamo import NATS_BINARY
-from benchmarks.loopback import LOOPBACK, port_in_use
+from benchmarks.processes import LOOPBACK, available_memory, port_in_use
 
 # Measured: frontend + 8 mock workers ~0.3 GiB, NATS 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 DEFAULT_MEMORY_NEEDED = 2 * 2**30
@@ -103,17 +103,6 @@ def check_aiperf() -> list[str]:
     if importlib.util.find_spec("aiperf") is None:
         return ["AIPerf is not installed in this environment; rerun `bash scripts/setup.sh`"]
     return []
-
-
-def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """MemAvailable in bytes (what can be used without swapping), None where unknown."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def check_memory(needed: int, available: int | None) -> list[str]:

@@ -49,10 +49,9 @@ from benchmarks.local_dynamo import (
     local_frontend_command,
     sigterm_as_interrupt,
 )
-from benchmarks.loopback import LOOPBACK, free_port
 from benchmarks.mock_model import mock_model_dir
-from benchmarks.peak_memory import PeakMemory
 from benchmarks.preflight import PortRequest, PreflightError, run_preflight
+from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
 from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
 from benchmarks.report import build_report
 from benchmarks.shape import SEED_SHAPE
@@ -190,14 +189,7 @@ def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
     return 3 * mocked + 300
 
 
-def cpu_times(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot."""
-    fields = [int(v) for v in stat.read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
-
-
-def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float | None:
     total = after[1] - before[1]
     return None if total <= 0 else (after[0] - before[0]) / total
 

@@ -6,9 +6,11 @@ import os
 import time
 from pathlib import Path
 
+import psutil
+
 from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
-from benchmarks.loopback import listeners, listening_ports
 from benchmarks.mock_model import mock_model_dir
+from benchmarks.processes import listeners, listening_ports
 from infra.routing import Routing
 
 
@@ -28,10 +30,9 @@ def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalD
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return state != "Z"
 
 
 def wait_gone(pids: set[int], timeout: float = 20.0) -> set[int]:

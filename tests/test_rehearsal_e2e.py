@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.local_dynamo import PROCESS_RECORD
-from benchmarks.loopback import LOOPBACK
-from benchmarks.peak_memory import tree_pids
+from benchmarks.processes import LOOPBACK, tree_pids
 from benchmarks.rehearse import REHEARSAL_FILE
 from benchmarks.stickiness import ATTRIBUTION_FILE, STICKINESS_FILE
 from benchmarks.sweep import level_dir_name

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks.local_dynamo import find_nats_server
-from benchmarks.loopback import LOOPBACK, free_port, port_in_use
 from benchmarks.preflight import (
     PortRequest,
     PreflightError,
@@ -19,6 +18,7 @@ from benchmarks.preflight import (
     check_dynamo,
     run_preflight,
 )
+from benchmarks.processes import LOOPBACK, free_port, port_in_use
 from tests.support_rehearsal import child_env
 
 

@@ -24,7 +24,7 @@ from benchmarks.local_dynamo import (
     dynamo_env,
     local_frontend_command,
 )
-from benchmarks.loopback import LOOPBACK, listeners
+from benchmarks.processes import LOOPBACK, listeners
 from benchmarks.rehearsal_stack import rehearsal_stack
 from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
