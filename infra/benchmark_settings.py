@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from benchmarks.shape import SEED_SHAPE
 from infra.benchmark_names import max_run_id_len
@@ -79,27 +79,6 @@ class BenchmarkSettings:
     @property
     def any_enabled(self) -> bool:
         return self.smoke or self.sweep
-
-
-def config_schema() -> dict[str, dict[str, Any]]:
-    """Type and default of each key, as Pulumi.yaml must declare them (a test compares)."""
-    d = BenchmarkSettings()
-    integer = {"type": "integer"}
-    return {
-        KEY_SMOKE: {"type": "boolean", "default": d.smoke},
-        KEY_SWEEP: {"type": "boolean", "default": d.sweep},
-        KEY_WAIT: {"type": "boolean", "default": d.wait_for_sweep},
-        KEY_RUN_ID: {"type": "string", "default": d.run_id},
-        KEY_CONCURRENCIES: {"type": "array", "items": integer,
-                            "default": list(d.concurrencies)},
-        KEY_VIDEOS: {**integer, "default": d.videos},
-        KEY_QUESTIONS: {**integer, "default": d.questions_per_video},
-        KEY_IMAGE: {"type": "string", "default": d.image},
-        KEY_SMOKE_TIMEOUT: {**integer, "default": d.smoke_timeout_secs},
-        KEY_SWEEP_TIMEOUT: {**integer, "default": d.sweep_timeout_secs},
-        KEY_VIDEO_SERVER_TIMEOUT: {**integer, "default": d.video_server_timeout_secs},
-        KEY_PIP_INDEX: {"type": "string", "default": d.pip_index_url},
-    }
 
 
 def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
