@@ -104,10 +104,14 @@ def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
 
     operator_ns = settings.preflight.operator_namespace
     try:
+        claim = read("claim", core.read_namespaced_persistent_volume_claim,
+                     settings.cache.claim_name, ns)
+        # The class the claim will use: the setting's, or an existing claim's own.
+        storage_class = settings.cache.storage_class or (
+            claim.spec.storage_class_name if claim is not None else None)
         return LiveObjects(
             namespace=read("namespace", core.read_namespace, ns),
-            claim=read("claim", core.read_namespaced_persistent_volume_claim,
-                       settings.cache.claim_name, ns),
+            claim=claim,
             download_job=read("download Job", batch.read_namespaced_job,
                               settings.download_job_name, ns),
             sweep_job=read("sweep Job", batch.read_namespaced_job,
@@ -121,8 +125,7 @@ def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
                               else (apps.list_deployment_for_all_namespaces,)),
                 label_selector=OPERATOR_SELECTOR),
             storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
-                               settings.cache.storage_class) if settings.cache.storage_class
-            else None,
+                               storage_class) if storage_class else None,
             nodes=items("nodes", core.list_node),
             pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
             pull_secrets=tuple(
@@ -270,6 +273,11 @@ def _cache(settings: Settings, live: LiveObjects) -> list[str]:
                        "Azure Files, CephFS...)")
     if claim is not None:
         key = _key("cacheExistingClaim")
+        used = claim.spec.storage_class_name
+        if used and live.storage_class is None and "storage class" not in live.unreadable:
+            out.append(f"{key}: claim {cache.claim_name} uses storage class {used}, which "
+                       "does not exist (`kubectl get storageclass`): the claim can't bind; "
+                       "use another claim")
         if "ReadWriteMany" not in (claim.spec.access_modes or []):
             out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
                        "; eight workers on several nodes share the cache, so it must be "

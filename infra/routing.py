@@ -69,7 +69,12 @@ def routing_args(routing: Routing) -> list[str]:
 
 
 def frontend_args(routing: Routing, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
-    """Full argument list after `python3 -m dynamo.frontend`."""
+    """Full argument list after `python3 -m dynamo.frontend`.
+
+    The graph's frontend binds 0.0.0.0, as NVIDIA's Cosmos3 NIM Dynamo manifests do
+    ("Dynamo discovery and routing": `--http-host 0.0.0.0`). Whether Dynamo 1.6.1 parses
+    `::` for an IPv6-only pod network is unverified here (no test may bind beyond
+    127.0.0.1); on such a cluster, check the frontend's log for its listen address."""
     return ["--http-host", host, "--http-port", str(port), *routing_args(routing)]
 
 

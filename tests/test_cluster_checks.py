@@ -147,10 +147,11 @@ def _crd(version: str) -> client.V1CustomResourceDefinition:
         "V1CustomResourceDefinition")
 
 
-def _claim(modes: list[str], size: str) -> client.V1PersistentVolumeClaim:
+def _claim(modes: list[str], size: str, storage_class: str | None = None
+           ) -> client.V1PersistentVolumeClaim:
     return as_api_returns({"metadata": {"name": "shared-model-cache"}, "spec": {
-        "accessModes": modes, "resources": {"requests": {"storage": size}}}},
-        "V1PersistentVolumeClaim")
+        "accessModes": modes, "resources": {"requests": {"storage": size}},
+        "storageClassName": storage_class}}, "V1PersistentVolumeClaim")
 
 
 K = "cosmos3-routing:"
@@ -185,6 +186,10 @@ PREFLIGHT = {
         f"{K}cacheExistingClaim: claim shared-model-cache holds 50Gi, less than the 100Gi "
         "this serving path downloads: grow it or use another claim"]),
     "claim fits": ({"claim": _claim(["ReadWriteMany"], "300Gi")}, []),
+    "claim of a class that is gone": ({"claim": _claim(["ReadWriteMany"], "300Gi", "old"),
+                                       "storage_class": None}, [
+        f"{K}cacheExistingClaim: claim shared-model-cache uses storage class old, which does "
+        "not exist (`kubectl get storageclass`): the claim can't bind; use another claim"]),
     "GPUs other pods hold": ({"pods": (gpu_pod("gpu-1", 2),)}, [
         f"{K}gpuNodeSelector: 1 schedulable node(s) match gpuNodeSelector and tolerations "
         "with free GPUs for 6 of 8 workers (8 x 1 GPUs, counting what other pods hold); free "

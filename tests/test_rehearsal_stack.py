@@ -29,7 +29,7 @@ from benchmarks.rehearsal_stack import rehearsal_stack
 from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
 from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
-from infra.routing import PROFILES
+from infra.routing import PROFILES, Routing
 from infra.stack_files import stack_names
 from tests.conftest import REPO_ROOT
 from tests.support_rehearsal import (
@@ -114,6 +114,18 @@ def test_stack_starts_routes_as_profiled_and_stops_clean(tmp_path: Path) -> None
     assert not listeners(pids)
 
 
+def test_kv_routing_with_session_affinity_is_accepted_and_keeps_a_session(tmp_path: Path
+                                                                          ) -> None:
+    """The combination a stack gets with routerMode kv, routerKvEvents false and
+    sessionAffinity true: the real frontend takes the flags and binds the session."""
+    routing = Routing(router_mode="kv", affinity_ttl_secs=300, kv_events=False)
+    config = small_stack_config(tmp_path, routing, workers=3)
+    with LocalDynamo(config) as stack:
+        pids = stack.pids()
+        assert len({_chat(stack.url, "video-1") for _ in range(6)}) == 1
+    assert not wait_gone(pids, timeout=1.0)
+
+
 def test_round_robin_profile_ignores_session_header(tmp_path: Path) -> None:
     config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=2)
     with LocalDynamo(config) as stack:
@@ -140,7 +152,7 @@ _CHILD = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from benchmarks.local_dynamo import LocalDynamo, sigterm_as_interrupt
-    from infra.routing import PROFILES
+    from infra.routing import PROFILES, Routing
     from tests.support_rehearsal import small_stack_config
     with sigterm_as_interrupt():
         with LocalDynamo(small_stack_config(Path(sys.argv[1]), PROFILES["round-robin"], 2)) as s:
