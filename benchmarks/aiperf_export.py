@@ -101,3 +101,18 @@ def summarize_file(path: Path) -> LevelSummary:
         return summarize(read_export(path))
     except ExportError as exc:
         raise ExportError(f"{path}: {exc}") from exc
+
+
+def output_lengths(records: Path) -> list[int]:
+    """Output tokens of every measured request, from AIPerf's per-request records
+    (warm-up excluded; a request without a count, e.g. a failed one, is left out)."""
+    lengths = []
+    with open(records) as lines:
+        for line in lines:
+            record = json.loads(line)
+            if (record.get("metadata") or {}).get("benchmark_phase", "profiling") != "profiling":
+                continue
+            value = ((record.get("metrics") or {}).get("output_sequence_length") or {}).get("value")
+            if value is not None:
+                lengths.append(int(value))
+    return lengths

@@ -128,6 +128,10 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
     return list(runs.values())
 
 
+def _level_state(run: ProfileRun, concurrency: int) -> dict[str, Any]:
+    return ((run.manifest or {}).get("levels") or {}).get(str(concurrency)) or {}
+
+
 def gain_pct(value: float | None, baseline: float | None) -> float | None:
     if value is None or not baseline:
         return None
@@ -154,6 +158,9 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "throughput_gain_pct": gain_pct(
                     level.request_throughput, base.request_throughput if base else None),
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
+                # Requests that got other than the asked output tokens (the sweep flags them).
+                "output_tokens_other": (_level_state(run, concurrency).get(
+                    "output_lengths") or {}).get("other", 0),
                 "export": str(run.exports[concurrency]),
             })
     return rows
@@ -248,6 +255,13 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) 
         out.append("- " + " ".join(facts))
         for note in m.get("notes") or []:
             out.append(f"  - note: {note}")
+        for level in sorted(run.levels):
+            lengths = _level_state(run, level).get("output_lengths")
+            if lengths:
+                out.append(f"  - FLAGGED: concurrency {level}: {lengths['other']} of "
+                           f"{lengths['requests']} requests got other than "
+                           f"{m.get('output_tokens')} output tokens (min {lengths['min']}, "
+                           f"max {lengths['max']})")
     return "\n".join(out) + "\n"
 
 

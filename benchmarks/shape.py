@@ -28,7 +28,9 @@ class SweepShape:
     questions_per_video: int = 20
     output_tokens: int = 128
     concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
-    warmup_requests: int = 8
+    # The seed sends no warm-up: one here would cache a measured video's first questions
+    # on a worker its session is not bound to.
+    warmup_requests: int = 0
     random_seed: int = 0
     videos: VideoShape = field(default_factory=VideoShape)
 

@@ -40,12 +40,13 @@ from typing import Any
 
 from benchmarks.aiperf_command import (
     EXPORT_LEVELS,
+    RECORDS_EXPORT,
     SUMMARY_EXPORT,
     LevelSpec,
     aiperf_command,
     aiperf_env,
 )
-from benchmarks.aiperf_export import ExportError, summarize_file
+from benchmarks.aiperf_export import ExportError, output_lengths, summarize_file
 from benchmarks.dataset import (
     add_prompt_style_options,
     build_dataset,
@@ -115,6 +116,8 @@ class SweepConfig:
     python: str = sys.executable
     # A level whose failed requests exceed this share of its requests is failed, not kept.
     max_error_share: float = 0.01
+    # A level where any request got other than `output_tokens` is failed unless accepted.
+    accept_other_lengths: bool = False
     # What a refused resume tells the user to do (the cluster's way differs).
     new_run_hint: str = "use a new --run-id (or --out) for these settings"
 
@@ -385,6 +388,18 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
         )
 
 
+def _length_check(level_dir: Path, wanted: int) -> dict[str, int] | None:
+    """How many measured requests got other than `wanted` output tokens (None: all got
+    it, or the level kept no per-request records)."""
+    records = level_dir / RECORDS_EXPORT
+    lengths = output_lengths(records) if records.is_file() else []
+    other = [n for n in lengths if n != wanted]
+    if not other:
+        return None
+    return {"requests": len(lengths), "other": len(other), "min": min(lengths),
+            "max": max(lengths)}
+
+
 def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
     if config.tokenizer is not None:
         return config.tokenizer
@@ -464,12 +479,27 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 f"{_tail(level_dir / LEVEL_LOG)}"
             ) from exc
         say(summary.line())
+        lengths = _length_check(level_dir, config.output_tokens)
+        level = manifest["levels"][str(concurrency)]
+        if lengths:
+            level["output_lengths"] = lengths
+            say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
+                f"{lengths['requests']} requests got other than {config.output_tokens} "
+                f"output tokens (min {lengths['min']}, max {lengths['max']})")
         sent = summary.requests + summary.errors  # AIPerf counts the successful ones
         if summary.errors > config.max_error_share * sent:
             error = (f"concurrency {concurrency}: {summary.errors} of {sent} "
                      f"requests failed, over the {config.max_error_share:.0%} a level may "
                      f"lose (details: {level_dir / SUMMARY_EXPORT}, error_summary)")
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=error)
+            write_json(manifest_path, manifest)
+            raise LevelFailed(error)
+        if lengths and not config.accept_other_lengths:
+            error = (f"concurrency {concurrency}: {lengths['other']} requests got other than "
+                     f"{config.output_tokens} output tokens (min {lengths['min']}, max "
+                     f"{lengths['max']}): the server stops early or ignores the length "
+                     "fields; fix it, or pass --accept-other-lengths to keep such levels")
+            level.update(status=STATUS_FAILED, error=error)
             write_json(manifest_path, manifest)
             raise LevelFailed(error)
         manifest["levels"][str(concurrency)].update(
@@ -546,6 +576,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--deployment", action="append", default=[], metavar="KEY=VALUE",
                    help="what the run measures (image, topology...): recorded, and a resume "
                    "against other values is refused")
+    p.add_argument("--accept-other-lengths", action="store_true",
+                   help="keep levels where requests got other than --output-tokens tokens")
     p.add_argument("--max-error-share", type=float, default=0.01,
                    help="fail a level whose failed requests exceed this share (default 0.01)")
     p.add_argument("--resume-hint", default=None,
@@ -599,7 +631,7 @@ def _run(args: argparse.Namespace) -> int:
         export_level=args.export_level, request_timeout_secs=args.request_timeout,
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
         deployment=dict(item.partition("=")[::2] for item in args.deployment),
-        max_error_share=args.max_error_share,
+        max_error_share=args.max_error_share, accept_other_lengths=args.accept_other_lengths,
         **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.

@@ -68,6 +68,8 @@ class RecordingOpenAIServer:
         self.fail_count: int | None = None
         self._failed = 0
         self.empty_answer = False
+        # A server that stops early: at most this many output tokens (None: as asked).
+        self.max_tokens: int | None = None
         self.delay_secs = 0.0
         self.record = record
         self.workers = workers
@@ -194,7 +196,7 @@ class RecordingOpenAIServer:
         with self._lock:
             self._served += 1
             worker = self._served % self.workers
-        tokens = requested_output_tokens(body) or 16
+        tokens = min(requested_output_tokens(body) or 16, self.max_tokens or 10**9)
         pieces = [] if self.empty_answer else self._answer_pieces(tokens)
         nvext = self._nvext(body, worker)
         if body.get("stream"):

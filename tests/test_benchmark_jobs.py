@@ -214,8 +214,18 @@ def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
     assert deployment["spec"]["progressDeadlineSeconds"] == 2400
     assert deployment["metadata"]["annotations"][bj.TIMEOUT_SECONDS] == "2400"
     maker = deployment["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    # The measured videos and one for the smoke test alone.
     assert maker[maker.index("--") + 1:][:5] == ["videos", "--out", bj.VIDEOS_DIR, "--count",
-                                                 str(SEED_SHAPE.videos.count)]
+                                                 str(SEED_SHAPE.videos.count + 1)]
+
+
+def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> None:
+    settings = BenchmarkSettings(videos=12)
+    objects = manifests(settings, sources)
+    command = objects["smoke"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--video-url") + 1] == TARGET.video_base_url + "video_0012.mp4"
+    sweep = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert sweep[sweep.index("--video-count") + 1] == "12"  # video_0000 .. video_0011
 
 
 # ---------------------------------------------------------------------------------------

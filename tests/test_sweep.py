@@ -350,3 +350,27 @@ def test_a_failing_aiperf_names_its_own_last_line_as_the_cause(tmp_path: Path) -
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("sweep: error: AIPerf failed at concurrency 1 (exit code 1): ")
     assert not last.endswith(": ")
+
+
+def test_a_server_that_stops_early_is_flagged_and_fails_the_level(tmp_path: Path) -> None:
+    """128 tokens asked, 5 given: the level says so and fails, unless accepted."""
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.max_tokens = 5
+        refused = _small_sweep(tmp_path / "refused", server.url)
+        accepted = _small_sweep(tmp_path / "accepted", server.url, "--accept-other-lengths")
+    assert refused.returncode == 1
+    assert "FLAGGED 4 of 4 requests got other than 8 output tokens (min 5, max 5)" in (
+        refused.stdout)
+    assert refused.stderr.strip().splitlines()[-1].startswith(
+        "sweep: error: concurrency 1: 4 requests got other than 8 output tokens")
+    assert accepted.returncode == 0, accepted.stderr
+    manifest = json.loads((tmp_path / "accepted" / "run" / MANIFEST_NAME).read_text())
+    assert manifest["levels"]["1"]["output_lengths"] == {"requests": 4, "other": 4, "min": 5,
+                                                         "max": 5}
+    assert manifest["levels"]["1"]["status"] == "complete"
+    from benchmarks.report import build_report
+
+    report = build_report([tmp_path / "accepted" / "run"], tmp_path / "report").read_text()
+    assert "FLAGGED: concurrency 1: 4 of 4 requests got other than 8 output tokens" in report
+    rows = json.loads((tmp_path / "report" / "report.json").read_text())["rows"]
+    assert rows[0]["output_tokens_other"] == 4
