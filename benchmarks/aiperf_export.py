@@ -103,16 +103,31 @@ def summarize_file(path: Path) -> LevelSummary:
         raise ExportError(f"{path}: {exc}") from exc
 
 
-def output_lengths(records: Path) -> list[int]:
-    """Output tokens of every measured request, from AIPerf's per-request records
-    (warm-up excluded; a request without a count, e.g. a failed one, is left out)."""
-    lengths = []
+def _measured(records: Path) -> list[dict[str, Any]]:
+    """AIPerf's per-request records of the measured phase (warm-up excluded)."""
     with open(records) as lines:
-        for line in lines:
-            record = json.loads(line)
-            if (record.get("metadata") or {}).get("benchmark_phase", "profiling") != "profiling":
-                continue
-            value = ((record.get("metrics") or {}).get("output_sequence_length") or {}).get("value")
-            if value is not None:
-                lengths.append(int(value))
-    return lengths
+        rows = [json.loads(line) for line in lines if line.strip()]
+    return [r for r in rows
+            if (r.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling"]
+
+
+def _metric(record: dict[str, Any], name: str) -> float | None:
+    return ((record.get("metrics") or {}).get(name) or {}).get("value")
+
+
+def output_lengths(records: Path) -> list[int]:
+    """Output tokens of every measured request (a request without a count, e.g. a failed
+    one, is left out)."""
+    values = (_metric(r, "output_sequence_length") for r in _measured(records))
+    return [int(v) for v in values if v is not None]
+
+
+def latencies_by_video(records: Path) -> dict[str, list[float]]:
+    """Request latencies (ms) of the measured requests, by session (one per video)."""
+    out: dict[str, list[float]] = {}
+    for record in _measured(records):
+        latency = _metric(record, "request_latency")
+        if latency is not None:
+            video = str((record.get("metadata") or {}).get("conversation_id"))
+            out.setdefault(video, []).append(float(latency))
+    return out

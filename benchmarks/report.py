@@ -20,14 +20,20 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_command import SUMMARY_EXPORT
-from benchmarks.aiperf_export import ExportError, LevelSummary, summarize_file
+from benchmarks.aiperf_command import RECORDS_EXPORT, SUMMARY_EXPORT
+from benchmarks.aiperf_export import (
+    ExportError,
+    LevelSummary,
+    latencies_by_video,
+    summarize_file,
+)
 from benchmarks.stickiness import STICKINESS_FILE
 from benchmarks.sweep import MANIFEST_NAME
 
@@ -138,6 +144,37 @@ def gain_pct(value: float | None, baseline: float | None) -> float | None:
     return (value / baseline - 1.0) * 100.0
 
 
+BOOTSTRAP_SAMPLES = 1000
+
+
+def gain_interval(base: dict[str, list[float]], other: dict[str, list[float]],
+                  samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+                  ) -> tuple[float, float] | None:
+    """95% interval of the throughput gain, by a bootstrap over videos.
+
+    At a fixed concurrency the request rate is concurrency / mean request latency
+    (Little's law), so the gain is base mean latency / other mean latency - 1. Videos are
+    what varies between requests (their questions share a cache), so whole videos are
+    resampled, with replacement, on each side. None without per-request records."""
+    if not base or not other:
+        return None
+    rng = random.Random(seed)
+    videos = [list(base.values()), list(other.values())]
+
+    def mean_latency(side: list[list[float]]) -> float:
+        picked = [lat for video in rng.choices(side, k=len(side)) for lat in video]
+        return sum(picked) / len(picked)
+
+    gains = sorted((mean_latency(videos[0]) / mean_latency(videos[1]) - 1.0) * 100.0
+                   for _ in range(samples))
+    return gains[int(0.025 * samples)], gains[int(0.975 * samples) - 1]
+
+
+def _latencies(run: ProfileRun, concurrency: int) -> dict[str, list[float]]:
+    records = run.exports[concurrency].parent / RECORDS_EXPORT
+    return latencies_by_video(records) if records.is_file() else {}
+
+
 def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
     """One row per (concurrency, profile): every metric, the gain over the first profile."""
     baseline = runs[0]
@@ -149,6 +186,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             if level is None:
                 continue
             sticky = run.stickiness.get(concurrency, {})
+            interval = None
+            if run is not baseline and base is not None:
+                interval = gain_interval(_latencies(baseline, concurrency),
+                                         _latencies(run, concurrency))
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
@@ -157,6 +198,8 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 **{name: getattr(level, name) for name, _ in METRICS},
                 "throughput_gain_pct": gain_pct(
                     level.request_throughput, base.request_throughput if base else None),
+                "throughput_gain_ci95_low": interval[0] if interval else None,
+                "throughput_gain_ci95_high": interval[1] if interval else None,
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
                 # Requests that got other than the asked output tokens (the sweep flags them).
                 "output_tokens_other": (_level_state(run, concurrency).get(
@@ -172,6 +215,15 @@ def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.0f}%"
+
+
+def _gain_cell(row: dict[str, Any]) -> str:
+    """The gain with its 95% interval, in words where the interval covers zero."""
+    low, high = row["throughput_gain_ci95_low"], row["throughput_gain_ci95_high"]
+    if low is None:
+        return _pct(row["throughput_gain_pct"])
+    words = " (no measurable difference)" if low <= 0 <= high else ""
+    return f"{_pct(row['throughput_gain_pct'])} [{low:+.0f}%, {high:+.0f}%]{words}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -190,7 +242,8 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) 
         return fmt(row[key]) if row else "n/a"
 
     out = ["# Routing comparison", ""]
-    out.append(f"Profiles: {', '.join(labels)}. Throughput gain is over {base}.")
+    out.append(f"Profiles: {', '.join(labels)}. Throughput gain is over {base}, with its 95% "
+               "interval from a bootstrap over videos (the per-request records).")
     out.append("")
     header = ["Concurrency", *(f"{lb} req/s" for lb in labels)]
     header += [f"{lb} throughput gain" for lb in labels[1:]]
@@ -199,7 +252,8 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) 
     for c in levels:
         row = [str(c)]
         row += [cell(c, lb, "request_throughput", _fmt) for lb in labels]
-        row += [cell(c, lb, "throughput_gain_pct", _pct) for lb in labels[1:]]
+        row += [_gain_cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a"
+                for lb in labels[1:]]
         row += [cell(c, lb, "ttft_p50_ms", lambda v: _fmt(v, 0, " ms")) for lb in labels]
         body.append(row)
     out += _table(header, body)
@@ -265,17 +319,28 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) 
     return "\n".join(out) + "\n"
 
 
-def write_plots(runs: Sequence[ProfileRun], out: Path) -> list[Path]:
+def write_plots(runs: Sequence[ProfileRun], out: Path,
+                rows: Sequence[dict[str, Any]] = ()) -> list[Path]:
+    """Throughput (a profile's 95% interval as error bars, from its gain's) and TTFT."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    by_key = {(r["concurrency"], r["profile"]): r for r in rows}
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
         levels = sorted(run.levels)
-        ax.plot(levels, [run.levels[c].request_throughput for c in levels], marker="o",
-                label=run.label)
+        values = [run.levels[c].request_throughput for c in levels]
+        errors = [[0.0] * len(levels), [0.0] * len(levels)]
+        for i, (c, value) in enumerate(zip(levels, values, strict=True)):
+            row = by_key.get((c, run.label)) or {}
+            low, high = row.get("throughput_gain_ci95_low"), row.get("throughput_gain_ci95_high")
+            if low is not None:
+                base = value / (1 + row["throughput_gain_pct"] / 100)
+                errors[0][i] = max(0.0, value - base * (1 + low / 100))
+                errors[1][i] = max(0.0, base * (1 + high / 100) - value)
+        ax.errorbar(levels, values, yerr=errors, marker="o", capsize=3, label=run.label)
     throughput = _save_plot(plt, fig, ax, runs, out / "throughput.png", "requests/s",
                             "Throughput against concurrency")
 
@@ -339,7 +404,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path
         ],
     }
     (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_plots(runs, out)
+    write_plots(runs, out, rows)
     return markdown
 
 

@@ -74,9 +74,12 @@ def test_numbers_equal_the_exports_and_gains_come_from_them(
     markdown = (report_dir / "report.md").read_text()
     aff_row = rows[(LEVELS[-1], "session-affinity")]
     rr_row = rows[(LEVELS[-1], "round-robin")]
+    low, high = aff_row["throughput_gain_ci95_low"], aff_row["throughput_gain_ci95_high"]
+    assert low is not None and low <= high  # from the per-request records
+    assert float(csv_rows[-1]["throughput_gain_ci95_low"]) == pytest.approx(low)
     assert (f"| {LEVELS[-1]} | {rr_row['request_throughput']:,.2f} | "
-            f"{aff_row['request_throughput']:,.2f} | {aff_row['throughput_gain_pct']:+.0f}% |"
-            ) in markdown
+            f"{aff_row['request_throughput']:,.2f} | {aff_row['throughput_gain_pct']:+.0f}% "
+            f"[{low:+.0f}%, {high:+.0f}%]") in markdown
     assert "note: recording server, not a model" in markdown
     for png in ("throughput.png", "ttft.png"):
         assert (report_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -112,3 +115,21 @@ def test_labels_come_from_the_manifest_or_the_directory_name(
 def test_no_results_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="run `python -m benchmarks sweep` first"):
         build_report([tmp_path], tmp_path / "out", warn=lambda _: None)
+
+
+def test_a_gain_comes_with_its_bootstrap_interval_over_videos() -> None:
+    from benchmarks.report import _gain_cell, gain_interval
+
+    rng = __import__("random").Random(1)
+    base = {f"v{i}": [800 + rng.uniform(-50, 50) for _ in range(20)] for i in range(40)}
+    same = {f"v{i}": [800 + rng.uniform(-50, 50) for _ in range(20)] for i in range(40)}
+    faster = {k: [lat / 1.2 for lat in v] for k, v in base.items()}
+    low, high = gain_interval(base, faster)
+    assert 15 < low < 20 < high < 25  # 1.2x faster: +20%
+    low, high = gain_interval(base, same)
+    assert low < 0 < high
+    assert gain_interval({}, same) is None
+    row = {"throughput_gain_pct": 1.2, "throughput_gain_ci95_low": low,
+           "throughput_gain_ci95_high": high}
+    assert _gain_cell(row).endswith("(no measurable difference)")
+    assert _gain_cell({**row, "throughput_gain_ci95_low": 2.0}) == f"+1% [+2%, {high:+.0f}%]"
