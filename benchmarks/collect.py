@@ -1,35 +1,436 @@
-"""`collect`: bring a cluster run's results home and print its report, after the fact.
+"""`collect`: bring a cluster run's results home and print its report.
 
-Why: `pulumi up` brings results home itself when it waits for the sweep; this command is
-for when it could not (the sweep left running by choice, a lost connection, a laptop
-that slept). It finds the run the way the stack describes it: from `pulumi stack output`
-when the Pulumi CLI is there, else from the stack's config files (Pulumi.yaml defaults
-under Pulumi.<stack>.yaml), and copies `benchmarks/<stack>/<run-id>/` from the cache
-claim to `results/<stack>/<run-id>/`.
+`pulumi up` runs this command itself (its results hook, after the sweep Job, passes the
+stack's `benchmark` output on stdin); run it yourself when `up` could not (a sweep left
+running by choice, a lost connection, a laptop that slept). It finds the run from that
+output: `pulumi stack output` when the Pulumi CLI is there, else the stack's config files
+(Pulumi.yaml defaults under Pulumi.<stack>.yaml), and copies `benchmarks/<stack>/<run-id>/`
+from the cache claim to `results/<stack>/<run-id>/`, with `report/` beside it
+(report.md/.csv/.json and plots).
+
+Everything that talks to the cluster sits behind `ClusterIO`, one narrow interface, so the
+tests run the rest on real files; `KubernetesClusterIO` is the real one (the `kubernetes`
+client and the kubeconfig the Pulumi provider uses).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import enum
+import io
 import json
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
+import tarfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from urllib3.exceptions import HTTPError
 
-from infra.results_hook import (
-    ClusterIO,
-    CollectError,
-    KubernetesClusterIO,
-    RunLocation,
-    bring_results_home,
-    run_location,
+from benchmarks.aiperf_command import SUMMARY_EXPORT as AIPERF_EXPORT
+from benchmarks.report import build_report, summary_exports
+from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
+from infra.benchmark_names import (
+    collect_command,
+    follow_command,
+    results_subpath,
+    sweep_job_name,
 )
+from infra.cluster import api_client
+from infra.settings import kubectl_prefix
 from infra.stack_files import StackFilesError, config_from_files
+
+REPORT_FOLDER = "report"
+Say = Callable[[str], None]
+
+
+class CollectError(RuntimeError):
+    """Results could not be brought home; the message says why and what to do next."""
+
+
+class JobState(enum.Enum):
+    MISSING = "missing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RunLocation:
+    """Where one run's sweep ran and left its results."""
+
+    stack: str
+    run_id: str
+    namespace: str
+    cache_claim: str
+    image: str
+    image_pull_secrets: tuple[str, ...] = field(default=())
+    # The stack's `kubernetes:context`: where to look, and what the printed commands say.
+    kube_context: str | None = None
+
+    @property
+    def kubectl(self) -> str:
+        return kubectl_prefix(self.namespace, self.kube_context)
+
+    @property
+    def follow_command(self) -> str:
+        return follow_command(self.kubectl, self.stack, self.run_id)
+
+    @property
+    def collect_command(self) -> str:
+        return collect_command(self.stack, self.run_id)
+
+    @property
+    def sweep_job(self) -> str:
+        return sweep_job_name(self.stack, self.run_id)
+
+    @property
+    def subpath(self) -> str:
+        return results_subpath(self.stack, self.run_id)
+
+
+class ClusterIO(Protocol):
+    """The only cluster access the hook and `collect` need."""
+
+    def job_status(self, namespace: str, job: str) -> JobStatus: ...
+
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
+        """Until the Job succeeds or fails, or the timeout passes (then RUNNING)."""
+        ...
+
+    def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
+
+    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        """Copy `<claim>/<location.subpath>/` into `dest`; CollectError if it is absent."""
+        ...
+
+
+def local_run_dir(results_root: Path, location: RunLocation) -> Path:
+    return results_root / location.stack / location.run_id
+
+
+def aiperf_exports(run_dir: Path) -> list[Path]:
+    """Every AIPerf summary export under a run folder (one per finished level)."""
+    return [p for p in summary_exports(run_dir) if REPORT_FOLDER not in p.parts]
+
+
+def replace_dir(staged: Path, final: Path) -> None:
+    """Swap a fully copied folder into place, so a failed copy never leaves half a run."""
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staged.replace(final)
+
+
+def build_and_print_report(run_dir: Path, say: Say) -> Path:
+    """The comparison report of this run alone, printed; returns the report folder."""
+    out = run_dir / REPORT_FOLDER
+    build_report([run_dir], out)
+    markdown = out / "report.md"
+    say(markdown.read_text() if markdown.exists() else f"report written to {out}")
+    return out
+
+
+def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
+    """Results of other stacks already at home, newest first: candidates to compare with."""
+    found = []
+    for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
+        if stack_dir.name == location.stack or not stack_dir.is_dir():
+            continue
+        runs = [r for r in stack_dir.iterdir() if r.is_dir() and aiperf_exports(r)]
+        if runs:
+            found.append(max(runs, key=lambda r: r.stat().st_mtime))
+    return found
+
+
+def bring_results_home(
+    cluster: ClusterIO,
+    location: RunLocation,
+    results_root: Path,
+    say: Say,
+    wait_secs: float = 0,
+) -> Path | None:
+    """Copy the run's results to `results/<stack>/<run-id>/` and print its report.
+
+    Returns the local run folder, or None when the sweep is still running (it says how
+    to collect later). A failed sweep still brings home the levels it finished.
+    """
+    job = location.sweep_job
+    status = cluster.job_status(location.namespace, job)
+    if status.state is JobState.RUNNING and wait_secs > 0:
+        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {location.namespace}")
+        status = cluster.wait_job(location.namespace, job, wait_secs, say)
+    if status.state is JobState.RUNNING:
+        tail = cluster.read_logs(location.namespace, job, 5)
+        say(
+            f"The sweep (Job {job} in namespace {location.namespace}) is still running"
+            + ("; latest log lines:\n  " + "\n  ".join(tail) if tail else "")
+            + f"\nFollow it: {location.follow_command}"
+            + f"\nWhen it has finished, bring the results home: {location.collect_command}"
+        )
+        return None
+    if status.state is JobState.FAILED:
+        say(f"The sweep Job {job} failed: {status.reason or 'no reason recorded'}. "
+            "Bringing home the levels it finished.")
+    elif status.state is JobState.MISSING:
+        say(f"No Job {job} in {location.namespace} (removed, or never run); looking for "
+            f"its results on claim {location.cache_claim}.")
+
+    final = local_run_dir(results_root, location)
+    staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
+    started = time.monotonic()
+    say(f"copying {location.cache_claim}:{location.subpath}/ to {final}/")
+    try:
+        cluster.copy_dir_from_pvc(location, staged)
+        if not aiperf_exports(staged):
+            raise CollectError(
+                f"{location.cache_claim}:{location.subpath}/ holds no {AIPERF_EXPORT}: the "
+                f"sweep finished no level. Check its log: {location.kubectl} logs job/{job}"
+            )
+        replace_dir(staged, final)
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged)
+    say(f"copied {len(aiperf_exports(final))} level(s) in {time.monotonic() - started:.0f} s")
+    build_and_print_report(final, say)
+    others = other_runs(results_root, location)
+    if others:
+        dirs = " ".join(str(p) for p in [*others, final])
+        say(f"Compare with the other profile(s): ./run.sh report {dirs} "
+            f"--out {results_root / 'comparison'}")
+    return final
+
+
+# ---------------------------------------------------------------------------------------
+# The real cluster: the kubernetes client over the user's kubeconfig
+
+# Runs inside the reader pod: a gzipped tar of the folder, base64 on stdout (the exec
+# stream carries text). Exit 3 says the folder does not exist.
+TAR_SCRIPT = (
+    "import base64, io, os, sys, tarfile\n"
+    "root = sys.argv[1]\n"
+    "if not os.path.isdir(root):\n"
+    "    sys.stderr.write('missing ' + root)\n"
+    "    sys.exit(3)\n"
+    "buf = io.BytesIO()\n"
+    "with tarfile.open(fileobj=buf, mode='w:gz') as tar:\n"
+    "    tar.add(root, arcname='.')\n"
+    "sys.stdout.write(base64.b64encode(buf.getvalue()).decode())\n"
+)
+MISSING_EXIT_CODE = 3
+
+
+def extract_tar_b64(text: str, dest: Path) -> None:
+    """Unpack what TAR_SCRIPT printed: regular files and folders only, each inside `dest`
+    (checked here, as `extractall(filter=...)` needs Python 3.11.4 and set-up takes 3.11)."""
+    data = base64.b64decode(text.strip())
+    dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+                raise CollectError(f"refusing {member.name!r} in the results archive: not a "
+                                   "plain file or folder inside the run")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            target.write_bytes(source.read())
+
+
+def job_status_from(job: dict[str, Any] | None) -> JobStatus:
+    """Interpret a Job object (as the API returns it, camelCase) as a JobStatus."""
+    if job is None:
+        return JobStatus(JobState.MISSING)
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            return JobStatus(JobState.SUCCEEDED)
+        if condition.get("type") == "Failed":
+            reason = ": ".join(x for x in (condition.get("reason"), condition.get("message"))
+                               if x)
+            return JobStatus(JobState.FAILED, reason)
+    return JobStatus(JobState.RUNNING)
+
+
+def refusal(error: Any, action: str, permission: str) -> str:
+    """One line for an API refusal: what was refused, why, and the fix."""
+    status, reason = getattr(error, "status", None), getattr(error, "reason", "")
+    body = str(getattr(error, "body", "") or "")
+    if status in (401, 403) and "violates PodSecurity" in body:
+        return (f"the namespace's Pod Security admission refused to {action} ({body[:200]}); "
+                "the reader already meets the restricted profile: check the namespace's "
+                "pod-security labels")
+    if status in (401, 403) and "quota" in body.lower():
+        return f"a resource quota refused to {action} ({body[:200]}); raise the quota"
+    if status in (401, 403):
+        return (f"the cluster refused to {action} ({status} {reason}): your account needs "
+                f"{permission} in that namespace (`kubectl auth can-i ...`)")
+    return f"could not {action} ({status} {reason}): {body[:200]}"
+
+
+class KubernetesClusterIO:
+    """ClusterIO over the kubernetes client; `context` picks a kubeconfig context."""
+
+    POLL_SECS = 10.0
+    POD_START_TIMEOUT_SECS = 300.0
+    COPY_TIMEOUT_SECS = 900.0
+
+    def __init__(self, context: str | None = None, kubeconfig: str | None = None) -> None:
+        """`kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the
+        file's content), so the hook reaches the cluster the provider deploys to."""
+        from kubernetes import client
+
+        self._context = context
+        try:
+            self._api = api_client(kubeconfig, context)
+        except Exception as error:  # noqa: BLE001 - config raises several unrelated types
+            raise CollectError(
+                f"cannot load the kubeconfig{f' context {context}' if context else ''} "
+                f"({type(error).__name__}); point KUBECONFIG at the cluster's kubeconfig"
+            ) from None
+        self._core = client.CoreV1Api(self._api)
+        self._batch = client.BatchV1Api(self._api)
+
+    def _not_found(self, error: Exception) -> bool:
+        return getattr(error, "status", None) == 404
+
+    def job_status(self, namespace: str, job: str) -> JobStatus:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj = self._batch.read_namespaced_job_status(job, namespace)
+        except ApiException as error:
+            if self._not_found(error):
+                return job_status_from(None)
+            raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
+        return job_status_from(self._api.sanitize_for_serialization(obj))
+
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
+        deadline = time.monotonic() + timeout_secs
+        last = ""
+        while True:
+            status = self.job_status(namespace, job)
+            if status.state is not JobState.RUNNING or time.monotonic() >= deadline:
+                return status
+            lines = self.read_logs(namespace, job, 1)
+            if lines and lines[-1] != last:
+                last = lines[-1]
+                say(f"{job}: {last}")
+            time.sleep(min(self.POLL_SECS, max(0.0, deadline - time.monotonic())))
+
+    def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            pods = self._core.list_namespaced_pod(
+                namespace, label_selector=f"job-name={job}"
+            ).items
+            if not pods:
+                return []
+            newest = max(pods, key=lambda p: p.metadata.creation_timestamp)
+            text = self._core.read_namespaced_pod_log(
+                newest.metadata.name, namespace, container="main", tail_lines=tail_lines
+            )
+        except ApiException:
+            return []
+        return [line for line in (text or "").splitlines() if line.strip()]
+
+    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
+        manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
+                                      location.image, name, location.image_pull_secrets,
+                                      self._job_owner(location.namespace, location.sweep_job))
+        try:
+            self._core.create_namespaced_pod(location.namespace, manifest)
+        except ApiException as error:
+            raise CollectError(refusal(error, f"create pod {name} in {location.namespace}",
+                                       "`create` on pods")) from None
+        try:
+            self._wait_running(location.namespace, name)
+            text = self._exec(location.namespace, name,
+                              ["python", "-c", TAR_SCRIPT, f"{CACHE_DIR}/{location.subpath}"])
+            extract_tar_b64(text, dest)
+        except ApiException as error:
+            raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
+                                       "`create` on pods/exec")) from None
+        finally:
+            try:
+                self._core.delete_namespaced_pod(name, location.namespace,
+                                                 grace_period_seconds=0)
+            except ApiException:
+                pass
+
+    def _job_owner(self, namespace: str, job: str) -> tuple[str, str] | None:
+        """(name, uid) of the sweep Job, when it still exists, to own the reader pod."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return job, self._batch.read_namespaced_job(job, namespace).metadata.uid
+        except ApiException:
+            return None
+
+    def _wait_running(self, namespace: str, name: str) -> None:
+        deadline = time.monotonic() + self.POD_START_TIMEOUT_SECS
+        while time.monotonic() < deadline:
+            pod = self._core.read_namespaced_pod(name, namespace)
+            if pod.status.phase == "Running":
+                return
+            if pod.status.phase in ("Failed", "Succeeded"):
+                break
+            time.sleep(2)
+        raise CollectError(
+            f"the results reader pod {name} in {namespace} did not start within "
+            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `{kubectl_prefix(namespace, self._context)} "
+            f"describe pod {name}` says why (image pull, claim mount)"
+        )
+
+    def _exec(self, namespace: str, name: str, command: list[str]) -> str:
+        from kubernetes.stream import stream
+
+        ws = stream(
+            self._core.connect_get_namespaced_pod_exec, name, namespace, container="main",
+            command=command, stdout=True, stderr=True, stdin=False, tty=False,
+            _preload_content=False,
+        )
+        try:
+            # Buffers stdout and stderr until the command ends (or the timeout passes).
+            ws.run_forever(timeout=self.COPY_TIMEOUT_SECS)
+            timed_out = ws.is_open()
+            out, err = ws.read_stdout(), ws.read_stderr()
+        finally:
+            ws.close()
+        if timed_out:
+            raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
+        code = ws.returncode
+        if code == MISSING_EXIT_CODE:
+            raise CollectError(f"no results folder {command[-1]} on the claim: "
+                               "the sweep has not started writing this run yet")
+        if code not in (0, None):
+            raise CollectError(f"reading the results failed: {err[-500:]}")
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# The command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The stack output the Pulumi program exports for this command.
@@ -41,6 +442,7 @@ KUBE_CONTEXT = "kubernetes:context"
 def location_from_config(root: Path, stack: str) -> RunLocation:
     """The run location (and kube context) the stack's config describes."""
     from benchmarks.rehearsal_stack import with_stand_ins
+    from infra.benchmark_components import benchmark_output
     from infra.settings import SettingsError, parse_settings
 
     try:
@@ -53,7 +455,9 @@ def location_from_config(root: Path, stack: str) -> RunLocation:
         settings = parse_settings(with_stand_ins(project, kept), stack, project)
     except SettingsError as error:
         raise CollectError(str(error)) from None
-    return run_location(settings)
+    location = location_from_outputs(stack, {OUTPUT_KEY: benchmark_output(settings)})
+    assert location is not None
+    return location
 
 
 def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | None:
@@ -105,14 +509,6 @@ def resolve_location(root: Path, stack: str, run_id: str | None,
     return replace(location, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def collect(
-    cluster: ClusterIO, location: RunLocation, results_root: Path, wait_secs: float
-) -> Path | None:
-    return bring_results_home(
-        cluster, location, results_root, lambda line: print(line, flush=True), wait_secs
-    )
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "collect",
@@ -123,6 +519,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "through your kubeconfig.",
     )
     p.add_argument("--stack", required=True, help="the stack that ran the sweep")
+    p.add_argument("--stdin", action="store_true",
+                   help="read the stack's `benchmark` output (and, under `kubeconfig`, the "
+                   "stack's kubernetes:kubeconfig) as one JSON object on stdin: what "
+                   "`pulumi up`'s results hook passes")
     p.add_argument("--run-id", default=None,
                    help="which run (default: the stack's benchmarkRunId)")
     p.add_argument("--results", type=Path, default=Path("results"),
@@ -136,10 +536,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    kubeconfig = None
     try:
-        location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
-        cluster = KubernetesClusterIO(location.kube_context)
-        run_dir = collect(cluster, location, args.results, args.wait)
+        if args.stdin:
+            given = json.load(sys.stdin)
+            kubeconfig = given.get("kubeconfig")
+            location = location_from_outputs(args.stack, given)
+            if location is None:
+                raise CollectError(f"stdin holds no `{OUTPUT_KEY}` output")
+        else:
+            location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
+        cluster = KubernetesClusterIO(location.kube_context, kubeconfig)
+        run_dir = bring_results_home(cluster, location, args.results,
+                                     lambda line: print(line, flush=True), args.wait)
     except CollectError as error:
         print(f"collect: error: {error}", file=sys.stderr)
         return 2

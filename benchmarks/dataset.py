@@ -37,8 +37,9 @@ from pathlib import Path
 
 from benchmarks.prompting import SAMPLING_PRESETS, question_text, sampling_fields
 from benchmarks.prompts import QUESTIONS, standin_text
-from benchmarks.shape import SEED_SHAPE
-from benchmarks.videos import MANIFEST_NAME, load_manifest, video_name
+from benchmarks.videos import MANIFEST_NAME, load_manifest
+from infra.benchmark_names import video_name
+from infra.benchmark_shape import SEED_SHAPE
 
 MODE_VIDEO = "video"
 MODE_TEXT_STANDIN = "text-standin"

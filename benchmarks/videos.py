@@ -27,16 +27,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks.ffmpeg import ffmpeg_exe, ffmpeg_version
-from benchmarks.shape import SEED_SHAPE, VideoShape
+from infra.benchmark_names import video_name
+from infra.benchmark_shape import SEED_SHAPE, VideoShape
 
 MANIFEST_NAME = "videos.json"
 INDEX_BITS = 12
 GRADIENT_KINDS = ("linear", "radial", "circular", "spiral")
 FFMPEG_TIMEOUT_SECS = 300
-
-
-def video_name(index: int) -> str:
-    return f"video_{index:04d}.mp4"
 
 
 def validate_shape(shape: VideoShape) -> None:

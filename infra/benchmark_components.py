@@ -1,7 +1,7 @@
 """Pulumi resources of the post-deploy benchmark, and the hook that brings results home.
 
-Thin on purpose: every manifest comes from `infra.benchmark_jobs`, the hook's work from
-`infra.results_hook`; this module adds what only Pulumi can express.
+Thin on purpose: every manifest comes from `infra.benchmark_jobs`; the hook runs the
+toolkit's own `collect` command; this module adds what only Pulumi can express.
 
 Order and waits: the video server comes up beside the model download (it needs only the
 namespace); the smoke Job waits for the graph to be Ready and the videos to be served;
@@ -13,6 +13,11 @@ preview) copies the results to `results/<stack>/<run-id>/` and prints the report
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +25,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, cluster, manifests, results_hook
+from infra import benchmark_jobs, cluster, manifests
+from infra.benchmark_names import (
+    collect_command,
+    follow_command,
+    results_subpath,
+    smoke_job_name,
+    sweep_job_name,
+)
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
 from infra.routing import routing_args
 from infra.settings import Settings
@@ -28,6 +40,9 @@ from infra.settings import Settings
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"
+# Bounds the hook's `collect`: its reader pod start (300 s) and copy (900 s), with room.
+COLLECT_TIMEOUT_SECS = 1500.0
+Say = Callable[[str], None]
 
 
 def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
@@ -70,21 +85,49 @@ def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
     )
 
 
+def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
+                       warn: Say, timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
+    """Run `python -m benchmarks collect` for the run in `output` (the stack's `benchmark`
+    output), its lines shown as they come. The sweep itself succeeded, so a failure here
+    is a warning with the command that retries it, never a failed deployment. infra runs
+    the toolkit as a program (here and in the pods), never imports it."""
+    command = [sys.executable, "-m", "benchmarks", "collect", "--stack", output["stack"],
+               "--results", str(RESULTS_ROOT), "--stdin"]
+    given = json.dumps({"benchmark": output, "kubeconfig": kubeconfig})
+    code: int | str
+    try:
+        # stdin, not argv: a kubeconfig given as content may hold credentials.
+        with subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.PIPE, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write(given)
+            child.stdin.close()
+            timer = threading.Timer(timeout_secs, child.kill)
+            timer.start()
+            for line in child.stdout:
+                say(line.rstrip())
+            timer.cancel()
+            code = child.wait()
+    except OSError as error:
+        code = f"{type(error).__name__}: {error}"
+    if code == 0:
+        return True
+    warn(f"could not bring the results home (collect ended with {code}, see above); they "
+         f"stay on claim {output['cacheClaim']} under {output['resultsPath']}/. Retry: "
+         f"{output['collectCommand']}")
+    return False
+
+
 def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
-    """After the sweep Job is created (or replaced): copy its results home, print the
+    """After the sweep Job is created (or replaced): bring its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
-    location = results_hook.run_location(settings)
+    output = benchmark_output(settings)
     # The same cluster the provider deploys to (its default: the current context); the
     # value may be a path or the kubeconfig's content.
     kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
-        results_hook.hook_bring_results_home(
-            lambda: results_hook.KubernetesClusterIO(location.kube_context, kubeconfig),
-            location,
-            RESULTS_ROOT,
-            say=pulumi.log.info, warn=pulumi.log.warn,
-        )
+        bring_results_home(output, kubeconfig, pulumi.log.info, pulumi.log.warn)
 
     return pulumi.ResourceHook(
         f"bring-results-home-{settings.profile}", bring_home,
@@ -193,22 +236,21 @@ def stack_outputs(settings: Settings) -> dict[str, Any]:
 
 
 def benchmark_output(settings: Settings) -> dict[str, Any]:
-    """What `python -m benchmarks collect` reads to find a run, and the commands to follow
-    and fetch it."""
-    location = results_hook.run_location(settings)
-    b = settings.benchmark
-    smoke = benchmark_jobs.smoke_job_name(settings.profile, b.run_id) if b.smoke else ""
+    """Where a run lives, and the commands to follow and fetch it: what `collect` reads
+    (from `pulumi stack output`, the stack's config, or the results hook)."""
+    b, profile = settings.benchmark, settings.profile
+    smoke = smoke_job_name(profile, b.run_id) if b.smoke else ""
     return {
-        "stack": location.stack,
-        "runId": location.run_id,
-        "namespace": location.namespace,
-        "cacheClaim": location.cache_claim,
-        "image": location.image,
-        "imagePullSecrets": list(location.image_pull_secrets),
-        "resultsPath": location.subpath,
+        "stack": profile,
+        "runId": b.run_id,
+        "namespace": settings.namespace.name,
+        "cacheClaim": settings.cache.claim_name,
+        "image": b.image,
+        "imagePullSecrets": list(settings.secrets.image_pull_secrets),
+        "resultsPath": results_subpath(profile, b.run_id),
         "smokeJob": smoke,
-        "sweepJob": location.sweep_job if b.sweep else "",
-        "kubeContext": location.kube_context or "",
-        "followCommand": results_hook.follow_command(location) if b.sweep else "",
-        "collectCommand": results_hook.collect_command(location) if b.sweep else "",
+        "sweepJob": sweep_job_name(profile, b.run_id) if b.sweep else "",
+        "kubeContext": settings.kube_context or "",
+        "followCommand": follow_command(settings.kubectl, profile, b.run_id) if b.sweep else "",
+        "collectCommand": collect_command(profile, b.run_id) if b.sweep else "",
     }

@@ -31,13 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.videos import video_name
 from infra import recipe
 from infra.benchmark_names import (
     code_config_map_name,
     results_subpath,
     smoke_job_name,
     sweep_job_name,
+    video_name,
     video_server_name,
 )
 from infra.benchmark_settings import BenchmarkSettings

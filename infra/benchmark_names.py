@@ -17,6 +17,11 @@ MAX_NAME_LEN = 63
 RESULTS_FOLDER = "benchmarks"
 
 
+def video_name(index: int) -> str:
+    """A video's file name: the video maker, the dataset and the smoke Job agree on it."""
+    return f"video_{index:04d}.mp4"
+
+
 def code_config_map_name(profile: str) -> str:
     return f"{recipe.GRAPH_NAME_PREFIX}-bench-code-{profile}"
 
@@ -41,3 +46,14 @@ def max_run_id_len(profile: str) -> int:
 def results_subpath(profile: str, run_id: str) -> str:
     """Where a run's results live inside the cache claim."""
     return f"{RESULTS_FOLDER}/{profile}/{run_id}"
+
+
+def follow_command(kubectl: str, profile: str, run_id: str) -> str:
+    """The command that follows a sweep's log."""
+    return f"{kubectl} logs -f job/{sweep_job_name(profile, run_id)}"
+
+
+def collect_command(profile: str, run_id: str) -> str:
+    """The command that brings a run home later. `./run.sh`: the project's own
+    environment, from the repository root (plain `python` lacks the pinned packages)."""
+    return f"./run.sh collect --stack {profile} --run-id {run_id}"

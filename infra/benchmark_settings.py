@@ -2,7 +2,7 @@
 
 Why a module of its own: the Pulumi program, the `collect` command and the tests read the
 same keys and defaults; the benchmark numbers default to the seed's shape
-(`benchmarks.shape.SEED_SHAPE`), never restated here. Every bad value is
+(`infra.benchmark_shape.SEED_SHAPE`), never restated here. Every bad value is
 reported through `infra.settings`' reader, naming the config key and the fix, before any
 resource exists.
 """
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from benchmarks.shape import SEED_SHAPE
 from infra.benchmark_names import max_run_id_len
+from infra.benchmark_shape import SEED_SHAPE
 from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN
 
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.

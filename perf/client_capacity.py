@@ -27,8 +27,8 @@ from benchmarks.aiperf_command import SUMMARY_EXPORT, LevelSpec, aiperf_command,
 from benchmarks.aiperf_export import summarize_file  # noqa: E402
 from benchmarks.dataset import build_dataset  # noqa: E402
 from benchmarks.processes import PeakMemory  # noqa: E402
-from benchmarks.shape import SEED_SHAPE  # noqa: E402
 from benchmarks.tiny_tokenizer import build_tiny_model_dir  # noqa: E402
+from infra.benchmark_shape import SEED_SHAPE  # noqa: E402
 from tests.support_openai_server import RecordingOpenAIServer  # noqa: E402
 
 # The seed's "Measured performance" table: session affinity at concurrency 16.

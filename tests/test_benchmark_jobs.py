@@ -21,9 +21,9 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 
 from benchmarks.__main__ import COMMANDS
-from benchmarks.shape import SEED_SHAPE
 from infra import benchmark_jobs as bj
 from infra.benchmark_settings import BenchmarkSettings
+from infra.benchmark_shape import SEED_SHAPE
 from infra.job_runner import COMMAND_PACKAGES, normalize
 from tests.conftest import REPO_ROOT
 
@@ -237,8 +237,8 @@ def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
         assert f"benchmarks/{module}.py" in sources
     assert "infra/job_runner.py" in sources and "constraints.txt" in sources
     config_map = bj.code_config_map("ns", "p", sources)
-    assert config_map["data"][bj.config_map_key("benchmarks/shape.py")] == (
-        REPO_ROOT / "benchmarks/shape.py").read_text()
+    assert config_map["data"][bj.config_map_key("infra/benchmark_shape.py")] == (
+        REPO_ROOT / "infra/benchmark_shape.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
     assert config_map["metadata"]["annotations"][bj.CODE_ANNOTATION] == bj.code_hash(sources)
 

@@ -2,7 +2,7 @@
 
 The stack is read the two ways the command does: from the outputs the real program exports
 (run here under the SDK's mocks) and from a project's config files; both must point at
-the same place. Bringing files home is tested in test_results_hook.py.
+the same place. Bringing files home is tested in test_collect_results.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import pytest
 import yaml
 
 from benchmarks.collect import (
+    CollectError,
+    KubernetesClusterIO,
+    RunLocation,
     location_from_config,
     location_from_outputs,
     pulumi_stack_outputs,
     resolve_location,
 )
-from infra.results_hook import CollectError, RunLocation, follow_command
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 
@@ -58,7 +60,7 @@ def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
     )
     assert location.subpath == "benchmarks/session-affinity/run-9"
     # What collect prints for a running sweep points at the stack's cluster.
-    assert follow_command(location) == ("kubectl --context h200-cluster -n vision-bench logs "
+    assert location.follow_command == ("kubectl --context h200-cluster -n vision-bench logs "
                                         f"-f job/{location.sweep_job}")
 
 
@@ -70,7 +72,7 @@ def test_outputs_of_the_real_program_point_at_the_same_run(tmp_path) -> None:
     run = run_program("session-affinity", config)
     assert run.error is None, run.error
     from_outputs = location_from_outputs("session-affinity", run.outputs)
-    assert run.outputs["benchmark"]["followCommand"] == follow_command(from_outputs)
+    assert run.outputs["benchmark"]["followCommand"] == from_outputs.follow_command
     from_files = location_from_config(
         project(tmp_path, "session-affinity", STACK_SETTINGS), "session-affinity")
     assert from_outputs == from_files
@@ -122,8 +124,6 @@ def test_cli_says_what_is_wrong_without_a_traceback(tmp_path) -> None:
 
 
 def test_a_missing_kubeconfig_is_a_clear_error(tmp_path, monkeypatch) -> None:
-    from infra.results_hook import KubernetesClusterIO
-
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     with pytest.raises(CollectError, match="context h200-cluster.*point KUBECONFIG"):
         KubernetesClusterIO("h200-cluster")
@@ -132,8 +132,6 @@ def test_a_missing_kubeconfig_is_a_clear_error(tmp_path, monkeypatch) -> None:
 def test_the_stacks_kubeconfig_setting_is_honoured(tmp_path, monkeypatch) -> None:
     """`kubernetes:kubeconfig` holds a path or the file's content; both load (no request is
     sent until the cluster is used)."""
-    from infra.results_hook import KubernetesClusterIO
-
     kubeconfig = yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "other",
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.shape import SEED_SHAPE
-from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape, video_name
+from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape
+from infra.benchmark_names import video_name
+from infra.benchmark_shape import SEED_SHAPE
 from tests.conftest import REPO_ROOT
 
 SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)

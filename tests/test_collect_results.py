@@ -1,4 +1,4 @@
-"""The hook's work, on real files: the results layout, the transfer format, the report.
+"""Bringing a run home, on real files: the results layout, the transfer format, the report.
 
 The cluster sits behind `ClusterIO`; `FolderCluster` below stands in for it with a local
 folder as the cache claim, and moves files with the very script and decoder the real
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
-from infra.results_hook import (
+from benchmarks.collect import (
     AIPERF_EXPORT,
     MISSING_EXIT_CODE,
     REPORT_FOLDER,
@@ -30,7 +30,6 @@ from infra.results_hook import (
     aiperf_exports,
     bring_results_home,
     extract_tar_b64,
-    hook_bring_results_home,
     job_status_from,
 )
 from tests.conftest import REPO_ROOT
@@ -159,19 +158,24 @@ def test_no_job_and_no_results_is_a_clear_error(tmp_path) -> None:
         else True
 
 
-def test_a_copy_that_fails_is_a_warning_in_the_hook_never_an_exception(tmp_path) -> None:
-    class Broken(FolderCluster):
-        def copy_dir_from_pvc(self, location, dest):
-            raise ConnectionResetError("connection to the API server lost")
+def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> None:
+    """The hook runs the real `collect` command against a cluster that is not there."""
+    from infra.benchmark_components import benchmark_output
+    from infra.benchmark_components import bring_results_home as hook
+    from infra.settings import parse_settings
+    from tests.support_pulumi import project_name, stack_config
 
+    config = stack_config("session-affinity", {"benchmarkRunId": "run-3"})
+    settings = parse_settings(config, "session-affinity", project_name())
+    said: list[str] = []
     warnings: list[str] = []
-    result = hook_bring_results_home(
-        lambda: Broken(tmp_path, [JobStatus(JobState.SUCCEEDED)]), LOCATION,
-        tmp_path / "results", lambda _: None, warnings.append)
-    assert result is None
-    assert "connection to the API server lost" in warnings[0]
+    assert hook(benchmark_output(settings), UNREACHABLE, said.append, warnings.append,
+                timeout_secs=120) is False
+    assert any("cannot reach the cluster" in line for line in said), said
     assert "./run.sh collect --stack session-affinity --run-id run-3" in warnings[0]
     assert "benchmarks/session-affinity/run-3" in warnings[0]
+    # The kubeconfig went over stdin, and its credentials nowhere else.
+    assert "not-a-real-token" not in " ".join(said + warnings)
 
 
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
@@ -278,7 +282,7 @@ def test_aiperf_phase_copies_are_not_counted_as_levels(tmp_path) -> None:
 def test_the_hook_reaches_a_cluster_whose_kubeconfig_is_given_as_content(tmp_path) -> None:
     """`kubernetes:kubeconfig` may hold the file's content: no path lookup on it (a long
     string made `Path.is_file()` raise, and the results never came home)."""
-    from infra.results_hook import KubernetesClusterIO
+    from benchmarks.collect import KubernetesClusterIO
 
     padded = UNREACHABLE + "# " + "x" * 5000 + "\n"
     io_ = KubernetesClusterIO(kubeconfig=padded)
@@ -300,7 +304,7 @@ def test_cluster_refusals_are_one_line_with_the_fix(status: int, body: str,
                                                      expected: str) -> None:
     from kubernetes.client.exceptions import ApiException
 
-    from infra.results_hook import refusal
+    from benchmarks.collect import refusal
 
     error = ApiException(status=status, reason="Forbidden")
     error.body = body
