@@ -28,6 +28,8 @@ class LevelSummary:
     ttft_p90_ms: float | None
     request_latency_p50_ms: float | None
     output_token_throughput: float | None
+    # Share of prompt tokens the workers served from their prefix caches (AIPerf's usage).
+    prompt_cache_read_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +95,7 @@ def summarize(export: dict[str, Any]) -> LevelSummary:
         ttft_p90_ms=_stat(export, "time_to_first_token", "p90"),
         request_latency_p50_ms=_stat(export, "request_latency", "p50"),
         output_token_throughput=_stat(export, "output_token_throughput", "avg"),
+        prompt_cache_read_pct=_stat(export, "overall_usage_prompt_cache_read_pct", "avg"),
     )
 
 

@@ -30,15 +30,16 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT
-from benchmarks.aiperf_export import LevelSummary, read_export, summarize
+from benchmarks.aiperf_command import RAW_EXPORT
+from benchmarks.aiperf_export import LevelSummary
 from benchmarks.dataset import build_dataset
 from benchmarks.local_dynamo import (
     LocalDynamo,
@@ -54,7 +55,6 @@ from benchmarks.preflight import PortRequest, PreflightError, run_preflight
 from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
 from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
 from benchmarks.report import build_report
-from benchmarks.shape import SEED_SHAPE
 from benchmarks.stickiness import (
     WORKER_ID_REQUEST_FIELDS,
     Stickiness,
@@ -64,6 +64,7 @@ from benchmarks.stickiness import (
 )
 from benchmarks.sweep import (
     MANIFEST_NAME,
+    LevelRun,
     SweepConfig,
     SweepError,
     level_complete,
@@ -71,6 +72,7 @@ from benchmarks.sweep import (
     run_sweep,
     write_json,
 )
+from infra.benchmark_shape import SEED_SHAPE
 from infra.routing import PROFILES
 from infra.settings import SettingsError
 from infra.stack_files import StackFilesError
@@ -89,9 +91,6 @@ STANDIN_TOKENS = 8400
 SPEEDUP_RATIO = 1.0
 RESULTS_ROOT = Path("results") / "rehearsal"
 REHEARSAL_FILE = "rehearsal.json"
-# What a run's finished levels depend on, written when the run starts: a rerun under the
-# same --run-id must use the same values, or it would mix two setups in one report.
-RUN_SHAPE_FILE = "run-shape.json"
 # Baseline first: the report computes every other profile's gain over the first one.
 # Every shipped routing profile, the recipe's baseline first.
 DEFAULT_PROFILES = tuple(PROFILES)
@@ -137,13 +136,16 @@ class RehearsalConfig:
 
 
 def rerun_problems(config: RehearsalConfig, run_dir: Path) -> list[str]:
-    """Why resuming `run_dir` with `config` would mix two setups (empty: it wouldn't)."""
-    path = run_dir / RUN_SHAPE_FILE
-    if not path.is_file():
-        return []
-    before = json.loads(path.read_text())
+    """Why resuming `run_dir` with `config` would mix two setups (empty: it wouldn't).
+    Read from the profiles' sweep manifests, which record the shape in `deployment`; the
+    sweep refuses such a resume too, but only after this run's dataset was rebuilt."""
+    before: dict[str, Any] = {}
+    for manifest in sorted(run_dir.glob(f"*/{MANIFEST_NAME}")):
+        before = (_read_manifest(manifest.parent).get("deployment") or {}).get("shape") or {}
+        if before:
+            break
     changed = [f"{k} {before.get(k)} -> {v}" for k, v in config.shape().items()
-               if before.get(k) != v]
+               if before and before.get(k) != v]
     if not changed:
         return []
     return [f"run {run_dir.name} in {run_dir.parent} was made with other settings "
@@ -211,14 +213,6 @@ class ProfileOutcome:
     levels: dict[int, LevelOutcome] = field(default_factory=dict)
     # Levels a resumed run took from the earlier attempt (not measured in this one's time).
     kept: set[int] = field(default_factory=set)
-
-
-def cache_read_pct(export: Mapping[str, Any]) -> float | None:
-    """Share of prompt tokens a worker served from its prefix cache (AIPerf's usage)."""
-    value = export.get("overall_usage_prompt_cache_read_pct")
-    if isinstance(value, Mapping):
-        value = value.get("avg")
-    return float(value) if isinstance(value, int | float) else None
 
 
 def _gain(value: float | None, base: float | None) -> float | None:
@@ -323,15 +317,13 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
     ]
 
 
-def level_outcome(level_dir: Path, cpu_busy: float | None) -> LevelOutcome:
-    export = read_export(level_dir / SUMMARY_EXPORT)
-    attribution = level_attribution(level_dir)
-    return LevelOutcome(
-        summary=summarize(export),
-        cache_read_pct=cache_read_pct(export),
-        stickiness=stickiness(attribution.workers_by_video),
-        cpu_busy=cpu_busy,
-    )
+def level_outcome(recorded: Mapping[str, Any]) -> LevelOutcome:
+    """A finished level as the sweep recorded it in its manifest (parsed once, there)."""
+    summary = LevelSummary(**recorded["summary"])
+    measured = recorded.get("measured") or {}
+    return LevelOutcome(summary=summary, cache_read_pct=summary.prompt_cache_read_pct,
+                        stickiness=Stickiness(**measured["stickiness"]),
+                        cpu_busy=measured.get("cpu_busy"))
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -395,53 +387,58 @@ class Rehearsal:
             ready_timeout_secs=self.config.ready_timeout_secs,
         )
 
-    def sweep_config(self, stack: RehearsalStack, url: str, model: Path, dataset: Path,
-                     level: int, port: int) -> SweepConfig:
+    def sweep_config(self, stack: RehearsalStack, model: Path, dataset: Path) -> SweepConfig:
         cfg = self.config
         return SweepConfig(
-            url=url, dataset=dataset, profile=stack.profile, affinity=stack.routing.affinity,
-            concurrencies=(level,), output_tokens=cfg.output_tokens,
-            warmup_requests=cfg.warmup_requests, tokenizer=str(model.resolve()),
-            run_dir=self.run_dir / stack.profile, extra_body=WORKER_ID_REQUEST_FIELDS,
-            export_level="raw", level_timeout_secs=level_timeout(cfg, level),
+            # Each level gets its own frontend, on its own port (see `local_stack`).
+            url=f"http://{LOOPBACK}", dataset=dataset, profile=stack.profile,
+            affinity=stack.routing.affinity, concurrencies=cfg.concurrencies,
+            output_tokens=cfg.output_tokens, warmup_requests=cfg.warmup_requests,
+            tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
+            extra_body=WORKER_ID_REQUEST_FIELDS, export_level="raw",
+            level_timeout_secs=max(level_timeout(cfg, c) for c in cfg.concurrencies),
             notes=tuple(modelling_notes(cfg, stack.workers)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
-                "frontend_command": local_frontend_command("python", stack.routing, port),
+                "frontend_command": local_frontend_command("python", stack.routing, 0),
                 "mock_workers": stack.workers,
-                "speedup_ratio": cfg.speedup_ratio,
-                "standin_tokens": cfg.standin_tokens,
                 "ai_dynamo": _version("ai-dynamo"),
                 "cold_caches_per_level": True,
+                "shape": cfg.shape(),
             },
+            level_target=lambda level, level_dir: self.local_stack(stack, model, level,
+                                                                   level_dir),
         )
+
+    @contextmanager
+    def local_stack(self, stack: RehearsalStack, model: Path, level: int,
+                    level_dir: Path) -> Iterator[LevelRun]:
+        """The sweep's target for one level: a fresh frontend and mocker (cold caches);
+        afterwards, what they did: the share of the machine's CPU they and AIPerf used,
+        and which worker served each video."""
+        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
+                 f"workers for concurrency {level}")
+        port = self.config.frontend_port or free_port()
+        with LocalDynamo(self.stack_config(stack, model, port, level)) as local:
+            run = LevelRun(local.url)
+            before = cpu_times()
+            yield run
+            run.measured["cpu_busy"] = busy_share(before, cpu_times())
+        attribution = level_attribution(level_dir)
+        run.measured["stickiness"] = asdict(stickiness(attribution.workers_by_video))
+        if not self.config.keep_raw:
+            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
 
     def run_profile(self, stack: RehearsalStack, model: Path, dataset: Path) -> ProfileOutcome:
         cfg = self.config
         run_dir = self.run_dir / stack.profile
         outcome = ProfileOutcome(stack.profile, run_dir)
-        port = cfg.frontend_port or free_port()
-        cpu: dict[int, float | None] = {
-            int(c): s.get("cpu_busy") for c, s in _read_manifest(run_dir).get("levels", {}).items()
-        }
-        for level in cfg.concurrencies:
-            level_dir = run_dir / level_dir_name(level)
-            if level_complete(run_dir, _read_manifest(run_dir), level):
-                self.say(f"{stack.profile}: concurrency {level} kept from the earlier run")
-                outcome.kept.add(level)
-            else:
-                self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
-                         f"workers for concurrency {level}")
-                with LocalDynamo(self.stack_config(stack, model, port, level)) as local:
-                    before = cpu_times()
-                    run_sweep(self.sweep_config(stack, local.url, model, dataset, level, port),
-                              say=lambda line: self.say(f"{stack.profile}: {line}"))
-                    cpu[level] = busy_share(before, cpu_times())
-                _record_level_extras(run_dir, level, cpu[level])
-            level_attribution(level_dir)
-            if not cfg.keep_raw:
-                (level_dir / RAW_EXPORT).unlink(missing_ok=True)
-            outcome.levels[level] = level_outcome(level_dir, cpu.get(level))
+        outcome.kept = {c for c in cfg.concurrencies
+                        if level_complete(run_dir, _read_manifest(run_dir), c)}
+        run_sweep(self.sweep_config(stack, model, dataset),
+                  say=lambda line: self.say(f"{stack.profile}: {line}"))
+        levels = _read_manifest(run_dir)["levels"]
+        outcome.levels = {c: level_outcome(levels[str(c)]) for c in cfg.concurrencies}
         write_stickiness(run_dir, {c: run_dir / level_dir_name(c) for c in cfg.concurrencies})
         return outcome
 
@@ -456,13 +453,12 @@ class Rehearsal:
                 f"at concurrency {', '.join(map(str, self.config.concurrencies))}; "
                 f"results in {self.run_dir}"
             )
-            write_json(self.run_dir / RUN_SHAPE_FILE, self.config.shape())
             model, dataset = self.prepare()
             outcomes = [self.run_profile(self.stacks[p], model, dataset)
                         for p in self.config.profiles]
-            notes = self.finish_notes(outcomes)
+            notes = self.direction(outcomes)
             report = build_report([o.run_dir for o in outcomes], self.run_dir,
-                                  warn=lambda line: self.say(f"report: {line}"))
+                                  warn=lambda line: self.say(f"report: {line}"), notes=notes)
         wall = time.monotonic() - started
         summary = rehearsal_summary(self.config, outcomes, wall, memory.peak, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
@@ -471,27 +467,14 @@ class Rehearsal:
         self.say(f"report: {report}")
         return self.run_dir
 
-    def finish_notes(self, outcomes: Sequence[ProfileOutcome]) -> list[str]:
-        """Direction notes into every run's manifest (the report lists them)."""
-        by_name = {o.profile: o for o in outcomes}
+    def direction(self, outcomes: Sequence[ProfileOutcome]) -> list[str]:
+        """What the run shows about affinity against the baseline, for the report."""
         baseline = next((o for o in outcomes if not self.stacks[o.profile].routing.affinity),
                         None)
         sticky = next((o for o in outcomes if self.stacks[o.profile].routing.affinity), None)
-        notes: list[str] = []
-        if baseline is not None and sticky is not None:
-            notes = direction_notes(baseline, sticky, self.stacks[sticky.profile].workers)
-        for name, outcome in by_name.items():
-            manifest = _read_manifest(outcome.run_dir)
-            manifest["concurrencies"] = list(self.config.concurrencies)
-            manifest["notes"] = modelling_notes(self.config, self.stacks[name].workers) + notes
-            write_json(outcome.run_dir / MANIFEST_NAME, manifest)
-        return notes
-
-
-def _record_level_extras(run_dir: Path, level: int, cpu_busy: float | None) -> None:
-    manifest = _read_manifest(run_dir)
-    manifest.setdefault("levels", {}).setdefault(str(level), {})["cpu_busy"] = cpu_busy
-    write_json(run_dir / MANIFEST_NAME, manifest)
+        if baseline is None or sticky is None:
+            return []
+        return direction_notes(baseline, sticky, self.stacks[sticky.profile].workers)
 
 
 def _version(dist: str) -> str | None:

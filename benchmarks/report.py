@@ -231,7 +231,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) -> str:
+def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
+                    notes: Sequence[str] = ()) -> str:
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
     levels = sorted({r["concurrency"] for r in rows})
     labels = [r.label for r in runs]
@@ -290,6 +291,8 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]]) 
                         _fmt(s.get("mean_workers_per_video"), 2)]
             body.append(row)
         out += _table(header, body)
+    if notes:
+        out += ["", "## What this run shows", "", *(f"- {n}" for n in notes)]
     out += ["", "## Runs", ""]
     for run in runs:
         m = run.manifest or {}
@@ -376,8 +379,10 @@ def _save_plot(
     return path
 
 
-def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path:
-    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path."""
+def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
+                 notes: Sequence[str] = ()) -> Path:
+    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path.
+    `notes`: what the caller concluded across the runs (the rehearsal's direction)."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
         raise ReportError(
@@ -387,7 +392,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path
     rows = report_rows(runs)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
-    markdown.write_text(render_markdown(runs, rows))
+    markdown.write_text(render_markdown(runs, rows, notes))
     with open(out / "report.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -396,6 +401,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print) -> Path
         "baseline": runs[0].label,
         "profiles": [r.label for r in runs],
         "rows": rows,
+        "notes": list(notes),
         "runs": [
             {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
              "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())},

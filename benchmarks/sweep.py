@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
@@ -54,8 +55,8 @@ from benchmarks.dataset import (
     video_references,
     video_settings_for,
 )
-from benchmarks.shape import SEED_SHAPE
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
+from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
 from infra.rules import RUN_ID, RUN_ID_MAX_LEN
@@ -65,6 +66,21 @@ LEVEL_LOG = "aiperf_console.log"
 STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
 Say = Callable[[str], None]
+
+
+@dataclass
+class LevelRun:
+    """What a level's target gives the sweep: where to send, and what it saw (filled in
+    by the time the target's block ends; the manifest records it as `measured`)."""
+
+    url: str
+    measured: dict[str, Any] = field(default_factory=dict)
+
+
+# Brings up what one level measures, called with its concurrency and folder. The
+# rehearsal starts a fresh local Dynamo per level with it; a fixed endpoint (the
+# cluster's frontend) needs none.
+LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 
 
 class SweepError(RuntimeError):
@@ -120,6 +136,7 @@ class SweepConfig:
     accept_other_lengths: bool = False
     # What a refused resume tells the user to do (the cluster's way differs).
     new_run_hint: str = "use a new --run-id (or --out) for these settings"
+    level_target: LevelTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -465,10 +482,13 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         manifest["levels"][str(concurrency)] = {
             "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now()}
         write_json(manifest_path, manifest)
-        say(f"concurrency {concurrency}: running AIPerf (output: {level_dir / LEVEL_LOG})")
+        target = config.level_target or (lambda *_: nullcontext(LevelRun(config.url)))
         try:
-            run_level(spec, config, say)
-            summary = summarize_file(level_dir / SUMMARY_EXPORT)
+            with target(concurrency, level_dir) as level_run:
+                say(f"concurrency {concurrency}: running AIPerf (output: "
+                    f"{level_dir / LEVEL_LOG})")
+                run_level(replace(spec, url=level_run.url), config, say)
+                summary = summarize_file(level_dir / SUMMARY_EXPORT)
         except (SweepError, ExportError) as exc:
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
             write_json(manifest_path, manifest)
@@ -503,7 +523,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             write_json(manifest_path, manifest)
             raise LevelFailed(error)
         manifest["levels"][str(concurrency)].update(
-            status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict())
+            status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
+            **({"measured": level_run.measured} if level_run.measured else {}))
         write_json(manifest_path, manifest)
         if summary.errors:
             say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "

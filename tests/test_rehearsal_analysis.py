@@ -12,7 +12,6 @@ import pytest
 from benchmarks.aiperf_export import LevelSummary
 from benchmarks.mock_model import MOCKER_MAX_TOKEN_ID, pad_vocabulary
 from benchmarks.rehearse import (
-    RUN_SHAPE_FILE,
     LevelOutcome,
     ProfileOutcome,
     Rehearsal,
@@ -26,6 +25,7 @@ from benchmarks.rehearse import (
     summary_lines,
 )
 from benchmarks.stickiness import stickiness, worker_id_from_body
+from benchmarks.sweep import MANIFEST_NAME
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
 
 
@@ -61,8 +61,9 @@ def test_a_rerun_with_other_settings_is_refused_before_anything_changes(tmp_path
     """Resuming keeps finished levels, so a run id is bound to the settings it began with."""
     first = RehearsalConfig(videos=4, results_root=tmp_path, run_id="r1")
     run_dir = tmp_path / "r1"
-    run_dir.mkdir()
-    (run_dir / RUN_SHAPE_FILE).write_text(json.dumps(first.shape()))
+    (run_dir / "round-robin").mkdir(parents=True)
+    (run_dir / "round-robin" / MANIFEST_NAME).write_text(
+        json.dumps({"deployment": {"shape": first.shape()}}))
     (run_dir / "dataset.jsonl").write_text("the earlier run's dataset\n")
     assert rerun_problems(first, run_dir) == []
     (problem,) = rerun_problems(replace(first, videos=5, standin_tokens=300), run_dir)
