@@ -1,4 +1,5 @@
-"""The code base stays `ruff` clean (lint and import order) and its README a guide."""
+"""The code base stays `ruff` clean (lint and import order), its imports run one way, and
+its README stays a guide."""
 
 from __future__ import annotations
 
@@ -23,3 +24,18 @@ def test_the_readme_stays_a_guide() -> None:
     for doc in ("serving-paths", "benchmark-toolkit", "rehearsal", "deploy-reference",
                 "development"):
         assert f"(docs/{doc}.md)" in readme and (REPO_ROOT / "docs" / f"{doc}.md").is_file()
+
+
+def test_imports_run_one_way_benchmarks_to_infra() -> None:
+    """infra/ deploys and runs the toolkit (in pods, and `collect` from the results hook)
+    as a program; it never imports it, so either can be read without the other's insides."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO_ROOT / "infra").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names
+                          if n == "benchmarks" or n.startswith("benchmarks.")]
+    assert offenders == []
