@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -56,11 +56,7 @@ from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
 from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
 from benchmarks.report import build_report
 from benchmarks.stickiness import (
-    WORKER_ID_REQUEST_FIELDS,
     Stickiness,
-    level_attribution,
-    stickiness,
-    write_stickiness,
 )
 from benchmarks.sweep import (
     MANIFEST_NAME,
@@ -68,7 +64,6 @@ from benchmarks.sweep import (
     SweepConfig,
     SweepError,
     level_complete,
-    level_dir_name,
     run_sweep,
     write_json,
 )
@@ -320,10 +315,11 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
 def level_outcome(recorded: Mapping[str, Any]) -> LevelOutcome:
     """A finished level as the sweep recorded it in its manifest (parsed once, there)."""
     summary = LevelSummary(**recorded["summary"])
-    measured = recorded.get("measured") or {}
+    routing = recorded["routing"]
+    sticky = Stickiness(**{f.name: routing[f.name] for f in fields(Stickiness)})
     return LevelOutcome(summary=summary, cache_read_pct=summary.prompt_cache_read_pct,
-                        stickiness=Stickiness(**measured["stickiness"]),
-                        cpu_busy=measured.get("cpu_busy"))
+                        stickiness=sticky,
+                        cpu_busy=(recorded.get("measured") or {}).get("cpu_busy"))
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -395,7 +391,7 @@ class Rehearsal:
             affinity=stack.routing.affinity, concurrencies=cfg.concurrencies,
             output_tokens=cfg.output_tokens, warmup_requests=cfg.warmup_requests,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
-            extra_body=WORKER_ID_REQUEST_FIELDS, export_level="raw",
+            attribute_workers=True, keep_raw=cfg.keep_raw,
             level_timeout_secs=max(level_timeout(cfg, c) for c in cfg.concurrencies),
             notes=tuple(modelling_notes(cfg, stack.workers)),
             deployment={
@@ -414,8 +410,7 @@ class Rehearsal:
     def local_stack(self, stack: RehearsalStack, model: Path, level: int,
                     level_dir: Path) -> Iterator[LevelRun]:
         """The sweep's target for one level: a fresh frontend and mocker (cold caches);
-        afterwards, what they did: the share of the machine's CPU they and AIPerf used,
-        and which worker served each video."""
+        afterwards, the share of the machine's CPU they and AIPerf used."""
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
                  f"workers for concurrency {level}")
         port = self.config.frontend_port or free_port()
@@ -424,10 +419,6 @@ class Rehearsal:
             before = cpu_times()
             yield run
             run.measured["cpu_busy"] = busy_share(before, cpu_times())
-        attribution = level_attribution(level_dir)
-        run.measured["stickiness"] = asdict(stickiness(attribution.workers_by_video))
-        if not self.config.keep_raw:
-            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
 
     def run_profile(self, stack: RehearsalStack, model: Path, dataset: Path) -> ProfileOutcome:
         cfg = self.config
@@ -439,7 +430,6 @@ class Rehearsal:
                   say=lambda line: self.say(f"{stack.profile}: {line}"))
         levels = _read_manifest(run_dir)["levels"]
         outcome.levels = {c: level_outcome(levels[str(c)]) for c in cfg.concurrencies}
-        write_stickiness(run_dir, {c: run_dir / level_dir_name(c) for c in cfg.concurrencies})
         return outcome
 
     def run(self) -> Path:
@@ -463,6 +453,8 @@ class Rehearsal:
         summary = rehearsal_summary(self.config, outcomes, wall, memory.peak, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         for line in summary_lines(summary):
+            self.say(line)
+        for line in gain_lines(json.loads(report.with_suffix(".json").read_text())):
             self.say(line)
         self.say(f"report: {report}")
         return self.run_dir
@@ -532,6 +524,22 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
                 f"{lv['stickiness']['mean_workers_per_video']:>13.1f}"
             )
     lines += list(summary.get("notes") or [])
+    return lines
+
+
+def gain_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each profile's throughput gain over the baseline with its 95% interval, per level
+    (as the report computed them)."""
+    lines = []
+    for row in report["rows"]:
+        gain, low, high = (row.get(k) for k in ("throughput_gain_pct", "throughput_gain_ci95_low",
+                                                "throughput_gain_ci95_high"))
+        if row["profile"] == report["baseline"] or gain is None:
+            continue
+        interval = "" if low is None else f", 95% interval {low:+.1f}% to {high:+.1f}%" + (
+            ": no measurable difference" if low <= 0 <= high else "")
+        lines.append(f"{row['profile']} at concurrency {row['concurrency']}: throughput "
+                     f"{gain:+.1f}% over {report['baseline']}{interval}")
     return lines
 
 

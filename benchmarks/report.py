@@ -39,6 +39,7 @@ from benchmarks.sweep import MANIFEST_NAME
 
 AIPERF_PHASES_DIR = "phases"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
+SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 METRICS = (
     ("request_throughput", "req/s"),
     ("ttft_p50_ms", "TTFT p50 (ms)"),
@@ -186,6 +187,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             if level is None:
                 continue
             sticky = run.stickiness.get(concurrency, {})
+            state = _level_state(run, concurrency)
             interval = None
             if run is not baseline and base is not None:
                 interval = gain_interval(_latencies(baseline, concurrency),
@@ -204,6 +206,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # Requests that got other than the asked output tokens (the sweep flags them).
                 "output_tokens_other": (_level_state(run, concurrency).get(
                     "output_lengths") or {}).get("other", 0),
+                # Server-side evidence the sweep recorded: the frontend's prefix-cache count
+                # and the workers the responses name (see benchmarks/sweep.py `_evidence`).
+                "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
+                **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
                 "export": str(run.exports[concurrency]),
             })
     return rows
@@ -289,6 +295,26 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
                 share = s.get("share_single_worker")
                 row += [_fmt(None if share is None else share * 100, 0, "%"),
                         _fmt(s.get("mean_workers_per_video"), 2)]
+            body.append(row)
+        out += _table(header, body)
+    if any(r["prefix_cache_hit_pct"] is not None or r[SPREAD_KEYS[0]] is not None
+           for r in rows):
+        out += ["", "## Server-side evidence", "",
+                "Share of prompt tokens the workers served from their prefix caches (the "
+                "frontend's own counters), and how the requests spread over the workers that "
+                "served them (the worker each response names).", ""]
+        header = ["Concurrency"]
+        for lb in labels:
+            header += [f"{lb} prefix-cache hit", f"{lb} workers (requests each)"]
+        body = []
+        for c in levels:
+            row = [str(c)]
+            for lb in labels:
+                r = by_key.get((c, lb)) or {}
+                low, high = (r.get(k) for k in SPREAD_KEYS)
+                spread = "n/a" if low is None else (
+                    f"{r['stickiness_workers_seen']} ({low}-{high})")
+                row += [_fmt(r.get("prefix_cache_hit_pct"), 0, "%"), spread]
             body.append(row)
         out += _table(header, body)
     if notes:

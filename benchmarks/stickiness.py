@@ -155,6 +155,18 @@ def level_attribution(level_dir: Path) -> Attribution:
     return attribution
 
 
+def worker_spread(attribution: Attribution) -> dict[str, Any]:
+    """A level's routing evidence: stickiness, and how many requests each worker got."""
+    counts: dict[int, int] = defaultdict(int)
+    for workers in attribution.workers_by_video.values():
+        for worker in workers:
+            counts[worker] += 1
+    return {**asdict(stickiness(attribution.workers_by_video)),
+            "requests_per_worker_min": min(counts.values(), default=0),
+            "requests_per_worker_max": max(counts.values(), default=0),
+            "unattributed": attribution.unattributed}
+
+
 def stickiness_document(levels: Mapping[int, Attribution]) -> dict[str, Any]:
     """The `routing_stickiness.json` content for one run (one profile), by concurrency."""
     return {

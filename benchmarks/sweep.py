@@ -39,8 +39,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmarks import frontend_metrics
 from benchmarks.aiperf_command import (
     EXPORT_LEVELS,
+    RAW_EXPORT,
     RECORDS_EXPORT,
     SUMMARY_EXPORT,
     LevelSpec,
@@ -54,6 +56,13 @@ from benchmarks.dataset import (
     load_dataset_info,
     video_references,
     video_settings_for,
+)
+from benchmarks.frontend_metrics import FrontendCounts
+from benchmarks.stickiness import (
+    WORKER_ID_REQUEST_FIELDS,
+    level_attribution,
+    worker_spread,
+    write_stickiness,
 )
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
@@ -137,6 +146,11 @@ class SweepConfig:
     # What a refused resume tells the user to do (the cluster's way differs).
     new_run_hint: str = "use a new --run-id (or --out) for these settings"
     level_target: LevelTarget | None = None
+    # Ask the frontend which worker served each request (AIPerf's raw export), and record
+    # per level how sticky routing was and how requests spread over the workers.
+    attribute_workers: bool = False
+    # Keep the raw export after attributing (about 100 MB per 1,000 requests).
+    keep_raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -435,6 +449,9 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     problems = config_problems(config)
     if problems:
         raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
+    if config.attribute_workers:
+        config = replace(config, export_level="raw",
+                         extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
     affinity = resolve_affinity(config)
     scan = scan_dataset(Path(config.dataset))
     sessions = sessions_per_level(config, scan)
@@ -487,8 +504,10 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             with target(concurrency, level_dir) as level_run:
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
+                counted = frontend_metrics.scrape(level_run.url)
                 run_level(replace(spec, url=level_run.url), config, say)
                 summary = summarize_file(level_dir / SUMMARY_EXPORT)
+                now = frontend_metrics.scrape(level_run.url)
         except (SweepError, ExportError) as exc:
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
             write_json(manifest_path, manifest)
@@ -501,6 +520,10 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         say(summary.line())
         lengths = _length_check(level_dir, config.output_tokens)
         level = manifest["levels"][str(concurrency)]
+        evidence = _evidence(config, level_dir, counted, now)
+        if evidence:
+            level.update(evidence)
+            say(f"concurrency {concurrency}: {_evidence_line(evidence)}")
         if lengths:
             level["output_lengths"] = lengths
             say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
@@ -529,9 +552,36 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         if summary.errors:
             say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
                 f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
+    if config.attribute_workers:
+        write_stickiness(run_dir, {c: run_dir / level_dir_name(c) for c in config.concurrencies})
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
         f"{run_dir} ... --out REPORT)")
     return run_dir
+
+
+def _evidence(config: SweepConfig, level_dir: Path, before: FrontendCounts | None,
+              after: FrontendCounts | None) -> dict[str, Any]:
+    """Why a level came out as it did: the frontend's prefix-cache count, and (attributing
+    workers) which worker served each request, after which the large raw export may go."""
+    evidence: dict[str, Any] = {}
+    if before and after:
+        evidence["prefix_cache_hit_pct"] = frontend_metrics.prefix_cache_hit_pct(before, after)
+    if config.attribute_workers:
+        evidence["routing"] = worker_spread(level_attribution(level_dir))
+        if not config.keep_raw:
+            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
+    return evidence
+
+
+def _evidence_line(evidence: Mapping[str, Any]) -> str:
+    hit, routing = evidence.get("prefix_cache_hit_pct"), evidence.get("routing")
+    parts = [] if hit is None else [f"{hit:.0f}% of prompt tokens from prefix caches"]
+    if routing:
+        parts.append(f"{routing['share_single_worker']:.0%} of videos on one worker, "
+                     f"{routing['workers_seen']} workers served "
+                     f"{routing['requests_per_worker_min']} to "
+                     f"{routing['requests_per_worker_max']} requests each")
+    return "; ".join(parts) or "no server-side evidence"
 
 
 def _now() -> str:
@@ -597,6 +647,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--deployment", action="append", default=[], metavar="KEY=VALUE",
                    help="what the run measures (image, topology...): recorded, and a resume "
                    "against other values is refused")
+    p.add_argument("--attribute-workers", action="store_true",
+                   help="record which worker served each request (the frontend's nvext "
+                   "worker_id) and per level the routing's stickiness and spread")
     p.add_argument("--accept-other-lengths", action="store_true",
                    help="keep levels where requests got other than --output-tokens tokens")
     p.add_argument("--max-error-share", type=float, default=0.01,
@@ -653,6 +706,7 @@ def _run(args: argparse.Namespace) -> int:
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
         deployment=dict(item.partition("=")[::2] for item in args.deployment),
         max_error_share=args.max_error_share, accept_other_lengths=args.accept_other_lengths,
+        attribute_workers=args.attribute_workers,
         **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.

@@ -210,6 +210,9 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--out", f"{CACHE_DIR}/{results_subpath(target.profile, settings.run_id)}",
         # Explicit either way: the header follows the stack's routing, not its name.
         "--session-affinity" if target.session_affinity else "--no-session-affinity",
+        # Server-side evidence: which worker served each request (the frontend names it),
+        # beside the frontend's prefix-cache counters the sweep always reads.
+        "--attribute-workers",
         *(arg for note in target.notes for arg in ("--note", note)),
         *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
         "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,

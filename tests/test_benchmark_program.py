@@ -142,6 +142,8 @@ def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:
 
     assert "--session-affinity" in sweep_args("session-affinity")
     assert "--no-session-affinity" in sweep_args("round-robin")
+    # Every stack's sweep records which worker served each request (server-side evidence).
+    assert all("--attribute-workers" in sweep_args(stack) for stack in runs)
 
 
 def test_only_enabled_parts_are_declared() -> None:

@@ -19,6 +19,7 @@ from benchmarks.rehearse import (
     RehearsalError,
     config_problems,
     direction_notes,
+    gain_lines,
     level_timeout,
     rehearsal_summary,
     rerun_problems,
@@ -150,3 +151,17 @@ def test_notes_explain_round_robin_in_lockstep() -> None:
     assert notes[0].startswith("Direction as in the seed")
     assert len(notes) == 2
     assert "concurrency 8 (concurrency = fleet size) kept 80% of videos on one worker" in notes[1]
+
+
+def test_gain_lines_give_each_interval_and_say_when_it_covers_zero() -> None:
+    def row(profile: str, gain: float | None, low: float | None, high: float | None) -> dict:
+        return {"profile": profile, "concurrency": 16, "throughput_gain_pct": gain,
+                "throughput_gain_ci95_low": low, "throughput_gain_ci95_high": high}
+
+    report = {"baseline": "round-robin", "rows": [
+        row("round-robin", None, None, None), row("session-affinity", 10.04, 8.0, 14.2),
+        row("kv-routing", 1.0, -2.5, 3.0)]}
+    affinity, kv = gain_lines(report)
+    assert affinity == ("session-affinity at concurrency 16: throughput +10.0% over "
+                        "round-robin, 95% interval +8.0% to +14.2%")
+    assert kv.endswith("95% interval -2.5% to +3.0%: no measurable difference")

@@ -98,8 +98,24 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
             assert len(workers) == 4, video
             assert len(set(workers)) > 1, f"{video} stayed on one worker under round robin"
 
-    # The report shows the profiles side by side with their stickiness.
+    # Server-side evidence per level: the frontend's prefix-cache count (more reuse under
+    # affinity than round robin) and the workers the responses named.
+    def level_record(profile: str, level: int) -> dict:
+        manifest = json.loads((run_dir / profile / "manifest.json").read_text())
+        return manifest["levels"][str(level)]
+
+    for level in LEVELS:
+        hits = {p: level_record(p, level)["prefix_cache_hit_pct"] for p in PROFILES}
+        assert all(0 <= hit <= 100 for hit in hits.values()), hits
+        assert hits["session-affinity"] > hits["round-robin"], (level, hits)
+        for profile in PROFILES:
+            routing = level_record(profile, level)["routing"]
+            assert routing["unattributed"] == 0
+            assert 1 <= routing["requests_per_worker_min"] <= routing["requests_per_worker_max"]
+
+    # The report shows the profiles side by side with their stickiness and evidence.
     report = (run_dir / "report.md").read_text()
+    assert "Server-side evidence" in report
     assert all(f"{profile} throughput gain" in report for profile in PROFILES[1:])
     assert "Routing stickiness" in report
     summary = json.loads((run_dir / REHEARSAL_FILE).read_text())
@@ -110,6 +126,9 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
             numbers = summary["profiles"][profile]["levels"][str(level)]
             assert numbers["errors"] == 0 and numbers["requests"] == 16
     assert "rehearsal done in" in result.stdout and "peak memory" in result.stdout
+    for profile in PROFILES[1:]:
+        assert f"{profile} at concurrency {LEVELS[-1]}: throughput " in result.stdout
+    assert "95% interval" in result.stdout
 
 
 def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
