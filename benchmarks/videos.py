@@ -100,11 +100,8 @@ def ffmpeg_command(exe: str, shape: VideoShape, index: int, out: Path) -> list[s
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def load_manifest(out_dir: Path) -> dict | None:
