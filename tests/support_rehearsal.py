@@ -50,10 +50,18 @@ def ports_of(pids: set[int]) -> set[int]:
     return {listener.port for listener in listeners(pids)}
 
 
-def still_listening(ports: set[int]) -> set[int]:
-    """Those of `ports` that anything still listens on: a process that escaped tracking
-    would show here, where checking the tracked pids alone could not see it."""
-    return ports & listening_ports()
+def still_listening(ports: set[int], timeout: float = 10.0) -> set[int]:
+    """Those of `ports` that anything still listens on after `timeout`: a process that
+    escaped tracking would show here, where checking the tracked pids alone could not see
+    it. Polled, because a killed multi-threaded server (the Dynamo runtime's) shows as a
+    zombie while its other threads still close its sockets (a CI run caught one port open
+    just after its process was gone)."""
+    deadline = time.monotonic() + timeout
+    left = ports & listening_ports()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = ports & listening_ports()
+    return left
 
 
 def child_env() -> dict[str, str]:
