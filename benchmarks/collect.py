@@ -37,6 +37,7 @@ from benchmarks.aiperf_command import SUMMARY_EXPORT as AIPERF_EXPORT
 from benchmarks.report import build_report, summary_exports
 from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import (
+    SWEEP_RUNNING_EXIT_CODE,
     collect_command,
     follow_command,
     results_subpath,
@@ -556,4 +557,4 @@ def _run(args: argparse.Namespace) -> int:
         print(f"collect: error: cannot reach the cluster ({type(error).__name__}: {error}); "
               "check your kubeconfig context (--context) and network", file=sys.stderr)
         return 2
-    return 0 if run_dir is not None else 3
+    return 0 if run_dir is not None else SWEEP_RUNNING_EXIT_CODE

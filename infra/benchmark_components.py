@@ -27,6 +27,7 @@ import pulumi_kubernetes as k8s
 
 from infra import benchmark_jobs, cluster, manifests
 from infra.benchmark_names import (
+    SWEEP_RUNNING_EXIT_CODE,
     collect_command,
     follow_command,
     results_subpath,
@@ -89,8 +90,9 @@ def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
                        warn: Say, timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
     """Run `python -m benchmarks collect` for the run in `output` (the stack's `benchmark`
     output), its lines shown as they come. The sweep itself succeeded, so a failure here
-    is a warning with the command that retries it, never a failed deployment. infra runs
-    the toolkit as a program (here and in the pods), never imports it."""
+    is a warning with the command that retries it, never a failed deployment; a sweep left
+    running (not awaited) is neither: collect says how to fetch it later. infra runs the
+    toolkit as a program (here and in the pods), never imports it."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", output["stack"],
                "--results", str(RESULTS_ROOT), "--stdin"]
     given = json.dumps({"benchmark": output, "kubeconfig": kubeconfig})
@@ -110,8 +112,8 @@ def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
             code = child.wait()
     except OSError as error:
         code = f"{type(error).__name__}: {error}"
-    if code == 0:
-        return True
+    if code in (0, SWEEP_RUNNING_EXIT_CODE):
+        return code == 0
     warn(f"could not bring the results home (collect ended with {code}, see above); they "
          f"stay on claim {output['cacheClaim']} under {output['resultsPath']}/. Retry: "
          f"{output['collectCommand']}")

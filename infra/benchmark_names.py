@@ -53,6 +53,11 @@ def follow_command(kubectl: str, profile: str, run_id: str) -> str:
     return f"{kubectl} logs -f job/{sweep_job_name(profile, run_id)}"
 
 
+# `collect`'s exit code when the sweep is still running: it said how to collect later,
+# and the results hook (with `benchmarkWaitForSweep: false`) must not call that a failure.
+SWEEP_RUNNING_EXIT_CODE = 3
+
+
 def collect_command(profile: str, run_id: str) -> str:
     """The command that brings a run home later. `./run.sh`: the project's own
     environment, from the repository root (plain `python` lacks the pinned packages)."""

@@ -178,6 +178,24 @@ def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> N
     assert "not-a-real-token" not in " ".join(said + warnings)
 
 
+def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -> None:
+    """With `benchmarkWaitForSweep: false` the hook finds the sweep running: collect says
+    how to fetch it later and exits with SWEEP_RUNNING_EXIT_CODE, which is not a failure."""
+    from infra.benchmark_components import bring_results_home as hook
+    from infra.benchmark_names import SWEEP_RUNNING_EXIT_CODE
+
+    collect = tmp_path / "collect"
+    collect.write_text(f"#!/bin/sh\necho 'still running'\nexit {SWEEP_RUNNING_EXIT_CODE}\n")
+    collect.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(collect))
+    output = {"stack": "session-affinity", "cacheClaim": "c", "resultsPath": "p",
+              "collectCommand": "retry"}
+    said: list[str] = []
+    warnings: list[str] = []
+    assert hook(output, None, said.append, warnings.append, timeout_secs=30) is False
+    assert said == ["still running"] and warnings == []
+
+
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
     claim = tmp_path / "claim"
     (claim / LOCATION.subpath).mkdir(parents=True)
