@@ -55,9 +55,7 @@ from benchmarks.preflight import PortRequest, PreflightError, run_preflight
 from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
 from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
 from benchmarks.report import build_report
-from benchmarks.stickiness import (
-    Stickiness,
-)
+from benchmarks.stickiness import Stickiness
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
@@ -392,7 +390,6 @@ class Rehearsal:
             output_tokens=cfg.output_tokens, warmup_requests=cfg.warmup_requests,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, keep_raw=cfg.keep_raw,
-            level_timeout_secs=max(level_timeout(cfg, c) for c in cfg.concurrencies),
             notes=tuple(modelling_notes(cfg, stack.workers)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
@@ -415,7 +412,7 @@ class Rehearsal:
                  f"workers for concurrency {level}")
         port = self.config.frontend_port or free_port()
         with LocalDynamo(self.stack_config(stack, model, port, level)) as local:
-            run = LevelRun(local.url)
+            run = LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
             before = cpu_times()
             yield run
             run.measured["cpu_busy"] = busy_share(before, cpu_times())

@@ -204,8 +204,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "throughput_gain_ci95_high": interval[1] if interval else None,
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
                 # Requests that got other than the asked output tokens (the sweep flags them).
-                "output_tokens_other": (_level_state(run, concurrency).get(
-                    "output_lengths") or {}).get("other", 0),
+                "output_tokens_other": (state.get("output_lengths") or {}).get("other", 0),
                 # Server-side evidence the sweep recorded: the frontend's prefix-cache count
                 # and the workers the responses name (see benchmarks/sweep.py `_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),

@@ -15,7 +15,7 @@ fleet size under round robin with 20 questions and 8 workers).
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -157,10 +157,7 @@ def level_attribution(level_dir: Path) -> Attribution:
 
 def worker_spread(attribution: Attribution) -> dict[str, Any]:
     """A level's routing evidence: stickiness, and how many requests each worker got."""
-    counts: dict[int, int] = defaultdict(int)
-    for workers in attribution.workers_by_video.values():
-        for worker in workers:
-            counts[worker] += 1
+    counts = Counter(w for workers in attribution.workers_by_video.values() for w in workers)
     return {**asdict(stickiness(attribution.workers_by_video)),
             "requests_per_worker_min": min(counts.values(), default=0),
             "requests_per_worker_max": max(counts.values(), default=0),

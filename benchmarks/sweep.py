@@ -84,6 +84,8 @@ class LevelRun:
 
     url: str
     measured: dict[str, Any] = field(default_factory=dict)
+    # This level's bound, where the target knows it better than `level_timeout_secs`.
+    timeout_secs: float | None = None
 
 
 # Brings up what one level measures, called with its concurrency and folder. The
@@ -472,6 +474,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
                 "levels": dict((earlier or {}).get("levels") or {})}
     write_json(manifest_path, manifest)
+    target = config.level_target or (lambda *_: nullcontext(LevelRun(config.url)))
     header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
     say(
         f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
@@ -499,13 +502,14 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         manifest["levels"][str(concurrency)] = {
             "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now()}
         write_json(manifest_path, manifest)
-        target = config.level_target or (lambda *_: nullcontext(LevelRun(config.url)))
         try:
             with target(concurrency, level_dir) as level_run:
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
                 counted = frontend_metrics.scrape(level_run.url)
-                run_level(replace(spec, url=level_run.url), config, say)
+                bound = level_run.timeout_secs or config.level_timeout_secs
+                run_level(replace(spec, url=level_run.url),
+                          replace(config, level_timeout_secs=bound), say)
                 summary = summarize_file(level_dir / SUMMARY_EXPORT)
                 now = frontend_metrics.scrape(level_run.url)
         except (SweepError, ExportError) as exc:
