@@ -11,9 +11,8 @@ Why each choice:
 - Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
   `X-Correlation-ID` to the header Dynamo routes on. Round robin sends no such header.
   AIPerf's default extra `X-Session-Affinity` header is switched off (see `aiperf_env`).
-- Warm-up: `--warmup-request-count`; AIPerf excludes the warm-up phase from the results.
-  Warm-up requests open their own sessions (other session ids), and the measured phase
-  then sends every video's full session.
+- No AIPerf warm-up: its warm-up requests would ask about measured videos (the sweep's
+  own warm-up uses videos outside the measured set, see benchmarks/sweep.py).
 - Token counts come from the server's `usage` (`--use-server-token-count`) unless told
   otherwise, so the tokenizer only has to load (offline: a local directory).
 - `--export-level raw` keeps every request and response (SSE chunks verbatim, e.g. a
@@ -60,7 +59,6 @@ class LevelSpec:
     artifact_dir: Path
     tokenizer: str
     affinity: bool
-    warmup_requests: int = 0
     random_seed: int = 0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     export_level: str = "records"
@@ -95,8 +93,6 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--no-gpu-telemetry",
         "--no-server-metrics",
     ]
-    if spec.warmup_requests:
-        argv += ["--warmup-request-count", str(spec.warmup_requests)]
     if spec.affinity:
         argv += ["--session-header", SESSION_HEADER]
     if spec.server_token_count:

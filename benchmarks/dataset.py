@@ -125,8 +125,9 @@ def video_references(
     videos_dir: Path | None = None,
     base_url: str | None = None,
     count: int | None = None,
+    first: int = 0,
 ) -> list[str]:
-    """Video references for `build_dataset`, in index order.
+    """Video references for `build_dataset`, in index order, from index `first`.
 
     From `videos_dir` (its `videos.json`): local absolute paths, or `base_url/<name>` when
     `base_url` is given. Without `videos_dir`, `base_url` and `count` name the files the
@@ -139,13 +140,14 @@ def video_references(
                 f"--videos {videos_dir}: no videos.json there; make the videos first with "
                 f"`python -m benchmarks videos --out {videos_dir}`"
             )
-        names = [entry["name"] for entry in manifest["videos"]]
+        names = [entry["name"] for entry in manifest["videos"]][first:]
         if count is not None:
             if count > len(names):
-                raise ValueError(f"--video-count {count}: {videos_dir} holds only {len(names)}")
+                raise ValueError(f"{videos_dir} holds only {len(names) + first} videos, "
+                                 f"{first + count} wanted: make more with `videos --count`")
             names = names[:count]
     elif base_url is not None and count is not None:
-        names = [video_name(i) for i in range(count)]
+        names = [video_name(i) for i in range(first, first + count)]
     else:
         raise ValueError("give --videos DIR, or --video-base-url URL with --video-count N")
     if base_url is not None:
@@ -165,9 +167,12 @@ def dataset_lines(
     seed: int = SEED_SHAPE.random_seed,
     reasoning_format: bool = False,
     sampling_preset: str = "none",
+    first_video: int = 0,
 ) -> list[dict]:
     """The dataset as data (pure). Exactly one mode: `video_refs`, or
-    `text_standin_tokens` with `video_count` (how many stand-in videos).
+    `text_standin_tokens` with `video_count` (how many stand-in videos). `first_video`
+    is the index of the first video (its session id and stand-in text), so a warm-up
+    dataset of the videos after the measured ones shares none of their sessions.
 
     Optional prompt styles (benchmarks/prompting.py, off by default as in the seed):
     `reasoning_format` appends the cookbook's reasoning suffix to each question;
@@ -191,9 +196,10 @@ def dataset_lines(
             )
         if not video_count or video_count < 1:
             raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
-        blocks = [standin_text(i, text_standin_tokens, seed) for i in range(video_count)]
+        blocks = [standin_text(first_video + i, text_standin_tokens, seed)
+                  for i in range(video_count)]
         return [
-            dataset_line(i, f"{block}\n\n{question}", output_tokens, extra)
+            dataset_line(first_video + i, f"{block}\n\n{question}", output_tokens, extra)
             for i, block in enumerate(blocks)
             for question in questions
         ]
@@ -202,7 +208,7 @@ def dataset_lines(
     urls = [video_url(ref) for ref in video_refs]
     return [
         dataset_line(
-            i,
+            first_video + i,
             [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": question}],
             output_tokens,
             extra,
@@ -225,6 +231,7 @@ def build_dataset(
     video_source: str | None = None,
     reasoning_format: bool = False,
     sampling_preset: str = "none",
+    first_video: int = 0,
 ) -> DatasetInfo:
     """Write the dataset to `out` and its sidecar; returns what it holds.
 
@@ -236,7 +243,7 @@ def build_dataset(
         video_refs=video_refs, video_count=video_count,
         text_standin_tokens=text_standin_tokens, questions_per_video=questions_per_video,
         output_tokens=output_tokens, seed=seed, reasoning_format=reasoning_format,
-        sampling_preset=sampling_preset,
+        sampling_preset=sampling_preset, first_video=first_video,
     )
     videos = len(lines) // questions_per_video
     out.parent.mkdir(parents=True, exist_ok=True)

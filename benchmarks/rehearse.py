@@ -106,7 +106,7 @@ class RehearsalConfig:
     concurrencies: tuple[int, ...] = REHEARSAL_CONCURRENCIES
     standin_tokens: int = STANDIN_TOKENS
     output_tokens: int = SEED_SHAPE.output_tokens
-    warmup_requests: int = SEED_SHAPE.warmup_requests
+    warmup_videos: int = SEED_SHAPE.warmup_videos
     speedup_ratio: float = SPEEDUP_RATIO
     results_root: Path = RESULTS_ROOT
     run_id: str | None = None
@@ -125,7 +125,7 @@ class RehearsalConfig:
         """The options every finished level of a run was measured with."""
         return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
                 "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
-                "--warmup-requests": self.warmup_requests, "output tokens": self.output_tokens}
+                "--warmup-videos": self.warmup_videos, "output tokens": self.output_tokens}
 
 
 def rerun_problems(config: RehearsalConfig, run_dir: Path) -> list[str]:
@@ -155,6 +155,8 @@ def config_problems(config: RehearsalConfig) -> list[str]:
         problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
     if config.videos < 1:
         problems.append(f"--videos must be at least 1 (got {config.videos})")
+    if config.warmup_videos < 0:
+        problems.append(f"--warmup-videos must be at least 0 (got {config.warmup_videos})")
     if config.questions_per_video < 1:
         problems.append(f"--questions-per-video must be at least 1 (got "
                         f"{config.questions_per_video})")
@@ -365,7 +367,15 @@ class Rehearsal:
             questions_per_video=cfg.questions_per_video, output_tokens=cfg.output_tokens,
             video_source="text stand-in (local rehearsal)",
         )
+        if cfg.warmup_videos:
+            build_dataset(self.warmup_dataset, video_count=cfg.warmup_videos,
+                          text_standin_tokens=cfg.standin_tokens, questions_per_video=1,
+                          output_tokens=cfg.output_tokens, first_video=cfg.videos + 1)
         return model, dataset
+
+    @property
+    def warmup_dataset(self) -> Path:
+        return self.run_dir / "warmup.jsonl"
 
     def stack_config(self, stack: RehearsalStack, model: Path, port: int, level: int
                      ) -> LocalDynamoConfig:
@@ -387,7 +397,8 @@ class Rehearsal:
             # Each level gets its own frontend, on its own port (see `local_stack`).
             url=f"http://{LOOPBACK}", dataset=dataset, profile=stack.profile,
             affinity=stack.routing.affinity, concurrencies=cfg.concurrencies,
-            output_tokens=cfg.output_tokens, warmup_requests=cfg.warmup_requests,
+            output_tokens=cfg.output_tokens,
+            warmup_dataset=self.warmup_dataset if cfg.warmup_videos else None,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, keep_raw=cfg.keep_raw,
             notes=tuple(modelling_notes(cfg, stack.workers)),
@@ -565,8 +576,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--speedup-ratio", type=float, default=d.speedup_ratio,
                    help="mock workers' speed-up over real time (default 1; higher is faster "
                    "but makes the client and frontend the bottleneck on few cores)")
-    p.add_argument("--warmup-requests", type=int, default=d.warmup_requests,
-                   help=f"per level, excluded from results (default {d.warmup_requests})")
+    p.add_argument("--warmup-videos", type=int, default=d.warmup_videos,
+                   help="videos outside the measured set, one request each before every "
+                   f"level, not measured (default {d.warmup_videos})")
     p.add_argument("--results-root", type=Path, default=d.results_root,
                    help=f"default {d.results_root}")
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
@@ -587,7 +599,7 @@ def _run(args: argparse.Namespace) -> int:
     config = RehearsalConfig(
         profiles=tuple(args.profiles), videos=args.videos,
         questions_per_video=args.questions_per_video, concurrencies=tuple(args.concurrency),
-        standin_tokens=args.standin_tokens, warmup_requests=args.warmup_requests,
+        standin_tokens=args.standin_tokens, warmup_videos=args.warmup_videos,
         speedup_ratio=args.speedup_ratio, results_root=args.results_root, run_id=args.run_id,
         frontend_port=args.frontend_port, nats_port=args.nats_port,
         ready_timeout_secs=args.ready_timeout, level_timeout_secs=args.level_timeout,

@@ -31,7 +31,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -48,6 +50,7 @@ from benchmarks.aiperf_command import (
     LevelSpec,
     aiperf_command,
     aiperf_env,
+    request_body_extras,
 )
 from benchmarks.aiperf_export import ExportError, output_lengths, summarize_file
 from benchmarks.dataset import (
@@ -126,7 +129,9 @@ class SweepConfig:
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     requests_per_level: int | None = None
     output_tokens: int = SEED_SHAPE.output_tokens
-    warmup_requests: int = SEED_SHAPE.warmup_requests
+    # Requests sent before each level and not measured: a dataset of videos outside the
+    # measured set (their own sessions), so no measured video is cached anywhere first.
+    warmup_dataset: Path | None = None
     random_seed: int = SEED_SHAPE.random_seed
     tokenizer: str | None = None
     server_token_count: bool = True
@@ -231,8 +236,6 @@ def config_problems(config: SweepConfig) -> list[str]:
         problems.append(f"--concurrency levels repeat (got {list(config.concurrencies)})")
     if config.output_tokens < 1:
         problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
-    if config.warmup_requests < 0:
-        problems.append(f"--warmup-requests must be >= 0 (got {config.warmup_requests})")
     if config.export_level not in EXPORT_LEVELS:
         problems.append(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}")
     if config.run_id is not None and (not RUN_ID.match(config.run_id)
@@ -314,7 +317,8 @@ def manifest_base(
         "sessions_per_level": sessions,
         "questions_per_video": questions,
         "output_tokens": config.output_tokens,
-        "warmup_requests": config.warmup_requests,
+        "warmup_requests": (scan_dataset(config.warmup_dataset).requests
+                            if config.warmup_dataset else 0),
         "random_seed": config.random_seed,
         "dataset": {
             "path": str(Path(config.dataset).resolve()),
@@ -442,6 +446,36 @@ def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
     return str(path.resolve())
 
 
+def warm_up(url: str, config: SweepConfig, affinity: bool, concurrency: int, say: Say) -> None:
+    """Send every warm-up line as AIPerf would (streamed, exact length, the session header
+    under affinity), `concurrency` at a time; raises SweepError on the first failure."""
+    lines = [json.loads(raw) for raw in Path(config.warmup_dataset).read_text().splitlines()
+             if raw.strip()]
+
+    def send(line: dict[str, Any]) -> None:
+        body = {"model": config.model, "messages": line["messages"], "stream": True,
+                "max_completion_tokens": line["output_length"], **line.get("extra", {}),
+                **request_body_extras(line["output_length"], config.extra_body)}
+        headers = {"Content-Type": "application/json"}
+        if affinity:
+            headers[SESSION_HEADER] = f"warmup-{concurrency}-{line['session_id']}"
+        request = urllib.request.Request(f"{url.rstrip('/')}/v1/chat/completions",
+                                         json.dumps(body).encode(), headers)
+        try:
+            with urllib.request.urlopen(request, timeout=config.request_timeout_secs) as r:
+                r.read()
+        except OSError as exc:
+            raise SweepError(f"concurrency {concurrency}: a warm-up request "
+                             f"({line['session_id']}) failed: {exc}; check the endpoint, "
+                             "or run without warm-up videos") from exc
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(send, lines))
+    say(f"concurrency {concurrency}: warm-up, {len(lines)} requests on videos outside the "
+        f"measured set, {time.monotonic() - started:.1f} s (not measured)")
+
+
 def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     """Run (or resume) the sweep; returns the run directory.
 
@@ -494,7 +528,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             url=config.url, model=config.model, dataset=Path(config.dataset).resolve(),
             concurrency=concurrency, sessions=sessions, output_tokens=config.output_tokens,
             artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
-            warmup_requests=config.warmup_requests, random_seed=config.random_seed,
+            random_seed=config.random_seed,
             extra_body=config.extra_body, export_level=config.export_level,
             server_token_count=config.server_token_count,
             request_timeout_secs=config.request_timeout_secs,
@@ -506,6 +540,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             with target(concurrency, level_dir) as level_run:
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
+                if config.warmup_dataset:
+                    warm_up(level_run.url, config, affinity, concurrency, say)
                 counted = frontend_metrics.scrape(level_run.url)
                 bound = level_run.timeout_secs or config.level_timeout_secs
                 run_level(replace(spec, url=level_run.url),
@@ -628,8 +664,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="default: the whole dataset")
     p.add_argument("--output-tokens", type=int, default=s.output_tokens,
                    help=f"exact output tokens per request (default {s.output_tokens})")
-    p.add_argument("--warmup-requests", type=int, default=s.warmup_requests,
-                   help=f"per level, excluded from results (default {s.warmup_requests})")
+    p.add_argument("--warmup-videos", type=int, default=s.warmup_videos,
+                   help="videos after the measured ones and the smoke test's, one request "
+                   f"each before every level, not measured (default {s.warmup_videos})")
     p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer name or local directory (default: a tiny local one)")
@@ -665,30 +702,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _dataset_for(args: argparse.Namespace, run_dir: Path) -> Path:
-    """The given dataset, or one built in the run directory from the video options."""
+def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path | None]:
+    """The measured dataset (given, or built in the run directory from the video options)
+    and the warm-up one: one question about each of the `--warmup-videos` videos that
+    follow the measured ones and the smoke test's."""
     if args.dataset is not None:
-        if args.videos or args.video_base_url or args.text_standin_tokens is not None:
-            raise SweepError("--dataset excludes --videos/--video-base-url/--text-standin-tokens")
-        return args.dataset
-    out = run_dir / "dataset.jsonl"
-    common = dict(questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
-                  seed=args.seed, reasoning_format=args.reasoning_format,
-                  sampling_preset=args.sampling_preset)
-    try:
+        if (args.videos or args.video_base_url or args.text_standin_tokens is not None
+                or args.warmup_videos):
+            raise SweepError("--dataset excludes --videos/--video-base-url/"
+                             "--text-standin-tokens/--warmup-videos")
+        return args.dataset, None
+    if args.warmup_videos < 0:
+        raise SweepError(f"--warmup-videos must be >= 0 (got {args.warmup_videos})")
+    if args.warmup_videos and args.video_count is None:
+        raise SweepError("--warmup-videos needs --video-count: the warm-up videos follow "
+                         "the measured ones")
+    common = dict(output_tokens=args.output_tokens, seed=args.seed,
+                  reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
+
+    def build(out: Path, count: int | None, first: int, questions: int) -> Path:
         if args.text_standin_tokens is not None:
-            build_dataset(out, video_count=args.video_count,
-                          text_standin_tokens=args.text_standin_tokens, **common)
+            build_dataset(out, video_count=count, text_standin_tokens=args.text_standin_tokens,
+                          questions_per_video=questions, first_video=first, **common)
         else:
-            refs = video_references(args.videos, args.video_base_url, args.video_count)
+            refs = video_references(args.videos, args.video_base_url, count, first)
             build_dataset(
-                out, video_refs=refs,
+                out, video_refs=refs, questions_per_video=questions, first_video=first,
                 video_settings=video_settings_for(args.videos, args.video_base_url),
                 video_source=args.video_base_url or "local files", **common,
             )
+        return out
+
+    try:
+        dataset = build(run_dir / "dataset.jsonl", args.video_count, 0,
+                        args.questions_per_video)
+        warmup = build(run_dir / "warmup.jsonl", args.warmup_videos, args.video_count + 1,
+                       1) if args.warmup_videos else None
     except ValueError as exc:
         raise SweepError(f"cannot build the dataset: {exc}") from exc
-    return out
+    return dataset, warmup
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -703,7 +755,7 @@ def _run(args: argparse.Namespace) -> int:
         url=args.url, dataset=Path("."), profile=args.profile, model=args.model,
         affinity=args.affinity, concurrencies=tuple(args.concurrency),
         requests_per_level=args.requests_per_level, output_tokens=args.output_tokens,
-        warmup_requests=args.warmup_requests, random_seed=args.seed, tokenizer=args.tokenizer,
+        random_seed=args.seed, tokenizer=args.tokenizer,
         server_token_count=not args.client_token_count, results_root=args.results_root,
         run_id=args.run_id, run_dir=args.out, extra_body=extra_body,
         export_level=args.export_level, request_timeout_secs=args.request_timeout,
@@ -722,7 +774,8 @@ def _run(args: argparse.Namespace) -> int:
             raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
         run_dir = resolve_run_dir(config)
         run_dir.mkdir(parents=True, exist_ok=True)
-        config = replace(config, run_dir=run_dir, dataset=_dataset_for(args, run_dir))
+        dataset, warmup = _datasets_for(args, run_dir)
+        config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
         run_sweep(config, say=lambda line: print(line, flush=True))
     except SweepError as exc:
         # The cause (the message's first line) comes last: it is the line a Job's failure

@@ -181,8 +181,9 @@ def runner_command(benchmark_args: list[str]) -> list[str]:
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
-    """The measured videos and one more, for the smoke test alone."""
-    return ["videos", "--out", VIDEOS_DIR, "--count", str(settings.videos + 1)]
+    """The measured videos, then one for the smoke test alone, then the warm-up's."""
+    return ["videos", "--out", VIDEOS_DIR,
+            "--count", str(settings.videos + 1 + settings.warmup_videos)]
 
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
@@ -205,6 +206,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--video-base-url", target.video_base_url,
         "--video-count", str(settings.videos),
         "--questions-per-video", str(settings.questions_per_video),
+        "--warmup-videos", str(settings.warmup_videos),
         "--concurrency", *(str(c) for c in settings.concurrencies),
         "--run-id", settings.run_id,
         "--out", f"{CACHE_DIR}/{results_subpath(target.profile, settings.run_id)}",

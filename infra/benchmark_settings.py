@@ -35,6 +35,7 @@ KEY_RUN_ID = "benchmarkRunId"
 KEY_CONCURRENCIES = "benchmarkConcurrencies"
 KEY_VIDEOS = "benchmarkVideos"
 KEY_QUESTIONS = "benchmarkQuestionsPerVideo"
+KEY_WARMUP_VIDEOS = "benchmarkWarmupVideos"
 KEY_IMAGE = "benchmarkImage"
 KEY_SMOKE_TIMEOUT = "benchmarkSmokeTimeoutSecs"
 KEY_SWEEP_TIMEOUT = "benchmarkSweepTimeoutSecs"
@@ -65,6 +66,7 @@ class BenchmarkSettings:
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     videos: int = SEED_SHAPE.videos.count
     questions_per_video: int = SEED_SHAPE.questions_per_video
+    warmup_videos: int = SEED_SHAPE.warmup_videos
     image: str = DEFAULT_BENCHMARK_IMAGE
     smoke_timeout_secs: int = 1800
     sweep_timeout_secs: int = 12 * 3600
@@ -134,6 +136,7 @@ def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
         concurrencies=_concurrencies(r),
         videos=r.integer(KEY_VIDEOS, 1, MAX_VIDEOS, " videos"),
         questions_per_video=r.integer(KEY_QUESTIONS, 1, MAX_QUESTIONS, " questions"),
+        warmup_videos=r.integer(KEY_WARMUP_VIDEOS, 0, MAX_VIDEOS, " videos"),
         image=image,
         smoke_timeout_secs=r.integer(KEY_SMOKE_TIMEOUT, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
                                      secs),

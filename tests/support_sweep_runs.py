@@ -2,7 +2,8 @@
 session and shared by tests/test_sweep.py and tests/test_report.py.
 
 AIPerf takes several seconds to start per level, so the suite runs as few as it can:
-session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2, warm-up 2.
+session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2, warm-up on 2
+videos outside the measured set (one request each per level).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class SweepRun:
 @dataclass
 class SweepRuns:
     dataset: Path
+    warmup: Path
     affinity: SweepRun
     round_robin: SweepRun
     extra: dict = field(default_factory=dict)
@@ -68,11 +70,18 @@ def _run_once(base: Path) -> SweepRuns:
     build_dataset(dataset, video_refs=refs, questions_per_video=QUESTIONS,
                   output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL,
                   sampling_preset=SAMPLING_PRESET)
+    # The warm-up videos follow the measured ones and the smoke test's, as the sweep's CLI
+    # and the cluster's video maker number them.
+    warmup = base / "warmup.jsonl"
+    build_dataset(warmup, video_refs=[f"{VIDEO_BASE_URL}/video_{VIDEOS + 1 + i:04d}.mp4"
+                                      for i in range(WARMUP)],
+                  questions_per_video=1, output_tokens=OUTPUT_TOKENS, first_video=VIDEOS + 1,
+                  sampling_preset=SAMPLING_PRESET)
     tokenizer = build_tiny_model_dir(base / "tokenizer")
     with RecordingOpenAIServer(models=[MODEL]) as server:
         common = dict(
             url=server.url, dataset=dataset, model=MODEL, concurrencies=LEVELS,
-            warmup_requests=WARMUP, output_tokens=OUTPUT_TOKENS, tokenizer=str(tokenizer),
+            warmup_dataset=warmup, output_tokens=OUTPUT_TOKENS, tokenizer=str(tokenizer),
             results_root=base / "results", run_id="test-run", heartbeat_secs=5,
         )
         affinity = _sweep(server, SweepConfig(
@@ -81,7 +90,7 @@ def _run_once(base: Path) -> SweepRuns:
             **common,
         ))
         round_robin = _sweep(server, SweepConfig(profile="round-robin", **common))
-    return SweepRuns(dataset, affinity, round_robin)
+    return SweepRuns(dataset, warmup, affinity, round_robin)
 
 
 @pytest.fixture(scope="session")

@@ -227,7 +227,7 @@ def sweep_run(tmp_path_factory) -> Path:
              "--run-id", LOCATION.run_id, "--out", str(out),
              "--video-base-url", "http://127.0.0.1:9/", "--video-count", "2",
              "--questions-per-video", "2", "--concurrency", "2",
-             "--warmup-requests", "0", "--request-timeout", "30"],
+             "--request-timeout", "30"],
             cwd=root, env=env, capture_output=True, text=True, timeout=300,
         )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -63,7 +63,14 @@ def test_affinity_sends_one_session_id_per_video_on_exactly_its_questions(
     run = sweep_runs.affinity
     assert len(run.requests) == len(LEVELS) * (WARMUP + VIDEOS * QUESTIONS)
     for index, _level in enumerate(LEVELS):
-        _warmup, measured = run.level_requests(index)
+        warmup, measured = run.level_requests(index)
+        # The warm-up asks about videos outside the measured set, under sessions of its own.
+        assert sorted(_video_of(r) for r in warmup) == [
+            f"{VIDEO_BASE_URL}/video_{VIDEOS + 1 + i:04d}.mp4" for i in range(WARMUP)]
+        assert all(r.body["max_completion_tokens"] == OUTPUT_TOKENS for r in warmup)
+        assert not {r.header(SESSION_HEADER) for r in warmup} & {
+            r.header(SESSION_HEADER) for r in measured}
+        assert all(r.header(SESSION_HEADER) for r in warmup)
         by_session: dict[str, list[RecordedRequest]] = defaultdict(list)
         for request in measured:
             session = request.header(SESSION_HEADER)
@@ -179,7 +186,7 @@ from pathlib import Path
 from benchmarks.sweep import SweepConfig, run_sweep
 url, dataset, run_dir, tokenizer = sys.argv[1:5]
 run_sweep(SweepConfig(url=url, dataset=Path(dataset), profile="round-robin", model="m",
-                      concurrencies=(1, 2), warmup_requests=0, run_dir=Path(run_dir),
+                      concurrencies=(1, 2), run_dir=Path(run_dir),
                       output_tokens=8,
                       tokenizer=tokenizer, heartbeat_secs=2), say=lambda s: print(s, flush=True))
 """
@@ -222,7 +229,7 @@ def test_a_sweep_killed_during_a_level_resumes_without_redoing_finished_levels(
         server.clear()
         said: list[str] = []
         run_sweep(SweepConfig(url=server.url, dataset=dataset, profile="round-robin", model="m",
-                              concurrencies=(1, 2), warmup_requests=0, run_dir=run_dir,
+                              concurrencies=(1, 2), run_dir=run_dir,
                               output_tokens=8, tokenizer=tokenizer), say=said.append)
         assert len(server.chat_requests()) == per_level, "only level 2 ran again"
     assert any(s.startswith("concurrency 1: ") and "kept from the earlier run" in s for s in said)
@@ -249,7 +256,7 @@ def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures
          "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))",
          "sweep", "--url", dead_url, "--profile", "round-robin", "--video-base-url",
          "http://127.0.0.1:9/v", "--video-count", "1", "--questions-per-video", "1",
-         "--concurrency", "1", "--warmup-requests", "0",
+         "--concurrency", "1",
          "--results-root", str(tmp_path), "--request-timeout", "5", "--model", "m"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
     )
@@ -260,6 +267,28 @@ def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures
     assert f"rerun the same command with --run-id {run_dir.name}" in result.stderr
     manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
     assert manifest["levels"]["1"]["status"] == "failed"
+
+
+def test_cli_warm_up_uses_the_videos_after_the_measured_and_smoke_ones(
+        tmp_path: Path) -> None:
+    """--warmup-videos 2 with 2 measured videos: video_0002 is the smoke test's, so the
+    warm-up asks about video_0003 and video_0004, before the level, and is not measured."""
+    with RecordingOpenAIServer(models=["m"]) as server:
+        result = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "sweep", "--url", server.url, "--model", "m",
+             "--profile", "round-robin", "--video-base-url", "http://127.0.0.1:9/v",
+             "--video-count", "2", "--questions-per-video", "1", "--warmup-videos", "2",
+             "--concurrency", "1", "--output-tokens", "8", "--out", str(tmp_path / "run"),
+             "--request-timeout", "5"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+        )
+        videos = [_video_of(r) for r in server.chat_requests()]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert videos == [f"http://127.0.0.1:9/v/video_{i:04d}.mp4" for i in (3, 4, 0, 1)]
+    manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
+    assert manifest["warmup_requests"] == 2
+    summary = json.loads((tmp_path / "run" / level_dir_name(1) / SUMMARY_EXPORT).read_text())
+    assert summary["request_count"]["avg"] == 2, "the warm-up is not measured"
 
 
 def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> None:
@@ -284,7 +313,7 @@ def test_a_level_over_its_timeout_stops_aiperf_and_says_which_setting(tmp_path: 
         started = time.monotonic()
         with pytest.raises(SweepError, match="--level-timeout") as raised:
             run_sweep(SweepConfig(url=server.url, dataset=dataset, profile="round-robin",
-                                  model="m", concurrencies=(1,), warmup_requests=0,
+                                  model="m", concurrencies=(1,),
                                   run_dir=tmp_path / "run", output_tokens=8,
                                   tokenizer=tokenizer, level_timeout_secs=8.0),
                       say=lambda _: None)
@@ -304,7 +333,8 @@ def test_a_run_of_another_deployment_is_never_resumed(sweep_runs: SweepRuns) -> 
     config = SweepConfig(
         url=manifest["endpoint"], dataset=sweep_runs.dataset, profile="session-affinity",
         model=manifest["model"], run_dir=run_dir, tokenizer=manifest["tokenizer"],
-        concurrencies=tuple(LEVELS), warmup_requests=WARMUP, output_tokens=OUTPUT_TOKENS,
+        concurrencies=tuple(LEVELS), warmup_dataset=sweep_runs.warmup,
+        output_tokens=OUTPUT_TOKENS,
         deployment={"graph_uid": "a-new-graph", "code": "0123456789ab"},
         notes=tuple(manifest["notes"]), new_run_hint="set a new benchmarkRunId",
     )
@@ -322,7 +352,7 @@ def _small_sweep(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedP
     return subprocess.run(
         [sys.executable, "-m", "benchmarks", "sweep", "--url", url, "--model", "m",
          "--dataset", str(dataset), "--profile", "round-robin", "--concurrency", "1",
-         "--warmup-requests", "0", "--output-tokens", "8", "--out", str(tmp_path / "run"),
+         "--output-tokens", "8", "--out", str(tmp_path / "run"),
          "--request-timeout", "5", *extra],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
     )
