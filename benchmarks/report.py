@@ -149,26 +149,32 @@ BOOTSTRAP_SAMPLES = 1000
 
 
 def gain_interval(base: dict[str, list[float]], other: dict[str, list[float]],
-                  samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+                  point: float | None = None, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
                   ) -> tuple[float, float] | None:
     """95% interval of the throughput gain, by a bootstrap over videos.
 
     At a fixed concurrency the request rate is concurrency / mean request latency
     (Little's law), so the gain is base mean latency / other mean latency - 1. Videos are
     what varies between requests (their questions share a cache), so whole videos are
-    resampled, with replacement, on each side. None without per-request records."""
+    resampled, with replacement, on each side. The interval is placed around `point`
+    (the gain of AIPerf's request rates, which also count ramp-up and tail, so it can differ
+    a little from the latency ratio): the bootstrap gives its spread, never its centre.
+    None without per-request records."""
     if not base or not other:
         return None
     rng = random.Random(seed)
     videos = [list(base.values()), list(other.values())]
 
-    def mean_latency(side: list[list[float]]) -> float:
-        picked = [lat for video in rng.choices(side, k=len(side)) for lat in video]
+    def mean_latency(side: list[list[float]], pick: bool = True) -> float:
+        chosen = rng.choices(side, k=len(side)) if pick else side
+        picked = [lat for video in chosen for lat in video]
         return sum(picked) / len(picked)
 
     gains = sorted((mean_latency(videos[0]) / mean_latency(videos[1]) - 1.0) * 100.0
                    for _ in range(samples))
-    return gains[int(0.025 * samples)], gains[int(0.975 * samples) - 1]
+    full = (mean_latency(videos[0], False) / mean_latency(videos[1], False) - 1.0) * 100.0
+    shift = 0.0 if point is None else point - full
+    return gains[int(0.025 * samples)] + shift, gains[int(0.975 * samples) - 1] + shift
 
 
 def _latencies(run: ProfileRun, concurrency: int) -> dict[str, list[float]]:
@@ -188,18 +194,19 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 continue
             sticky = run.stickiness.get(concurrency, {})
             state = _level_state(run, concurrency)
+            gain = gain_pct(level.request_throughput,
+                            base.request_throughput if base else None)
             interval = None
             if run is not baseline and base is not None:
                 interval = gain_interval(_latencies(baseline, concurrency),
-                                         _latencies(run, concurrency))
+                                         _latencies(run, concurrency), gain)
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
                 "requests": level.requests,
                 "errors": level.errors,
                 **{name: getattr(level, name) for name, _ in METRICS},
-                "throughput_gain_pct": gain_pct(
-                    level.request_throughput, base.request_throughput if base else None),
+                "throughput_gain_pct": gain,
                 "throughput_gain_ci95_low": interval[0] if interval else None,
                 "throughput_gain_ci95_high": interval[1] if interval else None,
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},

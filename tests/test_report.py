@@ -129,6 +129,9 @@ def test_a_gain_comes_with_its_bootstrap_interval_over_videos() -> None:
     low, high = gain_interval(base, same)
     assert low < 0 < high
     assert gain_interval({}, same) is None
+    # Placed around the measured gain (AIPerf's rates), which it then always contains.
+    around = gain_interval(base, faster, point=22.0)
+    assert around is not None and 17 < around[0] < 22 < around[1] < 27
     row = {"throughput_gain_pct": 1.2, "throughput_gain_ci95_low": low,
            "throughput_gain_ci95_high": high}
     assert _gain_cell(row).endswith("(no measurable difference)")
