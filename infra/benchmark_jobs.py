@@ -47,6 +47,8 @@ from infra.manifests import (
     TIMEOUT_SECONDS,
     WAIT_FOR,
     common_labels,
+    container_security,
+    pod_security,
 )
 
 VIDEO_SERVER_PORT = 8080
@@ -241,24 +243,7 @@ def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
 
 
 def _container_security() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
-def _pod_security() -> dict[str, Any]:
-    # The NIM's user: the results folder on the cache claim is written as that user.
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": recipe.NIM_UID,
-        "runAsGroup": recipe.NIM_GID,
-        "fsGroup": recipe.NIM_GID,
-        # Never chown the whole model cache on mount, only when its root differs.
-        "fsGroupChangePolicy": "OnRootMismatch",
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    return {**container_security(), "readOnlyRootFilesystem": True}
 
 
 def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
@@ -320,7 +305,7 @@ def _pod_spec(
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
-        "securityContext": _pod_security(),
+        "securityContext": pod_security(),
         "automountServiceAccountToken": False,
         **_placement(target),
         "containers": containers,
@@ -333,10 +318,11 @@ def _pod_spec(
     return spec
 
 
-def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str | None = None
-               ) -> dict[str, Any]:
-    limits = {"memory": memory_limit, **({"cpu": cpu_limit} if cpu_limit else {})}
-    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str) -> dict[str, Any]:
+    """Requests and limits both (a quota that requires limits admits the pod); the CPU
+    limits sit well above what each command uses, so none is throttled."""
+    return {"requests": {"cpu": cpu, "memory": memory},
+            "limits": {"cpu": cpu_limit, "memory": memory_limit}}
 
 
 # ---------------------------------------------------------------------------------------
@@ -362,12 +348,14 @@ def video_server_deployment(
         "ports": [{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
                            "periodSeconds": 10, "timeoutSeconds": 5},
-        "resources": _resources("250m", "256Mi", "512Mi"),
+        "livenessProbe": {"httpGet": {"path": "/", "port": "http"},
+                          "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5},
+        "resources": _resources("250m", "256Mi", "512Mi", "1"),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
     }
     maker = _runner_container(
-        "videos", videos_args(settings), settings, _resources("2", "2Gi", "4Gi"),
+        "videos", videos_args(settings), settings, _resources("2", "2Gi", "4Gi", "4"),
         [{"name": "videos", "mountPath": VIDEOS_DIR}],
     )
     pod = _pod_spec(target, [server], [_code_volume(code),
@@ -458,7 +446,7 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     is a finding, and its reason is what `pulumi up` shows. Its pod template carries the
     deployment's hash: a new deployment replaces the Job, so the smoke test runs again."""
     container = _runner_container(
-        "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi"),
+        "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi", "2"),
     )
     return _job(
         smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
@@ -479,7 +467,7 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     still running is never replaced (`replaceUnready` would take it for a failed one)."""
     cache_mount = {"name": "cache", "mountPath": CACHE_DIR}
     container = _runner_container(
-        "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi"),
+        "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi", "8"),
         [cache_mount],
     )
     pod = _pod_spec(
@@ -548,7 +536,7 @@ def results_reader_pod(
     """
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
-        "securityContext": _pod_security(),
+        "securityContext": pod_security(),
         "automountServiceAccountToken": False,
         "activeDeadlineSeconds": 3600,
         "containers": [{
@@ -556,7 +544,10 @@ def results_reader_pod(
             "image": image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-c", "import time; time.sleep(3600)"],
-            "resources": _resources("100m", "256Mi", "1Gi", cpu_limit="1"),
+            # Ready (and alive) while the results are mounted: the copy reads them.
+            **{probe: {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
+               for probe in ("readinessProbe", "livenessProbe")},
+            "resources": _resources("100m", "256Mi", "1Gi", "1"),
             "securityContext": _container_security(),
             "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
         }],

@@ -3,8 +3,9 @@
 Thin on purpose: every manifest comes from `infra.manifests`; this module adds what only
 Pulumi can express (parents, ordering, waits, what survives `pulumi destroy`).
 
-Order: RecipeNamespace (namespace + NGC secret) -> ModelCache (claim + download Job, awaited
-until Complete) -> ReasonerGraph (DynamoGraphDeployment, awaited until Ready). The
+Order: RecipeNamespace (namespace + NGC secret) -> NetworkPolicies (before any pod) ->
+ModelCache (claim + download Job, awaited until Complete) -> ReasonerGraph
+(DynamoGraphDeployment, awaited until Ready). The
 post-deploy benchmark that follows lives in infra/benchmark_components.py.
 """
 
@@ -18,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import benchmark_jobs, cluster, manifests, recipe
+from infra.network_policies import network_policies
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 TYPE_PREFIX = "cosmos3-routing:infra"
@@ -109,6 +111,20 @@ class RecipeNamespace(pulumi.ComponentResource):
                 ),
             ))
         self.register_outputs({"name": self.name})
+
+
+class NetworkPolicies(pulumi.ComponentResource):
+    """Each pod of the stack takes only the traffic it needs (infra/network_policies.py);
+    declared before any pod, so none runs open."""
+
+    def __init__(self, resource_name: str, settings: Settings, namespace: RecipeNamespace,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:NetworkPolicies", resource_name, None, opts)
+        for name, policy in network_policies(settings).items():
+            k8s.networking.v1.NetworkPolicy(
+                name, metadata=policy["metadata"], spec=policy["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
+        self.register_outputs({})
 
 
 class ModelCache(pulumi.ComponentResource):
@@ -233,7 +249,9 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     provider = cluster_provider(settings)
     opts = pulumi.ResourceOptions(providers=[provider])
     namespace = RecipeNamespace("namespace", settings, tokens, opts)
-    cache = ModelCache("model-cache", settings, namespace, live, opts)
+    policies = NetworkPolicies("network-policies", settings, namespace, opts)
+    cache = ModelCache("model-cache", settings, namespace, live, pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(depends_on=[policies])))
     graph = ReasonerGraph("graph", settings, cache, opts)
     return Deployment(namespace, cache, graph, provider)
 

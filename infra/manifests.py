@@ -73,6 +73,9 @@ NIM_DYNAMO_ENV = {
 # namespace quota that requires limits accepts it.
 FRONTEND_RESOURCES = {"requests": {"cpu": "2", "memory": "4Gi"},
                       "limits": {"cpu": "8", "memory": "16Gi"}}
+# The download only fetches files (NIM: plus a GPU where the profile is chosen on one).
+DOWNLOAD_RESOURCES = {"requests": {"cpu": "1", "memory": "4Gi"},
+                      "limits": {"cpu": "4", "memory": "16Gi"}}
 
 
 def common_labels() -> dict[str, str]:
@@ -219,14 +222,25 @@ def _runs_vllm(settings: Settings) -> bool:
     return settings.workers.serving.runtime == "vllm"
 
 
-def _nim_security_context() -> dict[str, Any]:
-    """The NIM runs as UID/GID 1000; fsGroup makes the cache writable where supported."""
+def pod_security() -> dict[str, Any]:
+    """Every pod of the stack runs as the NIM's UID/GID 1000 (the Dynamo images' user too),
+    never root, under the runtime's default seccomp profile; fsGroup makes the cache
+    writable where the volume supports it, chowning only when its root differs."""
     return {
+        "runAsNonRoot": True,
         "runAsUser": recipe.NIM_UID,
         "runAsGroup": recipe.NIM_GID,
         "fsGroup": recipe.NIM_GID,
         "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
+
+
+def container_security() -> dict[str, Any]:
+    """No privilege escalation, no capabilities. The root filesystem stays writable for
+    the model servers (the NIM and vLLM write caches and compiled kernels under their
+    home); the benchmark pods add `readOnlyRootFilesystem`."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def _pull_secrets(settings: Settings) -> dict[str, Any]:
@@ -244,6 +258,12 @@ def _gpu_placement(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def download_pod_labels(settings: Settings) -> dict[str, str]:
+    """The download pod's labels: this stack's Job by name (its NetworkPolicy selects it)."""
+    return {**common_labels(), "app.kubernetes.io/component": "model-download",
+            "app.kubernetes.io/instance": settings.download_job_name}
+
+
 def model_download_job(settings: Settings) -> dict[str, Any]:
     """The Job that fills the cache, same image and claim as the workers.
 
@@ -259,6 +279,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
             "command": hf_download_command(serving, model_dir(serving)),
             "env": _hf_env(settings),
             "volumeMounts": [_cache_mount(settings)],
+            "securityContext": container_security(),
         }
     else:
         profile = settings.workers.nim_model_profile
@@ -268,17 +289,21 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
             "command": [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
             "env": _nim_model_env(settings),
             "volumeMounts": [_cache_mount(settings)],
+            "securityContext": container_security(),
         }
+    container["resources"] = {k: dict(v) for k, v in DOWNLOAD_RESOURCES.items()}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "securityContext": _nim_security_context(),
+        "securityContext": pod_security(),
+        # It never calls the Kubernetes API.
+        "automountServiceAccountToken": False,
         **_pull_secrets(settings),
         "containers": [container],
         "volumes": [_cache_volume(settings)],
     }
     if not _runs_vllm(settings) and settings.workers.nim_model_profile is None:
         gpus = settings.workers.serving.gpus_per_replica
-        container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
+        container["resources"]["limits"][GPU_RESOURCE] = gpus
         pod_spec.update(_gpu_placement(settings))
     timeouts = settings.timeouts
     return {
@@ -292,7 +317,8 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "spec": {
             "backoffLimit": timeouts.download_retries,
             "activeDeadlineSeconds": timeouts.download_secs,
-            "template": {"metadata": {"labels": common_labels()}, "spec": pod_spec},
+            "template": {"metadata": {"labels": download_pod_labels(settings)},
+                         "spec": pod_spec},
         },
     }
 
@@ -306,6 +332,9 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
         "podTemplate": {
             "metadata": {"labels": profile_labels(settings)},
             "spec": {
+                # The frontend keeps its service-account token: the operator binds it to
+                # the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata).
+                "securityContext": pod_security(),
                 **_pull_secrets(settings),
                 "containers": [
                     {
@@ -315,6 +344,7 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
                         "args": frontend_args(settings.routing, port=recipe.FRONTEND_PORT),
                         "env": [REQUEST_PLANE_ENV],
                         "resources": FRONTEND_RESOURCES,
+                        "securityContext": container_security(),
                     }
                 ],
             },
@@ -390,6 +420,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
     )
     container["resources"] = {"requests": resources, "limits": resources}
     container["volumeMounts"] = [_cache_mount(settings)]
+    container["securityContext"] = container_security()
     return {
         "name": recipe.WORKER_COMPONENT,
         "type": "worker",
@@ -399,7 +430,8 @@ def worker_component(settings: Settings) -> dict[str, Any]:
         "podTemplate": {
             "metadata": {"labels": profile_labels(settings)},
             "spec": {
-                "securityContext": _nim_security_context(),
+                # Like the frontend, the workers keep the discovery service account's token.
+                "securityContext": pod_security(),
                 **_pull_secrets(settings),
                 **_gpu_placement(settings),
                 "containers": [container],

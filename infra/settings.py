@@ -15,6 +15,7 @@ reads its keys through the `_Reader`, a field on `Settings`, and the keys in Pul
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shlex
@@ -196,6 +197,16 @@ class PreflightSettings:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """The stack's NetworkPolicies (infra/network_policies.py) and who else may call in."""
+
+    policies: bool = True
+    # CIDRs or namespace names that may reach the frontend's HTTP port and the workers'
+    # system port (your clients, your Prometheus).
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TimeoutSettings:
     download_secs: int
     download_retries: int
@@ -219,6 +230,7 @@ class Settings:
     benchmark: BenchmarkSettings
     benchmark_placement: PlacementSettings = PlacementSettings((), ())
     preflight: PreflightSettings = PreflightSettings()
+    network: NetworkSettings = NetworkSettings()
     # `kubernetes:context` (the provider's setting): the commands we print use it too.
     kube_context: str | None = None
 
@@ -593,6 +605,18 @@ def _read_preflight(r: _Reader) -> PreflightSettings:
     return PreflightSettings(skip=r.boolean("skipPreflight"), operator_namespace=where)
 
 
+def _read_network(r: _Reader) -> NetworkSettings:
+    sources = r.string_list("networkPolicySources")
+    for source in sources:
+        try:
+            ipaddress.ip_network(source, strict=False)
+        except ValueError:
+            if not DNS_LABEL.match(source):
+                r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
+                          "nor a namespace name; list the clients allowed to call the frontend")
+    return NetworkSettings(policies=r.boolean("networkPolicies"), sources=sources)
+
+
 def _check_profile(r: _Reader, stack: str) -> str:
     profile = stack.rsplit("/", 1)[-1]
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
@@ -637,6 +661,7 @@ def parse_settings(
         benchmark=read_benchmark_settings(r, profile),
         benchmark_placement=_read_placement(r, "benchmark"),
         preflight=_read_preflight(r),
+        network=_read_network(r),
         kube_context=raw.get("kubernetes:context") or None,
     )
     for name in SECRET_KEYS:

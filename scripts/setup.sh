@@ -14,7 +14,8 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 
 stamp=.venv/.setup-stamp
-want=$(cat requirements.txt constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt constraints.txt constraints-scan.txt scripts/setup.sh | sha256sum \
+  | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -37,5 +38,11 @@ fi
 # outside the package registries; the frontend and the default mocker never import it.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
   "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION"
+# The security scan (tests/test_security.py) runs checkov from a venv of its own: its
+# pins would clash with the project's.
+rm -rf .venv-scan
+"$PYTHON" -m venv .venv-scan
+.venv-scan/bin/python -m pip install --quiet --disable-pip-version-check \
+  -r constraints-scan.txt
 echo "$want" > "$stamp"
 echo "setup: done (.venv)"

@@ -174,7 +174,8 @@ def test_download_job_matches_the_workers() -> None:
     assert pod["volumes"] == worker["volumes"]
     assert container["command"] == ["download-to-cache"]
     # No pinned profile: one GPU of the workers' class, so the NIM picks the same profile.
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert "nvidia.com/gpu" not in container["resources"]["requests"]
     assert pod["nodeSelector"] == worker["nodeSelector"]
     assert pod["securityContext"]["runAsUser"] == 1000
     assert pod["restartPolicy"] == "Never"
@@ -182,7 +183,7 @@ def test_download_job_matches_the_workers() -> None:
     pinned = manifests.model_download_job(settings_of("round-robin", nimModelProfile="p1"))
     container = pinned["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["download-to-cache", "--profiles", "p1"]
-    assert "resources" not in container
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
 
 
 def test_cache_claim_is_rwx_with_the_configured_class() -> None:

@@ -33,7 +33,8 @@ NS, SECRET, PVC, JOB, GRAPH = (
     "kubernetes:batch/v1:Job",
     "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment",
 )
-COMPONENTS = ("RecipeNamespace", "ModelCache", "ReasonerGraph")
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+COMPONENTS = ("RecipeNamespace", "NetworkPolicies", "ModelCache", "ReasonerGraph")
 # The recipe alone; the post-deploy benchmark is tested in tests/test_benchmark_program.py.
 RECIPE_ONLY = {"benchmarkSmoke": False, "benchmarkSweep": False}
 
@@ -81,7 +82,7 @@ def _plain_occurrences(value: Any, needle: str) -> list[str]:
 def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], stack: str) -> None:
     run = runs[stack]
     kinds = sorted(r.type for r in run.objects())
-    assert kinds == sorted([NS, SECRET, PVC, JOB, GRAPH])
+    assert kinds == sorted([NS, SECRET, PVC, JOB, GRAPH, *[POLICY] * 5])
     components = {r.type.rsplit(":", 1)[-1]: r for r in run.resources if not r.custom}
     assert set(components) == set(COMPONENTS)
     parent_of = {
@@ -90,6 +91,7 @@ def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], st
     }
     for kind, component in parent_of.items():
         assert run.one(kind).parent == components[component].urn, kind
+    assert {r.parent for r in run.of_type(POLICY)} == {components["NetworkPolicies"].urn}
     own = recipe.graph_name(stack)
     assert _unwrap(run.one(SECRET).inputs)["metadata"]["name"] == f"{own}-ngc-api-key"
     assert run.one(PVC).inputs["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
@@ -272,6 +274,8 @@ def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
     for a, b in zip(_sorted(rr), _sorted(sa), strict=True):
         if a.type != GRAPH:  # the stack's own secret and Job differ in their names only
             renamed = json.dumps(a.inputs).replace(rr_graph, sa_graph)
+            if a.type == POLICY:  # and its policies in their profile labels too
+                renamed = renamed.replace('"round-robin"', '"session-affinity"')
             assert json.loads(renamed) == b.inputs, f"{a.type} differs between stacks"
     rest_a, args_a = _routing_parts(rr.one(GRAPH).inputs, "round-robin")
     rest_b, args_b = _routing_parts(sa.one(GRAPH).inputs, "session-affinity")

@@ -166,7 +166,7 @@ def test_nim_environment_follows_variant_and_precision(variant: str, precision: 
     job = manifests.model_download_job(settings)["spec"]["template"]["spec"]
     assert env_of(job["containers"][0])["NIM_MODEL_VARIANT"] == variant
     # No pinned profile: the download Job sees one replica's GPUs, as a worker does.
-    assert job["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert job["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
 
 
 def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
@@ -226,7 +226,8 @@ def test_vllm_download_job_uses_the_hf_cli_with_the_token_secret() -> None:
     assert container["image"] == TEST_VLLM_IMAGE
     secret = env_of(container)[HF_SECRET_KEY]["secretKeyRef"]["name"]
     assert secret == settings.secrets.hf_secret_name
-    assert "resources" not in container and "nodeSelector" not in pod  # no GPU needed
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]  # no GPU needed
+    assert "nodeSelector" not in pod
     _, main = worker_of(settings)
     assert flag(main["args"], "--model") == weights  # the workers read what the Job wrote
     assert pod["volumes"] == worker_of(settings)[0]["podTemplate"]["spec"]["volumes"]

@@ -1,0 +1,117 @@
+"""The stack's NetworkPolicies: every pod it makes accepts only the traffic it needs.
+
+Ingress only. Each policy selects pods of this stack alone (the graph's by the operator's
+labels, ours by the profile label), so two stacks in one namespace stay apart. The paths:
+
+- the frontend (HTTP port): from this stack's smoke test and sweep, and from
+  `networkPolicySources` (your clients, your Prometheus);
+- the frontend, any port: from this graph's workers, which stream responses back over
+  connections of their own (Dynamo's TCP request plane) and publish KV events;
+- the workers, any port: from this graph's frontend (requests, KV-event subscriptions);
+  their system port (health, /metrics) also from `networkPolicySources`. The Dynamo
+  platform needs nothing inbound here: with Kubernetes discovery the pods find each other
+  through the API server (EndpointSlices, DynamoWorkerMetadata), not through a peer;
+- the video server: from this graph's pods (the media fetch happens where the request is
+  processed; `DYN_MM_ALLOW_INTERNAL` is set on both components) and from the sweep, which
+  reads the videos' settings;
+- nothing to the download Job's pods, the smoke test, the sweep or the results reader.
+
+Egress stays open: the download reaches NGC or Hugging Face, the pods reach the API server,
+DNS and the platform's NATS, and those addresses are the cluster's, not ours to list.
+The graph's pods carry the operator's labels (ai-dynamo/dynamo
+deploy/operator/internal/consts/consts.go at 0367e404): `nvidia.com/dynamo-graph-deployment-
+name` = the graph, `nvidia.com/dynamo-component-type` = the component's `type`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from infra import recipe
+from infra.benchmark_jobs import VIDEO_SERVER_PORT, labels
+from infra.manifests import PROFILE_LABEL, common_labels, download_pod_labels
+from infra.settings import Settings
+
+GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Our pods that take no inbound traffic, and the two that call the frontend.
+CLOSED_COMPONENTS = ("benchmark-smoke", "benchmark-sweep", "benchmark-results-reader")
+CLIENT_COMPONENTS = ("benchmark-smoke", "benchmark-sweep")
+
+
+def graph_pods(settings: Settings, component_type: str | None = None) -> dict[str, Any]:
+    match = {GRAPH_LABEL: settings.graph_name}
+    if component_type:
+        match[COMPONENT_TYPE_LABEL] = component_type
+    return {"podSelector": {"matchLabels": match}}
+
+
+def _our_pods(settings: Settings, components: tuple[str, ...]) -> dict[str, Any]:
+    return {"podSelector": {
+        "matchLabels": {PROFILE_LABEL: settings.profile},
+        "matchExpressions": [{"key": COMPONENT_LABEL, "operator": "In",
+                              "values": list(components)}],
+    }}
+
+
+def source_peer(source: str) -> dict[str, Any]:
+    """A CIDR becomes an ipBlock, anything else a namespace by name."""
+    try:
+        return {"ipBlock": {"cidr": str(ipaddress.ip_network(source, strict=False))}}
+    except ValueError:
+        return {"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": source}}}
+
+
+def _tcp(port: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port}]
+
+
+def _policy(settings: Settings, name: str, selector: dict[str, Any],
+            ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": recipe.stack_object_name(settings.graph_name, name),
+                     "namespace": settings.namespace.name,
+                     "labels": {**common_labels(), PROFILE_LABEL: settings.profile}},
+        "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],
+                 "ingress": ingress},
+    }
+
+
+def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every policy of the stack by its short name (none when `networkPolicies` is off)."""
+    if not settings.network.policies:
+        return {}
+    sources = [source_peer(s) for s in settings.network.sources]
+    frontend, workers = graph_pods(settings, "frontend"), graph_pods(settings, "worker")
+
+    def from_sources(port: int) -> list[dict[str, Any]]:
+        return [{"from": sources, "ports": _tcp(port)}] if sources else []
+
+    videos = {"podSelector": {"matchLabels": labels("benchmark-videos", settings.profile)}}
+    policies = [
+        _policy(settings, "frontend", frontend, [
+            {"from": [_our_pods(settings, CLIENT_COMPONENTS)],
+             "ports": _tcp(recipe.FRONTEND_PORT)},
+            {"from": [workers]},
+            *from_sources(recipe.FRONTEND_PORT),
+        ]),
+        _policy(settings, "workers", workers, [
+            {"from": [frontend]},
+            *from_sources(recipe.WORKER_SYSTEM_PORT),
+        ]),
+        _policy(settings, "videos", videos, [
+            {"from": [graph_pods(settings), _our_pods(settings, ("benchmark-sweep",))],
+             "ports": _tcp(VIDEO_SERVER_PORT)},
+        ]),
+        _policy(settings, "no-ingress", _our_pods(settings, CLOSED_COMPONENTS), []),
+        _policy(settings, "download",
+                {"podSelector": {"matchLabels": download_pod_labels(settings)}}, []),
+    ]
+    prefix = len(settings.graph_name) + 1
+    return {p["metadata"]["name"][prefix:]: p for p in policies}
+
