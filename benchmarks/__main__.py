@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("videos", "dataset", "smoke", "sweep", "report", "rehearse", "collect")
+COMMANDS = ("videos", "dataset", "smoke", "sweep", "report", "rehearse", "collect", "plan")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

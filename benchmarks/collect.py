@@ -44,7 +44,7 @@ from infra.benchmark_names import (
     sweep_job_name,
 )
 from infra.cluster import api_client
-from infra.settings import kubectl_prefix
+from infra.settings import Settings, kubectl_prefix
 from infra.stack_files import StackFilesError, config_from_files
 
 REPORT_FOLDER = "report"
@@ -440,10 +440,9 @@ PULUMI_TIMEOUT_SECS = 120
 KUBE_CONTEXT = "kubernetes:context"
 
 
-def location_from_config(root: Path, stack: str) -> RunLocation:
-    """The run location (and kube context) the stack's config describes."""
+def stack_settings(root: Path, stack: str) -> Settings:
+    """A stack's settings from its files alone: no secret and no worker image needed."""
     from benchmarks.rehearsal_stack import with_stand_ins
-    from infra.benchmark_components import benchmark_output
     from infra.settings import SettingsError, parse_settings
 
     try:
@@ -453,9 +452,16 @@ def location_from_config(root: Path, stack: str) -> RunLocation:
     # Collecting needs no secret and no worker image: a stack without them can be read.
     kept = {k: v for k, v in raw.items() if k.startswith(f"{project}:") or k == KUBE_CONTEXT}
     try:
-        settings = parse_settings(with_stand_ins(project, kept), stack, project)
+        return parse_settings(with_stand_ins(project, kept), stack, project)
     except SettingsError as error:
         raise CollectError(str(error)) from None
+
+
+def location_from_config(root: Path, stack: str) -> RunLocation:
+    """The run location (and kube context) the stack's config describes."""
+    from infra.benchmark_components import benchmark_output
+
+    settings = stack_settings(root, stack)
     location = location_from_outputs(stack, {OUTPUT_KEY: benchmark_output(settings)})
     assert location is not None
     return location

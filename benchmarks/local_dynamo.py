@@ -59,6 +59,7 @@ class MockFleet:
 
     workers: int
     speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
     cache_blocks: int | None = None
     block_size: int = 64
 
@@ -123,6 +124,7 @@ def mocker_command(
         "--model-name", served_model_name,
         "--num-workers", str(fleet.workers),
         "--speedup-ratio", str(fleet.speedup_ratio),
+        "--decode-speedup-ratio", str(fleet.decode_speedup_ratio),
         "--block-size", str(fleet.block_size),
     ]
     if fleet.cache_blocks is not None:

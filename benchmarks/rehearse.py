@@ -66,22 +66,28 @@ from benchmarks.sweep import (
     write_json,
 )
 from infra.benchmark_shape import SEED_SHAPE
+from infra.calibration import (
+    SEED_16_LATENCY_P50_MS,
+    SEED_16_TTFT_P90_MS,
+    SEED_TABLE,
+    mock_calibration,
+    relative_error,
+)
 from infra.routing import PROFILES
 from infra.settings import SettingsError
 from infra.stack_files import StackFilesError
 
-# Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours even on
-# mock workers (a mocked request takes ~0.85 s at speedup 1, so 800 requests at
-# concurrency 4 alone take 3 minutes); these keep the default rehearsal well under 10
-# minutes on two cores. The seed's largest effect is at its highest level, 16; 6 stands
-# for light load (not 8: at concurrency = fleet size the mock's identical request times
-# lock round robin into step with the videos, see `spread_notes`).
-REHEARSAL_VIDEOS = 40
-REHEARSAL_CONCURRENCIES = (6, 16)
+# Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours on mock
+# workers calibrated to H200 time too (a request takes ~0.85 s), so 640 requests at
+# concurrency 4 alone would take 3 minutes; two of the seed's levels, 8 and 16 (its largest
+# effect), keep the default rehearsal of three profiles under 10 minutes on two cores.
+REHEARSAL_VIDEOS = 32
+REHEARSAL_CONCURRENCIES = (8, 16)
 # Visual tokens of a 30 s, 2 FPS video are in the thousands; ~8,400 is where the effect
 # showed clearly in DESIGN.md section 6 (1,600 was within noise).
 STANDIN_TOKENS = 8400
-SPEEDUP_RATIO = 1.0
+# The mock workers' time, calibrated to the seed's H200s (infra/calibration.py).
+CALIBRATED = mock_calibration()
 RESULTS_ROOT = Path("results") / "rehearsal"
 REHEARSAL_FILE = "rehearsal.json"
 # Baseline first: the report computes every other profile's gain over the first one.
@@ -107,7 +113,8 @@ class RehearsalConfig:
     standin_tokens: int = STANDIN_TOKENS
     output_tokens: int = SEED_SHAPE.output_tokens
     warmup_videos: int = SEED_SHAPE.warmup_videos
-    speedup_ratio: float = SPEEDUP_RATIO
+    speedup_ratio: float = CALIBRATED.speedup_ratio
+    decode_speedup_ratio: float = CALIBRATED.decode_speedup_ratio
     results_root: Path = RESULTS_ROOT
     run_id: str | None = None
     frontend_port: int | None = None
@@ -125,6 +132,7 @@ class RehearsalConfig:
         """The options every finished level of a run was measured with."""
         return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
                 "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
+                "--decode-speedup-ratio": self.decode_speedup_ratio,
                 "--warmup-videos": self.warmup_videos, "output tokens": self.output_tokens}
 
 
@@ -168,9 +176,10 @@ def config_problems(config: RehearsalConfig) -> list[str]:
     if config.standin_tokens < 64:
         problems.append(f"--standin-tokens must be at least 64, one cache block (got "
                         f"{config.standin_tokens}); a video is thousands of tokens")
-    if config.speedup_ratio <= 0:
-        problems.append(f"--speedup-ratio must be above 0 (got {config.speedup_ratio}); "
-                        "1 simulates real time")
+    if config.speedup_ratio <= 0 or config.decode_speedup_ratio <= 0:
+        problems.append(f"--speedup-ratio and --decode-speedup-ratio must be above 0 (got "
+                        f"{config.speedup_ratio}, {config.decode_speedup_ratio}); 1 keeps "
+                        "the mocker's own timing")
     if config.ready_timeout_secs <= 0:
         problems.append("--ready-timeout must be above 0 seconds")
     if config.frontend_port is not None and config.frontend_port == config.nats_port:
@@ -302,8 +311,9 @@ def spread_notes(baseline: ProfileOutcome, workers: int) -> list[str]:
 def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
     return [
         f"Local rehearsal: real dynamo.frontend with {workers} CPU mock workers "
-        f"(dynamo.mocker, speedup {config.speedup_ratio:g}), not the Cosmos3 NIM; absolute "
-        "numbers say nothing about H200s, the comparison between profiles is the point.",
+        f"(dynamo.mocker, speedup {config.speedup_ratio:g}, decode speedup "
+        f"{config.decode_speedup_ratio:g}: calibrated so that a first visit costs what a "
+        "video costs an H200 in the seed's concurrency-1 row), not the Cosmos3 NIM.",
         f"Each video is a ~{config.standin_tokens}-token per-video text block before the "
         "question (the mock model is text-only); a worker reuses it from its prefix cache "
         "only if it processed that video before.",
@@ -383,7 +393,8 @@ class Rehearsal:
         return LocalDynamoConfig(
             routing=stack.routing,
             model_dir=model,
-            fleet=MockFleet(workers=stack.workers, speedup_ratio=self.config.speedup_ratio),
+            fleet=MockFleet(workers=stack.workers, speedup_ratio=self.config.speedup_ratio,
+                            decode_speedup_ratio=self.config.decode_speedup_ratio),
             work_dir=self.run_dir / stack.profile / "stack" / f"concurrency-{level}",
             frontend_port=port,
             nats_port=self.config.nats_port,
@@ -462,7 +473,13 @@ class Rehearsal:
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         for line in summary_lines(summary):
             self.say(line)
-        for line in gain_lines(json.loads(report.with_suffix(".json").read_text())):
+        report_data = json.loads(report.with_suffix(".json").read_text())
+        for line in gain_lines(report_data):
+            self.say(line)
+        comparison = seed_comparison(report_data)
+        with open(report, "a") as markdown:
+            markdown.write("\n## Predicted beside the seed\n\n" + "\n".join(comparison) + "\n")
+        for line in comparison:
             self.say(line)
         self.say(f"report: {report}")
         return self.run_dir
@@ -551,6 +568,52 @@ def gain_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _cell(predicted: float | None, seed: float | None, digits: int = 2) -> str:
+    if predicted is None or seed is None:
+        return "n/a"
+    return f"{predicted:.{digits}f} / {seed:.{digits}f} ({relative_error(predicted, seed):+.0%})"
+
+
+def seed_comparison(report: Mapping[str, Any]) -> list[str]:
+    """The rehearsal's numbers (the prediction) beside the seed's measured table, per seed
+    level rehearsed, with each cell's relative error, and whether the issue's goal holds:
+    affinity's gain within 10 points of the seed's, each profile's req/s within 25%."""
+    seed = {row.concurrency: row for row in SEED_TABLE}
+    rows = {(r["concurrency"], r["profile"]): r for r in report["rows"]}
+    lines = ["| conc | profile | req/s | gain (points off) | TTFT p50 ms | latency p50 ms | "
+             "TTFT p90 ms |", "|---|---|---|---|---|---|---|"]
+    misses = []
+    for c in sorted({c for c, _ in rows if c in seed}):
+        row = seed[c]
+        for profile, req_s, ttft in (("round-robin", row.rr_req_s, row.rr_ttft_p50_ms),
+                                     ("session-affinity", row.sa_req_s, row.sa_ttft_p50_ms)):
+            mine = rows.get((c, profile))
+            if mine is None:
+                continue
+            gain = ""
+            if profile == "session-affinity" and (c, "round-robin") in rows:
+                ours = mine["request_throughput"] / rows[(c, "round-robin")][
+                    "request_throughput"] - 1
+                theirs = row.sa_req_s / row.rr_req_s - 1
+                gain = f"{ours:+.0%} / {theirs:+.0%} ({(ours - theirs) * 100:+.0f})"
+                if abs(ours - theirs) > 0.10:
+                    misses.append(f"gain at {c}")
+            if abs(relative_error(mine["request_throughput"], req_s)) > 0.25:
+                misses.append(f"{profile} req/s at {c}")
+            latency, p90 = ((SEED_16_LATENCY_P50_MS[profile], SEED_16_TTFT_P90_MS[profile])
+                            if c == 16 else (None, None))
+            lines.append(
+                f"| {c} | {profile} | {_cell(mine['request_throughput'], req_s)} | {gain} | "
+                f"{_cell(mine['ttft_p50_ms'], ttft, 0)} | "
+                f"{_cell(mine['request_latency_p50_ms'], latency, 0)} | "
+                f"{_cell(mine['ttft_p90_ms'], p90, 0)} |")
+    verdict = ("goal met: affinity's gain within 10 points of the seed's and every req/s "
+               "within 25%" if not misses else f"goal missed: {', '.join(misses)}")
+    return ["Predicted (this rehearsal, mock workers calibrated to the seed's concurrency-1 "
+            "row) / the seed's measured eight-H200 table (relative error):", "", *lines, "",
+            verdict]
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     d = RehearsalConfig()
     p = subparsers.add_parser(
@@ -574,8 +637,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--standin-tokens", type=int, default=d.standin_tokens,
                    help=f"tokens of each video's text stand-in (default {d.standin_tokens})")
     p.add_argument("--speedup-ratio", type=float, default=d.speedup_ratio,
-                   help="mock workers' speed-up over real time (default 1; higher is faster "
-                   "but makes the client and frontend the bottleneck on few cores)")
+                   help=f"the mocker's speed-up of every step (default {d.speedup_ratio:g}: "
+                   "a first visit costs what a video costs an H200, infra/calibration.py)")
+    p.add_argument("--decode-speedup-ratio", type=float, default=d.decode_speedup_ratio,
+                   help="the mocker's extra speed-up of decode steps (default "
+                   f"{d.decode_speedup_ratio:g}: decode as the seed's cache hits)")
     p.add_argument("--warmup-videos", type=int, default=d.warmup_videos,
                    help="videos outside the measured set, one request each before every "
                    f"level, not measured (default {d.warmup_videos})")
@@ -600,7 +666,8 @@ def _run(args: argparse.Namespace) -> int:
         profiles=tuple(args.profiles), videos=args.videos,
         questions_per_video=args.questions_per_video, concurrencies=tuple(args.concurrency),
         standin_tokens=args.standin_tokens, warmup_videos=args.warmup_videos,
-        speedup_ratio=args.speedup_ratio, results_root=args.results_root, run_id=args.run_id,
+        speedup_ratio=args.speedup_ratio, decode_speedup_ratio=args.decode_speedup_ratio,
+        results_root=args.results_root, run_id=args.run_id,
         frontend_port=args.frontend_port, nats_port=args.nats_port,
         ready_timeout_secs=args.ready_timeout, level_timeout_secs=args.level_timeout,
         keep_raw=args.keep_raw,

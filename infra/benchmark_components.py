@@ -34,6 +34,7 @@ from infra.benchmark_names import (
     smoke_job_name,
     sweep_job_name,
 )
+from infra.calibration import stack_plan
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
 from infra.routing import routing_args
 from infra.settings import Settings
@@ -225,6 +226,10 @@ def deploy_benchmark(settings: Settings, deployment: Deployment,
     A sweep Job that failed in the cluster (`live`) is run again, resuming its run."""
     if not settings.benchmark.any_enabled:
         return None
+    if settings.benchmark.sweep:
+        # In `pulumi preview` too: the hours and GPU-hours before they are spent.
+        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
+                        f"{settings.profile}`):\n" + "\n".join(stack_plan(settings).lines()))
     return BenchmarkRun("benchmark", settings, deployment,
                         rerun_sweep=cluster.sweep_failed(live),
                         opts=pulumi.ResourceOptions(providers=[deployment.provider]))
@@ -234,7 +239,16 @@ def stack_outputs(settings: Settings) -> dict[str, Any]:
     """The `benchmark` stack output (none when the benchmark is off)."""
     if not settings.benchmark.any_enabled:
         return {}
-    return {"benchmark": benchmark_output(settings)}
+    out: dict[str, Any] = {"benchmark": benchmark_output(settings)}
+    if settings.benchmark.sweep:
+        plan = stack_plan(settings)
+        out["benchmarkPlan"] = {
+            "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
+            "sweepHours": round(plan.sweep_secs / 3600, 2),
+            "gpuHours": round(plan.gpu_hours, 1),
+            "basis": plan.hardware.source,
+        }
+    return out
 
 
 def benchmark_output(settings: Settings) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""The calibration arithmetic (infra/calibration.py), the planner against the seed's own
+durations, closing the loop with a measured run, and the predicted-versus-seed table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmarks.local_dynamo import LocalDynamo, MockFleet, mocker_command
+from benchmarks.prompts import standin_text
+from benchmarks.rehearse import STANDIN_TOKENS, RehearsalConfig, seed_comparison
+from infra.calibration import (
+    H200,
+    MOCK_MISS_SECS,
+    SEED_SWEEP_HOURS,
+    SEED_TABLE,
+    mock_calibration,
+    plan_sweep,
+    predicted_req_s,
+    recalibrate,
+)
+from infra.recipe import SERVED_MODEL_NAME
+from infra.routing import PROFILES
+from tests.conftest import REPO_ROOT
+from tests.support_pulumi import run_program, stack_config
+from tests.support_rehearsal import small_stack_config
+
+
+def test_the_concurrency_1_row_solves_to_an_h200_s_costs() -> None:
+    """(1/0.94 - 1/1.16) s per request, times 20 questions over 7 extra first visits."""
+    assert H200.miss_secs == pytest.approx((1 / 0.94 - 1 / 1.16) * 20 / 7)
+    assert H200.miss_secs == pytest.approx(0.576, abs=0.001)
+    assert H200.hit_secs == pytest.approx(1 / 1.16 - H200.miss_secs / 20)
+    row = SEED_TABLE[0]
+    assert predicted_req_s(H200, 1, 8, 20, affinity=False) == pytest.approx(row.rr_req_s)
+    assert predicted_req_s(H200, 1, 8, 20, affinity=True) == pytest.approx(row.sa_req_s)
+
+
+def test_the_mocker_is_stretched_to_h200_time_and_decode_given_back() -> None:
+    knobs = mock_calibration()
+    assert knobs.speedup_ratio == pytest.approx(MOCK_MISS_SECS / H200.miss_secs, abs=0.001)
+    assert knobs.speedup_ratio * knobs.decode_speedup_ratio == pytest.approx(1.0, abs=0.002)
+    assert RehearsalConfig().speedup_ratio == knobs.speedup_ratio
+    argv = mocker_command("python", Path("m"), "model", MockFleet(
+        8, knobs.speedup_ratio, knobs.decode_speedup_ratio))
+    assert argv[argv.index("--speedup-ratio") + 1] == str(knobs.speedup_ratio)
+    assert argv[argv.index("--decode-speedup-ratio") + 1] == str(knobs.decode_speedup_ratio)
+
+
+@pytest.mark.parametrize("profile,affinity", [("round-robin", False),
+                                              ("session-affinity", True)])
+def test_the_plan_of_the_seed_sweep_matches_the_seed_s_durations(profile: str,
+                                                                 affinity: bool) -> None:
+    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, affinity)
+    hours = plan.sweep_secs / 3600
+    print(f"{profile}: planned {hours:.2f} h, the seed's about {SEED_SWEEP_HOURS[profile]} h")
+    assert hours == pytest.approx(SEED_SWEEP_HOURS[profile], rel=0.15)
+    assert [p.concurrency for p in plan.levels] == [1, 2, 4, 8, 16]
+    assert plan.levels[0].secs == pytest.approx(4000 / plan.levels[0].req_s)
+    # Eight GPUs from the graph's start to the sweep's end, one during the download.
+    assert plan.gpu_hours == pytest.approx((1800 + 8 * (900 + plan.sweep_secs)) / 3600)
+
+
+def test_a_stack_s_plan_is_in_its_outputs_and_its_preview() -> None:
+    run = run_program("session-affinity", stack_config("session-affinity"))
+    assert run.error is None
+    plan = run.outputs["benchmarkPlan"]
+    assert set(plan["levelMinutes"]) == {"1", "2", "4", "8", "16"}
+    assert plan["sweepHours"] == pytest.approx(SEED_SWEEP_HOURS["session-affinity"], rel=0.15)
+    assert any("benchmark plan" in line and "GPU-hours" in line for line in run.logs)
+
+
+def _run_dir(tmp_path: Path, name: str, levels: dict[int, float]) -> Path:
+    run = tmp_path / name
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"levels": {
+        str(c): {"status": "complete", "summary": {"request_throughput": r}}
+        for c, r in levels.items()}}))
+    return run
+
+
+def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
+        tmp_path: Path) -> None:
+    slower = recalibrate(1, 0.8, 1.0, 8, 20)
+    assert slower.miss_secs == pytest.approx((1 / 0.8 - 1 / 1.0) * 20 / 7)
+    assert predicted_req_s(slower, 1, 8, 20, True) == pytest.approx(1.0)
+    rr = _run_dir(tmp_path, "rr", {1: 0.8, 16: 11.0})
+    sa = _run_dir(tmp_path, "sa", {1: 1.0, 16: 15.0})
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "plan", "--stack", "session-affinity",
+         "--measured", str(rr), str(sa)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "round-robin at 1: predicted 0.94, measured 0.80 (+18%)" in out
+    assert "session-affinity at 1: predicted 1.16, measured 1.00 (+16%)" in out
+    assert "concurrency   1:   1.00 req/s" in out  # the next plan, on the measured hardware
+    assert "your measured concurrency-1 level" in out
+
+
+def _report(rr: dict[int, float], sa: dict[int, float]) -> dict:
+    rows = []
+    for profile, rates in (("round-robin", rr), ("session-affinity", sa)):
+        for c, rate in rates.items():
+            rows.append({"concurrency": c, "profile": profile, "request_throughput": rate,
+                         "ttft_p50_ms": 45.0, "ttft_p90_ms": 300.0,
+                         "request_latency_p50_ms": 1000.0})
+    return {"rows": rows}
+
+
+def test_the_rehearsal_sets_its_numbers_beside_the_seed_s_with_errors() -> None:
+    near = seed_comparison(_report({8: 7.0, 16: 11.5}, {8: 9.0, 16: 16.0}))
+    assert near[-1].startswith("goal met")
+    table = "\n".join(near)
+    assert "| 16 | round-robin | 11.50 / 12.65 (-9%) |" in table
+    assert "+39% / +41% (-1)" in table  # affinity's gain against the seed's, in points
+    assert "1000 / 1140 (-12%)" in table and "1000 / 919 (+9%)" in table
+    far = seed_comparison(_report({16: 8.0}, {16: 16.0}))
+    assert far[-1] == "goal missed: round-robin req/s at 16, gain at 16"
+
+
+def _seconds(url: str, text: str) -> float:
+    body = {"model": SERVED_MODEL_NAME, "max_tokens": 1,
+            "messages": [{"role": "user", "content": text}]}
+    request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=60) as response:
+        response.read()
+    return time.monotonic() - started
+
+
+@pytest.mark.rehearsal
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_the_real_mocker_s_first_visit_costs_what_the_calibration_says(
+        tmp_path: Path, calibrated: bool) -> None:
+    """On the pinned mocker, one worker: the first visit of a ~8,400-token stand-in costs
+    MOCK_MISS_SECS more than a repeat at speedup 1, and the H200's 0.58 s calibrated."""
+    knobs = mock_calibration() if calibrated else None
+    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=1)
+    config = replace(config, fleet=MockFleet(
+        1, knobs.speedup_ratio if knobs else 1.0, knobs.decode_speedup_ratio if knobs else 1.0))
+    expected = H200.miss_secs if calibrated else MOCK_MISS_SECS
+    with LocalDynamo(config) as stack:
+        costs = []
+        for video in range(3):
+            text = f"{standin_text(video, STANDIN_TOKENS)}\n\nWhat happens?"
+            first, again = _seconds(stack.url, text), _seconds(stack.url, text)
+            costs.append(first - again)
+    print(f"first-visit cost {sorted(costs)} s, expected {expected:.3f} s")
+    assert sorted(costs)[1] == pytest.approx(expected, rel=0.3)
