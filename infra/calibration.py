@@ -12,6 +12,9 @@ Sources, and nothing fitted to the rows the rehearsal is then checked against:
   by tests/test_calibration.py): the mocker's `--speedup-ratio` stretches every step to H200 time,
   and `--decode-speedup-ratio` gives decode back, since the seed's cache-hit request time
   (TTFT 44 ms and 127 tokens) is what the mock already takes.
+KV capacity is left at the mocker's default (16,384 blocks of 64 tokens per worker, about
+1M tokens): the numbers don't depend on it, since a video's questions arrive together and
+every rehearsed level starts cold, so no cached video is evicted before its last question.
 """
 
 from __future__ import annotations
