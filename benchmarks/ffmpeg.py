@@ -1,7 +1,7 @@
 """Where FFmpeg comes from: the system's if it is on PATH, else the imageio-ffmpeg wheel's.
 
 The wheel (pinned in requirements.txt) ships a static ffmpeg binary, so making videos
-needs no manual install. It ships no ffprobe; only the tests probe, and CI installs it.
+needs no manual install (the tests read videos with it too, so they need no system one).
 """
 
 from __future__ import annotations
