@@ -73,7 +73,7 @@ from infra.calibration import (
     mock_calibration,
     relative_error,
 )
-from infra.routing import PROFILES
+from infra.routing import PROFILES, routing_args
 from infra.settings import SettingsError
 from infra.stack_files import StackFilesError
 
@@ -416,6 +416,7 @@ class Rehearsal:
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
                 "frontend_command": local_frontend_command("python", stack.routing, 0),
+                "routing": " ".join(routing_args(stack.routing)),
                 "mock_workers": stack.workers,
                 "ai_dynamo": _version("ai-dynamo"),
                 "cold_caches_per_level": True,

@@ -330,11 +330,11 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
         m = run.manifest or {}
         facts = [f"**{run.label}**: `{run.source}`"]
         if m:
-            ttl = m.get("affinity_ttl_secs")
+            routing = (m.get("deployment") or {}).get("routing")
             facts.append(
                 f"endpoint {m.get('endpoint')}, model {m.get('model')}, "
                 f"session header {m.get('session_header') or 'none'}"
-                + (f", affinity TTL {ttl} s" if ttl else "")
+                + (f", frontend `{routing}`" if routing else "")
                 + f"; {m.get('requests_per_level')} requests per level "
                 f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
                 f"questions), {m.get('output_tokens')} output tokens, warm-up "

@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -302,13 +302,10 @@ def manifest_base(
     config: SweepConfig, affinity: bool, scan: DatasetScan, sessions: int, tokenizer: str
 ) -> dict[str, Any]:
     """What produced a run (pure): the manifest without level states and timestamps."""
-    routing = PROFILES.get(config.profile)
     info = load_dataset_info(Path(config.dataset))
     questions = scan.questions_per_session
     return {
         "profile": config.profile,
-        "routing": asdict(routing) if routing else None,
-        "affinity_ttl_secs": routing.affinity_ttl_secs if routing else None,
         "session_header": SESSION_HEADER if affinity else None,
         "endpoint": config.url,
         "model": config.model,

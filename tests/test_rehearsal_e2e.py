@@ -118,6 +118,10 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
     assert "Server-side evidence" in report
     assert all(f"{profile} throughput gain" in report for profile in PROFILES[1:])
     assert "Routing stickiness" in report
+    # Each run's frontend flags, as the rehearsal ran them (never guessed from a name), and
+    # the rehearsal's numbers beside the seed's (2 and 4 are seed levels too).
+    assert "frontend `--router-mode kv --no-router-kv-events`" in report
+    assert "## Predicted beside the seed" in report and "| 4 | session-affinity |" in report
     summary = json.loads((run_dir / REHEARSAL_FILE).read_text())
     assert summary["peak_memory_bytes"] > 0
     assert 0 < summary["wall_time_secs"] < time.monotonic() - started + 1

@@ -30,7 +30,6 @@ from benchmarks.sweep import (
 )
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
 from infra.recipe import SESSION_HEADER
-from infra.routing import PROFILES
 from tests.conftest import REPO_ROOT
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
 from tests.support_sweep_runs import (
@@ -131,7 +130,6 @@ def test_run_layout_manifest_and_summary_lines(sweep_runs: SweepRuns) -> None:  
     assert run.run_dir.parts[-2:] == ("session-affinity", "test-run")
     manifest = json.loads((run.run_dir / MANIFEST_NAME).read_text())
     assert manifest["profile"] == "session-affinity"
-    assert manifest["affinity_ttl_secs"] == PROFILES["session-affinity"].affinity_ttl_secs
     assert manifest["session_header"] == SESSION_HEADER
     assert manifest["model"] == MODEL and manifest["endpoint"].startswith("http://127.0.0.1:")
     assert manifest["requests_per_level"] == VIDEOS * QUESTIONS
@@ -149,7 +147,7 @@ def test_run_layout_manifest_and_summary_lines(sweep_runs: SweepRuns) -> None:  
         assert "TTFT p50" in line and "p90" in line and "output tokens/s" in line
         assert f"({VIDEOS * QUESTIONS} requests, 0 errors)" in line
     rr = json.loads((sweep_runs.round_robin.run_dir / MANIFEST_NAME).read_text())
-    assert rr["session_header"] is None and rr["affinity_ttl_secs"] is None
+    assert rr["session_header"] is None
 
 
 def test_rerun_with_other_settings_is_refused(sweep_runs: SweepRuns, tmp_path: Path) -> None:  # noqa: F811
