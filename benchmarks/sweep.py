@@ -535,10 +535,10 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         write_json(manifest_path, manifest)
         try:
             with target(concurrency, level_dir) as level_run:
-                say(f"concurrency {concurrency}: running AIPerf (output: "
-                    f"{level_dir / LEVEL_LOG})")
                 if config.warmup_dataset:
                     warm_up(level_run.url, config, affinity, concurrency, say)
+                say(f"concurrency {concurrency}: running AIPerf (output: "
+                    f"{level_dir / LEVEL_LOG})")
                 counted = frontend_metrics.scrape(level_run.url)
                 bound = level_run.timeout_secs or config.level_timeout_secs
                 run_level(replace(spec, url=level_run.url),
