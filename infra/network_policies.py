@@ -5,10 +5,11 @@ labels, ours by the profile label), so two stacks in one namespace stay apart. T
 
 - the frontend (HTTP port): from this stack's smoke test and sweep, and from
   `networkPolicySources` (your clients, your Prometheus);
-- the frontend, any port: from this graph's workers, which stream responses back over
-  connections of their own (Dynamo's TCP request plane) and publish KV events;
-- the workers, any port: from this graph's frontend (requests, KV-event subscriptions);
-  their system port (health, /metrics) also from `networkPolicySources`. The Dynamo
+- the graph's pods, any port, from each other: the frontend sends requests and subscribes
+  to KV events, the workers stream responses back over connections of their own (Dynamo's
+  TCP request plane). Selected by the graph's label alone, so whatever type label the
+  operator gives the workers, the graph's own traffic is never cut;
+- the workers' system port (health, /metrics) also from `networkPolicySources`. The Dynamo
   platform needs nothing inbound here: with Kubernetes discovery the pods find each other
   through the API server (EndpointSlices, DynamoWorkerMetadata), not through a peer;
 - the video server: from this graph's pods (the media fetch happens where the request is
@@ -41,11 +42,15 @@ CLOSED_COMPONENTS = ("benchmark-smoke", "benchmark-sweep", "benchmark-results-re
 CLIENT_COMPONENTS = ("benchmark-smoke", "benchmark-sweep")
 
 
-def graph_pods(settings: Settings, component_type: str | None = None) -> dict[str, Any]:
-    match = {GRAPH_LABEL: settings.graph_name}
-    if component_type:
-        match[COMPONENT_TYPE_LABEL] = component_type
-    return {"podSelector": {"matchLabels": match}}
+def graph_pods(settings: Settings, frontend: bool | None = None) -> dict[str, Any]:
+    """The graph's pods: all, its frontend, or all but its frontend (the workers, whatever
+    type label the operator gives them)."""
+    selector: dict[str, Any] = {"matchLabels": {GRAPH_LABEL: settings.graph_name}}
+    if frontend is not None:
+        selector["matchExpressions"] = [{"key": COMPONENT_TYPE_LABEL,
+                                         "operator": "In" if frontend else "NotIn",
+                                         "values": ["frontend"]}]
+    return {"podSelector": selector}
 
 
 def _our_pods(settings: Settings, components: tuple[str, ...]) -> dict[str, Any]:
@@ -87,25 +92,25 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
     if not settings.network.policies:
         return {}
     sources = [source_peer(s) for s in settings.network.sources]
-    frontend, workers = graph_pods(settings, "frontend"), graph_pods(settings, "worker")
+    graph = graph_pods(settings)
 
     def from_sources(port: int) -> list[dict[str, Any]]:
         return [{"from": sources, "ports": _tcp(port)}] if sources else []
 
     videos = {"podSelector": {"matchLabels": labels("benchmark-videos", settings.profile)}}
     policies = [
-        _policy(settings, "frontend", frontend, [
+        _policy(settings, "frontend", graph_pods(settings, frontend=True), [
             {"from": [_our_pods(settings, CLIENT_COMPONENTS)],
              "ports": _tcp(recipe.FRONTEND_PORT)},
-            {"from": [workers]},
+            {"from": [graph]},
             *from_sources(recipe.FRONTEND_PORT),
         ]),
-        _policy(settings, "workers", workers, [
-            {"from": [frontend]},
+        _policy(settings, "workers", graph_pods(settings, frontend=False), [
+            {"from": [graph]},
             *from_sources(recipe.WORKER_SYSTEM_PORT),
         ]),
         _policy(settings, "videos", videos, [
-            {"from": [graph_pods(settings), _our_pods(settings, ("benchmark-sweep",))],
+            {"from": [graph, _our_pods(settings, ("benchmark-sweep",))],
              "ports": _tcp(VIDEO_SERVER_PORT)},
         ]),
         _policy(settings, "no-ingress", _our_pods(settings, CLOSED_COMPONENTS), []),

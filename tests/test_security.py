@@ -240,6 +240,11 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
         (worker, videos, 8080), (frontend, videos, 8080), (pods["benchmark-sweep"], videos, 8080),
         (gateway, frontend, 8000), (scraper, frontend, 8000), (scraper, worker, 9090),
     ]
+    # Were the operator to label the workers by another type (v1beta1's "decode"), the
+    # graph's own traffic still flows and strangers stay out.
+    decode = Pod("decode-worker", {**worker.labels, "nvidia.com/dynamo-component-type": "decode"})
+    opened += [(decode, frontend, 45678), (frontend, decode, 34567)]
+    closed_decode = [(stranger, decode, 9090), (pods["benchmark-sweep"], decode, 34567)]
     for source, target, port in opened:
         assert is_open(source, target, port), f"{source.name} -> {target.name}:{port}"
     closed = [
@@ -252,7 +257,7 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
         (worker, pods["benchmark-smoke"], 8000),
         (frontend, pods["benchmark-results-reader"], 8000),
     ]
-    for source, target, port in closed:
+    for source, target, port in closed + closed_decode:
         assert not is_open(source, target, port), f"{source.name} -> {target.name}:{port}"
 
 
