@@ -222,10 +222,16 @@ def _runs_vllm(settings: Settings) -> bool:
     return settings.workers.serving.runtime == "vllm"
 
 
-def pod_security() -> dict[str, Any]:
-    """Every pod of the stack runs as the NIM's UID/GID 1000 (the Dynamo images' user too),
-    never root, under the runtime's default seccomp profile; fsGroup makes the cache
-    writable where the volume supports it, chowning only when its root differs."""
+def pod_security(nim_user: bool = True) -> dict[str, Any]:
+    """Never root, under the runtime's default seccomp profile. The NIM (and so every pod
+    that shares its cache) runs as UID/GID 1000, fsGroup making the cache writable where the
+    volume supports it (chowning only when its root differs). The frontend keeps the
+    Dynamo image's own user, `dynamo` (UID 1000, primary group 0 for OpenShift: its
+    writable directories are group 0's), so only the UID is pinned (a named image user
+    can't be checked against runAsNonRoot)."""
+    if not nim_user:
+        return {"runAsNonRoot": True, "runAsUser": recipe.NIM_UID,
+                "seccompProfile": {"type": "RuntimeDefault"}}
     return {
         "runAsNonRoot": True,
         "runAsUser": recipe.NIM_UID,
@@ -334,7 +340,7 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
             "spec": {
                 # The frontend keeps its service-account token: the operator binds it to
                 # the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata).
-                "securityContext": pod_security(),
+                "securityContext": pod_security(nim_user=False),
                 **_pull_secrets(settings),
                 "containers": [
                     {
