@@ -20,7 +20,7 @@ Modelling choices (also written into each run's manifest notes):
 Layout: `results/rehearsal/<run-id>/` holds `report.md` (+ csv, json, png),
 `rehearsal.json` (wall time, peak memory, per-level numbers), `dataset.jsonl`, `model/`
 (the tiny model dir for the mocker and AIPerf), and one sweep run directory per profile
-(`<profile>/`, with `routing_stickiness.json` and the stack's logs under `stack/`).
+(`<profile>/`, with the stack's logs under `stack/`).
 Rerunning with the same `--run-id` resumes: finished levels are kept.
 """
 

@@ -8,9 +8,10 @@ percent over it. Writes `report.md` (the seed's "Measured performance" table, th
 p90, request-latency p50 and output tokens/s), `report.csv` and `report.json` (the same
 numbers, unrounded), and `throughput.png`, `ttft.png`.
 
-A run directory may also hold `routing_stickiness.json` (written by the local rehearsal):
-`{"by_concurrency": {"<c>": {"videos", "share_single_worker", "mean_workers_per_video",
-"workers_seen"}}}`; it is shown beside the throughput. A manifest's `notes` are listed.
+Where the sweep attributed every response to its worker (`--attribute-workers`), its
+manifest's levels hold how sticky routing was (`levels.<c>.routing`: videos,
+share_single_worker, mean_workers_per_video, workers_seen, requests per worker); it is shown
+beside the throughput. A manifest's `notes` are listed.
 
 Programmatic use: `build_report([run_dir, ...], out) -> Path` (the report.md path).
 """
@@ -34,7 +35,6 @@ from benchmarks.aiperf_export import (
     latencies_by_video,
     summarize_file,
 )
-from benchmarks.stickiness import STICKINESS_FILE
 from benchmarks.sweep import MANIFEST_NAME
 
 AIPERF_PHASES_DIR = "phases"
@@ -82,12 +82,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _stickiness(run_dir: Path) -> dict[int, dict[str, Any]]:
-    data = _read_json(run_dir / STICKINESS_FILE) or {}
+def _stickiness(manifest: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
+    """Per level, how sticky routing was, as the sweep recorded it (`levels.<c>.routing`)."""
     out = {}
-    for level, entry in (data.get("by_concurrency") or {}).items():
-        if isinstance(entry, dict):
-            out[int(level)] = {k: entry.get(k) for k in STICKINESS_KEYS}
+    for level, state in ((manifest or {}).get("levels") or {}).items():
+        routing = state.get("routing") if isinstance(state, dict) else None
+        if isinstance(routing, dict):
+            out[int(level)] = {k: routing.get(k) for k in STICKINESS_KEYS}
     return out
 
 
@@ -117,7 +118,7 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
                 manifest = _read_json(run_dir / MANIFEST_NAME)
                 label = (manifest or {}).get("profile") or run_dir.name
                 run = runs[run_dir] = ProfileRun(label, run_dir, manifest)
-                run.stickiness = _stickiness(run_dir)
+                run.stickiness = _stickiness(manifest)
             summary = summarize_file(export)
             earlier = run.exports.get(summary.concurrency)
             if earlier is not None:

@@ -5,11 +5,8 @@ carries `WORKER_ID_REQUEST_FIELDS`. AIPerf's raw export (`--export-level raw`) k
 responses, and each record names its conversation, which is the dataset's per-video
 session id. From that: the share of videos whose questions all went to one worker (1.0
 under session affinity) and how many workers a video touched on average (close to the
-fleet size under round robin with 20 questions and 8 workers).
-
-`routing_stickiness.json` in a run directory has the schema the report reads:
-`{"by_concurrency": {"<c>": {"videos", "share_single_worker", "mean_workers_per_video",
-"workers_seen"}}}`.
+fleet size under round robin with 20 questions and 8 workers). The sweep records it per
+level in its manifest (`levels.<c>.routing`, see `worker_spread`), where the report reads it.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from benchmarks.aiperf_command import RAW_EXPORT
 
 # Body fields that make a Dynamo frontend report the worker on every response.
 WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
-STICKINESS_FILE = "routing_stickiness.json"
 # Per level: which worker served each video's requests (kept when the raw export goes).
 ATTRIBUTION_FILE = "worker_attribution.json"
 
@@ -162,24 +158,3 @@ def worker_spread(attribution: Attribution) -> dict[str, Any]:
             "requests_per_worker_min": min(counts.values(), default=0),
             "requests_per_worker_max": max(counts.values(), default=0),
             "unattributed": attribution.unattributed}
-
-
-def stickiness_document(levels: Mapping[int, Attribution]) -> dict[str, Any]:
-    """The `routing_stickiness.json` content for one run (one profile), by concurrency."""
-    return {
-        "by_concurrency": {
-            str(c): asdict(stickiness(a.workers_by_video)) for c, a in sorted(levels.items())
-        },
-        "attribution": {
-            str(c): {"requests": a.requests, "unattributed": a.unattributed}
-            for c, a in sorted(levels.items())
-        },
-    }
-
-
-def write_stickiness(run_dir: Path, level_dirs: Mapping[int, Path]) -> dict[str, Any]:
-    """Write `routing_stickiness.json` in `run_dir` from every level's attribution."""
-    levels = {c: level_attribution(d) for c, d in level_dirs.items()}
-    document = stickiness_document(levels)
-    (run_dir / STICKINESS_FILE).write_text(json.dumps(document, indent=2) + "\n")
-    return document

@@ -65,7 +65,6 @@ from benchmarks.stickiness import (
     WORKER_ID_REQUEST_FIELDS,
     level_attribution,
     worker_spread,
-    write_stickiness,
 )
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
@@ -589,8 +588,6 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         if summary.errors:
             say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
                 f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
-    if config.attribute_workers:
-        write_stickiness(run_dir, {c: run_dir / level_dir_name(c) for c in config.concurrencies})
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
         f"{run_dir} ... --out REPORT)")
     return run_dir

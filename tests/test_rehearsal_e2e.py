@@ -21,7 +21,7 @@ import pytest
 from benchmarks.local_dynamo import PROCESS_RECORD
 from benchmarks.processes import LOOPBACK, tree_pids
 from benchmarks.rehearse import REHEARSAL_FILE
-from benchmarks.stickiness import ATTRIBUTION_FILE, STICKINESS_FILE
+from benchmarks.stickiness import ATTRIBUTION_FILE
 from benchmarks.sweep import level_dir_name
 from tests.support_rehearsal import child_env, ports_of, still_listening, wait_gone
 
@@ -71,8 +71,8 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
     assert not still_listening({lst["port"] for lst in listeners})
 
     def stickiness(profile: str, level: int) -> dict:
-        runs = json.loads((run_dir / profile / STICKINESS_FILE).read_text())
-        return runs["by_concurrency"][str(level)]
+        manifest = json.loads((run_dir / profile / "manifest.json").read_text())
+        return manifest["levels"][str(level)]["routing"]
 
     for level in LEVELS:
         # Session affinity by header: every video's questions on one worker.
@@ -88,9 +88,8 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
         assert kv["mean_workers_per_video"] < round_robin["mean_workers_per_video"], level
 
     # Round robin: every single video spread over more than one worker.
-    round_robin = json.loads((run_dir / "round-robin" / STICKINESS_FILE).read_text())
     for level in LEVELS:
-        assert round_robin["by_concurrency"][str(level)]["share_single_worker"] == 0.0
+        assert stickiness("round-robin", level)["share_single_worker"] == 0.0
         attribution = json.loads(
             (run_dir / "round-robin" / level_dir_name(level) / ATTRIBUTION_FILE).read_text())
         assert len(attribution["workers_by_video"]) == 4

@@ -12,8 +12,7 @@ import pytest
 
 from benchmarks.aiperf_command import SUMMARY_EXPORT
 from benchmarks.report import ReportError, build_report
-from benchmarks.stickiness import STICKINESS_FILE
-from benchmarks.sweep import level_dir_name
+from benchmarks.sweep import MANIFEST_NAME, level_dir_name
 from tests.support_sweep_runs import (
     LEVELS,
     SweepRuns,
@@ -90,7 +89,10 @@ def test_stickiness_from_the_rehearsal_is_shown(sweep_runs: SweepRuns, tmp_path:
     shutil.copytree(sweep_runs.affinity.run_dir, run)
     sticky = {"videos": 3, "share_single_worker": 1.0, "mean_workers_per_video": 1.0,
               "workers_seen": 3}
-    (run / STICKINESS_FILE).write_text(json.dumps({"by_concurrency": {"2": sticky}}))
+    manifest = json.loads((run / MANIFEST_NAME).read_text())
+    manifest["levels"]["2"]["routing"] = {**sticky, "requests_per_worker_min": 3,
+                                          "requests_per_worker_max": 3}
+    (run / MANIFEST_NAME).write_text(json.dumps(manifest))
     build_report([run], tmp_path / "out", warn=lambda _: None)
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "Routing stickiness" in markdown
