@@ -12,10 +12,11 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.sweep import MANIFEST_NAME
 from infra.calibration import (
     H200,
     Hardware,
-    plan_sweep,
+    predicted_req_s,
     recalibrate,
     relative_error,
     stack_plan,
@@ -27,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def measured_levels(run_dir: Path) -> dict[int, float]:
     """Concurrency -> req/s of a sweep's complete levels (its manifest)."""
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
     return {int(c): level["summary"]["request_throughput"]
             for c, level in manifest["levels"].items() if level.get("status") == "complete"}
 
@@ -43,7 +44,7 @@ def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str],
     workers, questions = settings.workers.replicas, settings.benchmark.questions_per_video
     for c in common:
         for name, runs, sticky in (("round-robin", rr, False), ("session-affinity", sa, True)):
-            predicted = plan_sweep(1, questions, (c,), workers, 1, sticky).levels[0].req_s
+            predicted = predicted_req_s(H200, c, workers, questions, sticky)
             lines.append(f"  {name} at {c}: predicted {predicted:.2f}, measured {runs[c]:.2f} "
                          f"({relative_error(predicted, runs[c]):+.0%})")
     return lines, recalibrate(common[0], rr[common[0]], sa[common[0]], workers, questions)
