@@ -26,12 +26,12 @@ name` = the graph, `nvidia.com/dynamo-component-type` = the component's `type`.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from infra import recipe
 from infra.benchmark_jobs import VIDEO_SERVER_PORT, labels
 from infra.manifests import PROFILE_LABEL, common_labels, download_pod_labels
+from infra.rules import cidr
 from infra.settings import Settings
 
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
@@ -63,11 +63,10 @@ def _our_pods(settings: Settings, components: tuple[str, ...]) -> dict[str, Any]
 
 def source_peer(source: str) -> dict[str, Any]:
     """A CIDR becomes an ipBlock, anything else a namespace by name."""
-    try:
-        return {"ipBlock": {"cidr": str(ipaddress.ip_network(source, strict=False))}}
-    except ValueError:
-        return {"namespaceSelector": {
-            "matchLabels": {"kubernetes.io/metadata.name": source}}}
+    block = cidr(source)
+    if block is not None:
+        return {"ipBlock": {"cidr": block}}
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": source}}}
 
 
 def _tcp(port: int) -> list[dict[str, Any]]:
@@ -98,25 +97,23 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
         return [{"from": sources, "ports": _tcp(port)}] if sources else []
 
     videos = {"podSelector": {"matchLabels": labels("benchmark-videos", settings.profile)}}
-    policies = [
-        _policy(settings, "frontend", graph_pods(settings, frontend=True), [
+    ingress = {
+        "frontend": (graph_pods(settings, frontend=True), [
             {"from": [_our_pods(settings, CLIENT_COMPONENTS)],
              "ports": _tcp(recipe.FRONTEND_PORT)},
             {"from": [graph]},
             *from_sources(recipe.FRONTEND_PORT),
         ]),
-        _policy(settings, "workers", graph_pods(settings, frontend=False), [
+        "workers": (graph_pods(settings, frontend=False), [
             {"from": [graph]},
             *from_sources(recipe.WORKER_SYSTEM_PORT),
         ]),
-        _policy(settings, "videos", videos, [
+        "videos": (videos, [
             {"from": [graph, _our_pods(settings, ("benchmark-sweep",))],
              "ports": _tcp(VIDEO_SERVER_PORT)},
         ]),
-        _policy(settings, "no-ingress", _our_pods(settings, CLOSED_COMPONENTS), []),
-        _policy(settings, "download",
-                {"podSelector": {"matchLabels": download_pod_labels(settings)}}, []),
-    ]
-    prefix = len(settings.graph_name) + 1
-    return {p["metadata"]["name"][prefix:]: p for p in policies}
-
+        "no-ingress": (_our_pods(settings, CLOSED_COMPONENTS), []),
+        "download": ({"podSelector": {"matchLabels": download_pod_labels(settings)}}, []),
+    }
+    return {name: _policy(settings, name, selector, rules)
+            for name, (selector, rules) in ingress.items()}

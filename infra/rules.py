@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 # The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
@@ -23,3 +24,11 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # A run id names Jobs, labels and folders: a DNS label (the stack may shorten it further).
 RUN_ID = DNS_LABEL
 RUN_ID_MAX_LEN = 30
+
+
+def cidr(text: str) -> str | None:
+    """`text` as a CIDR (a bare address is its /32 or /128), or None when it is not one."""
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        return None

@@ -15,7 +15,6 @@ reads its keys through the `_Reader`, a field on `Settings`, and the keys in Pul
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import shlex
@@ -42,6 +41,7 @@ from infra.rules import (
     PLACEHOLDER,
     SEMVER,
     TAINT_EFFECTS,
+    cidr,
 )
 from infra.serving import (
     HF_SECRET_KEY,
@@ -608,12 +608,9 @@ def _read_preflight(r: _Reader) -> PreflightSettings:
 def _read_network(r: _Reader) -> NetworkSettings:
     sources = r.string_list("networkPolicySources")
     for source in sources:
-        try:
-            ipaddress.ip_network(source, strict=False)
-        except ValueError:
-            if not DNS_LABEL.match(source):
-                r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
-                          "nor a namespace name; list the clients allowed to call the frontend")
+        if cidr(source) is None and not DNS_LABEL.match(source):
+            r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
+                      "nor a namespace name; list the clients allowed to call the frontend")
     return NetworkSettings(policies=r.boolean("networkPolicies"), sources=sources)
 
 
