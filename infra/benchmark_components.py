@@ -226,22 +226,21 @@ def deploy_benchmark(settings: Settings, deployment: Deployment,
     A sweep Job that failed in the cluster (`live`) is run again, resuming its run."""
     if not settings.benchmark.any_enabled:
         return None
-    if settings.benchmark.sweep:
-        # In `pulumi preview` too: the hours and GPU-hours before they are spent.
-        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
-                        f"{settings.profile}`):\n" + "\n".join(stack_plan(settings).lines()))
     return BenchmarkRun("benchmark", settings, deployment,
                         rerun_sweep=cluster.sweep_failed(live),
                         opts=pulumi.ResourceOptions(providers=[deployment.provider]))
 
 
 def stack_outputs(settings: Settings) -> dict[str, Any]:
-    """The `benchmark` stack output (none when the benchmark is off)."""
+    """The `benchmark` stack output (none when the benchmark is off) and the sweep's plan,
+    which `pulumi preview` also prints: the hours and GPU-hours before they are spent."""
     if not settings.benchmark.any_enabled:
         return {}
     out: dict[str, Any] = {"benchmark": benchmark_output(settings)}
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
+        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
+                        f"{settings.profile}`):\n" + "\n".join(plan.lines()))
         out["benchmarkPlan"] = {
             "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
             "sweepHours": round(plan.sweep_secs / 3600, 2),

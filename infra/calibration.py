@@ -54,8 +54,8 @@ SEED_SWEEP_HOURS = {"round-robin": 2.5, "session-affinity": 2.0}
 # first request minus its repeat on one mock worker, 0.179-0.182 s measured by
 # tests/test_calibration.py on the pinned Dynamo 1.6.1 mocker (which checks it each run).
 MOCK_MISS_SECS = 0.180
-# Assumptions the seed does not give (each replaced by what a real run measures, see
-# `recalibrate`): pulling the NIM's FP8 Super files (~67 GiB) and a cold graph start.
+# Assumptions the seed does not give, stated in every plan: pulling the NIM's FP8 Super
+# files (~67 GiB) and a cold graph start.
 DOWNLOAD_SECS = 1800
 GRAPH_START_SECS = 900
 
@@ -121,24 +121,27 @@ class LevelPlan:
 @dataclass(frozen=True)
 class SweepPlan:
     levels: tuple[LevelPlan, ...]
-    sweep_secs: float
     gpu_hours: float
     hardware: Hardware
+
+    @property
+    def sweep_secs(self) -> float:
+        return sum(p.secs for p in self.levels)
 
     def lines(self) -> list[str]:
         out = [f"  concurrency {p.concurrency:>3}: {p.req_s:6.2f} req/s, "
                f"{p.secs / 60:6.1f} min" for p in self.levels]
-        out.append(f"  sweep {self.sweep_secs / 3600:.1f} h; with download and graph start "
-                   f"{self.gpu_hours:.1f} GPU-hours (per request {self.hardware.hit_secs:.3f}"
-                   f" s, +{self.hardware.miss_secs:.3f} s per first visit; from "
+        out.append(f"  sweep {self.sweep_secs / 3600:.1f} h; with download "
+                   f"({DOWNLOAD_SECS // 60} min assumed) and graph start "
+                   f"({GRAPH_START_SECS // 60} min assumed) {self.gpu_hours:.1f} GPU-hours "
+                   f"(per request {self.hardware.hit_secs:.3f} s, "
+                   f"+{self.hardware.miss_secs:.3f} s per first visit; from "
                    f"{self.hardware.source})")
         return out
 
 
 def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], workers: int,
-               gpus_per_worker: int, affinity: bool, hardware: Hardware = H200,
-               download_secs: float = DOWNLOAD_SECS,
-               graph_start_secs: float = GRAPH_START_SECS) -> SweepPlan:
+               gpus_per_worker: int, affinity: bool, hardware: Hardware = H200) -> SweepPlan:
     """Each level's wall time and the GPU-hours of download, graph start and sweep (GPUs
     are held from the graph's start; the download holds one replica's)."""
     requests = videos * questions
@@ -147,9 +150,9 @@ def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], work
         rate = predicted_req_s(hardware, c, workers, questions, affinity)
         levels.append(LevelPlan(c, rate, requests / rate))
     sweep = sum(p.secs for p in levels)
-    gpus = workers * gpus_per_worker
-    gpu_secs = download_secs * gpus_per_worker + (graph_start_secs + sweep) * gpus
-    return SweepPlan(tuple(levels), sweep, gpu_secs / 3600, hardware)
+    gpu_secs = (DOWNLOAD_SECS * gpus_per_worker
+                + (GRAPH_START_SECS + sweep) * workers * gpus_per_worker)
+    return SweepPlan(tuple(levels), gpu_secs / 3600, hardware)
 
 
 def stack_plan(settings: Settings, hardware: Hardware = H200) -> SweepPlan:
