@@ -5,10 +5,10 @@ labels, ours by the profile label), so two stacks in one namespace stay apart. T
 
 - the frontend (HTTP port): from this stack's smoke test and sweep, and from
   `networkPolicySources` (your clients, your Prometheus);
-- the graph's pods, any port, from each other: the frontend sends requests and subscribes
-  to KV events, the workers stream responses back over connections of their own (Dynamo's
-  TCP request plane). Selected by the graph's label alone, so whatever type label the
-  operator gives the workers, the graph's own traffic is never cut;
+- the workers, any port, from this graph's frontend (requests, KV-event subscriptions);
+  the frontend, any port, from this graph's pods (the workers stream responses back over
+  connections of their own: Dynamo's TCP request plane). Workers are "the graph's pods but
+  the frontend", so whatever type label the operator gives them, this traffic is never cut;
 - the workers' system port (health, /metrics) also from `networkPolicySources`. The Dynamo
   platform needs nothing inbound here: with Kubernetes discovery the pods find each other
   through the API server (EndpointSlices, DynamoWorkerMetadata), not through a peer;
@@ -105,7 +105,7 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
             *from_sources(recipe.FRONTEND_PORT),
         ]),
         "workers": (graph_pods(settings, frontend=False), [
-            {"from": [graph]},
+            {"from": [graph_pods(settings, frontend=True)]},
             *from_sources(recipe.WORKER_SYSTEM_PORT),
         ]),
         "videos": (videos, [
