@@ -153,6 +153,19 @@ def test_notes_explain_round_robin_in_lockstep() -> None:
     assert "concurrency 8 (concurrency = fleet size) kept 80% of videos on one worker" in notes[1]
 
 
+def test_notes_flag_round_robin_partly_in_step_too() -> None:
+    """A calibrated run saw 19% of round robin's videos on one worker at concurrency 8
+    (4.1 workers per video): flagged; 6 of 8 workers per video is round robin spreading."""
+    rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
+    partly = stickiness({f"v{i}": [1] * 20 if i < 2 else list(range(5)) * 4 for i in range(10)})
+    rr.levels[8] = LevelOutcome(rr.levels[16].summary, 79.0, partly, 0.5)
+    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
+    notes = direction_notes(rr, af, workers=8)
+    assert len(notes) == 2
+    assert "concurrency 8 (concurrency = fleet size) kept 20% of videos on one worker" in notes[1]
+    assert "(4.2 workers per video of 8)" in notes[1]
+
+
 def test_gain_lines_give_each_interval_and_say_when_it_covers_zero() -> None:
     def row(profile: str, gain: float | None, low: float | None, high: float | None) -> dict:
         return {"profile": profile, "concurrency": 16, "throughput_gain_pct": gain,
