@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 from urllib3.exceptions import HTTPError
 
-from benchmarks.aiperf_command import SUMMARY_EXPORT as AIPERF_EXPORT
-from benchmarks.report import build_report, summary_exports
+from benchmarks.report import build_report, read_run
+from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import (
     SWEEP_RUNNING_EXIT_CODE,
@@ -122,9 +122,10 @@ def local_run_dir(results_root: Path, location: RunLocation) -> Path:
     return results_root / location.stack / location.run_id
 
 
-def aiperf_exports(run_dir: Path) -> list[Path]:
-    """Every AIPerf summary export under a run folder (one per finished level)."""
-    return [p for p in summary_exports(run_dir) if REPORT_FOLDER not in p.parts]
+def finished_levels(run_dir: Path) -> list[int]:
+    """The levels a run's sweep finished, as its manifest records them."""
+    manifest = run_dir / MANIFEST_NAME
+    return sorted(read_run(manifest).levels) if manifest.is_file() else []
 
 
 def replace_dir(staged: Path, final: Path) -> None:
@@ -150,7 +151,7 @@ def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
     for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
         if stack_dir.name == location.stack or not stack_dir.is_dir():
             continue
-        runs = [r for r in stack_dir.iterdir() if r.is_dir() and aiperf_exports(r)]
+        runs = [r for r in stack_dir.iterdir() if r.is_dir() and finished_levels(r)]
         if runs:
             found.append(max(runs, key=lambda r: r.stat().st_mtime))
     return found
@@ -195,16 +196,16 @@ def bring_results_home(
     say(f"copying {location.cache_claim}:{location.subpath}/ to {final}/")
     try:
         cluster.copy_dir_from_pvc(location, staged)
-        if not aiperf_exports(staged):
+        if not finished_levels(staged):
             raise CollectError(
-                f"{location.cache_claim}:{location.subpath}/ holds no {AIPERF_EXPORT}: the "
-                f"sweep finished no level. Check its log: {location.kubectl} logs job/{job}"
+                f"the sweep finished no level in {location.cache_claim}:{location.subpath}/. "
+                f"Check its log: {location.kubectl} logs job/{job}"
             )
         replace_dir(staged, final)
     finally:
         if staged.exists():
             shutil.rmtree(staged)
-    say(f"copied {len(aiperf_exports(final))} level(s) in {time.monotonic() - started:.0f} s")
+    say(f"copied {len(finished_levels(final))} level(s) in {time.monotonic() - started:.0f} s")
     build_and_print_report(final, say)
     others = other_runs(results_root, location)
     if others:

@@ -1,19 +1,9 @@
 """`report DIR [DIR ...] --out OUT`: the side-by-side comparison of routing profiles.
 
-Finds every AIPerf `profile_export_aiperf.json` under the given directories, takes each
-export's concurrency from its own `input_config`, and labels it by the profile in the
-nearest `manifest.json` above it (a sweep's run directory), else by the directory name.
-The first profile found is the baseline: every other profile's throughput gain is in
-percent over it. Writes `report.md` (the seed's "Measured performance" table, then TTFT
-p90, request-latency p50 and output tokens/s), `report.csv` and `report.json` (the same
-numbers, unrounded), and `throughput.png`, `ttft.png`.
-
-Where the sweep attributed every response to its worker (`--attribute-workers`), its
-manifest's levels hold how sticky routing was (`levels.<c>.routing`: videos,
-share_single_worker, mean_workers_per_video, workers_seen, requests per worker); it is shown
-beside the throughput. A manifest's `notes` are listed.
-
-Programmatic use: `build_report([run_dir, ...], out) -> Path` (the report.md path).
+Reads the sweeps' manifests (a run directory, or a folder of them): each finished level's
+summary as the sweep recorded it, its routing stickiness and server-side evidence, and the
+per-request records beside it for the gain's interval. The first run is the baseline.
+Writes report.md/.csv/.json and throughput.png, ttft.png (docs/benchmark-toolkit.md).
 """
 
 from __future__ import annotations
@@ -29,15 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.aiperf_command import RECORDS_EXPORT, SUMMARY_EXPORT
-from benchmarks.aiperf_export import (
-    ExportError,
-    LevelSummary,
-    latencies_by_video,
-    summarize_file,
-)
-from benchmarks.sweep import MANIFEST_NAME
+from benchmarks.aiperf_export import ExportError, LevelSummary, latencies_by_video
+from benchmarks.sweep import MANIFEST_NAME, STATUS_COMPLETE, level_dir_name
 
-AIPERF_PHASES_DIR = "phases"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 METRICS = (
@@ -55,89 +39,59 @@ class ReportError(ValueError):
 
 @dataclass
 class ProfileRun:
-    """The levels of one labelled run (one profile)."""
+    """The finished levels of one sweep run (one profile), as its manifest records them."""
 
     label: str
     source: Path
-    manifest: dict[str, Any] | None
+    manifest: dict[str, Any]
     levels: dict[int, LevelSummary] = field(default_factory=dict)
-    exports: dict[int, Path] = field(default_factory=dict)
     stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
 
-
-def _nearest_manifest(export: Path, root: Path) -> Path | None:
-    for folder in export.parents:
-        if (folder / MANIFEST_NAME).is_file():
-            return folder
-        if folder == root:
-            return None
-    return None
+    def export(self, concurrency: int) -> Path:
+        return self.source / level_dir_name(concurrency) / SUMMARY_EXPORT
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def run_manifests(root: Path) -> list[Path]:
+    """The sweep manifests of `root`: a run directory, or a folder of them."""
+    if (root / MANIFEST_NAME).is_file():
+        return [root / MANIFEST_NAME]
+    return sorted(root.glob(f"*/{MANIFEST_NAME}"))
 
 
-def _stickiness(manifest: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
-    """Per level, how sticky routing was, as the sweep recorded it (`levels.<c>.routing`)."""
-    out = {}
-    for level, state in ((manifest or {}).get("levels") or {}).items():
-        routing = state.get("routing") if isinstance(state, dict) else None
-        if isinstance(routing, dict):
-            out[int(level)] = {k: routing.get(k) for k in STICKINESS_KEYS}
-    return out
-
-
-def summary_exports(root: Path) -> list[Path]:
-    """Every level's AIPerf summary under `root`.
-
-    AIPerf also writes per-phase copies under phases/ (warm-up included): skip them."""
-    return sorted(
-        p for p in root.rglob(SUMMARY_EXPORT)
-        if AIPERF_PHASES_DIR not in p.relative_to(root).parts
-    )
+def read_run(manifest_path: Path) -> ProfileRun:
+    """A run as its sweep recorded it: each finished level's summary (parsed once, by the
+    sweep) and, where workers were attributed, how sticky routing was."""
+    manifest = json.loads(manifest_path.read_text())
+    run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
+                     manifest_path.parent, manifest)
+    for level, state in (manifest.get("levels") or {}).items():
+        if state.get("status") != STATUS_COMPLETE or not state.get("summary"):
+            continue
+        run.levels[int(level)] = LevelSummary(**state["summary"])
+        if isinstance(state.get("routing"), dict):
+            run.stickiness[int(level)] = {k: state["routing"].get(k) for k in STICKINESS_KEYS}
+    return run
 
 
 def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
-    """Group every export under `dirs` by run, in the order the directories were given."""
-    runs: dict[Path, ProfileRun] = {}
+    """Every sweep run under `dirs`, in the order the directories were given."""
+    runs = []
     for root in dirs:
         if not root.is_dir():
             raise ReportError(f"{root} is not a directory")
-        exports = summary_exports(root)
-        if not exports:
-            warn(f"report: no {SUMMARY_EXPORT} under {root}")
-        for export in exports:
-            run_dir = _nearest_manifest(export, root) or root
-            run = runs.get(run_dir)
-            if run is None:
-                manifest = _read_json(run_dir / MANIFEST_NAME)
-                label = (manifest or {}).get("profile") or run_dir.name
-                run = runs[run_dir] = ProfileRun(label, run_dir, manifest)
-                run.stickiness = _stickiness(manifest)
-            summary = summarize_file(export)
-            earlier = run.exports.get(summary.concurrency)
-            if earlier is not None:
-                newer = max(earlier, export, key=lambda p: p.stat().st_mtime)
-                warn(f"report: two exports of concurrency {summary.concurrency} in "
-                     f"{run_dir}; using the newer {newer}")
-                if newer == earlier:
-                    continue
-            run.levels[summary.concurrency] = summary
-            run.exports[summary.concurrency] = export
-    labels = [r.label for r in runs.values()]
-    for run in runs.values():
+        manifests = run_manifests(root)
+        if not manifests:
+            warn(f"report: no sweep run ({MANIFEST_NAME}) under {root}")
+        runs += [read_run(m) for m in manifests]
+    labels = [r.label for r in runs]
+    for run in runs:
         if labels.count(run.label) > 1:
             run.label = f"{run.label} ({run.source.name})"
-    return list(runs.values())
+    return runs
 
 
 def _level_state(run: ProfileRun, concurrency: int) -> dict[str, Any]:
-    return ((run.manifest or {}).get("levels") or {}).get(str(concurrency)) or {}
+    return run.manifest["levels"][str(concurrency)]
 
 
 def gain_pct(value: float | None, baseline: float | None) -> float | None:
@@ -179,7 +133,7 @@ def gain_interval(base: dict[str, list[float]], other: dict[str, list[float]],
 
 
 def _latencies(run: ProfileRun, concurrency: int) -> dict[str, list[float]]:
-    records = run.exports[concurrency].parent / RECORDS_EXPORT
+    records = run.export(concurrency).parent / RECORDS_EXPORT
     return latencies_by_video(records) if records.is_file() else {}
 
 
@@ -217,7 +171,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # and the workers the responses name (see benchmarks/sweep.py `_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
-                "export": str(run.exports[concurrency]),
+                "export": str(run.export(concurrency)),
             })
     return rows
 
@@ -328,20 +282,19 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
         out += ["", "## What this run shows", "", *(f"- {n}" for n in notes)]
     out += ["", "## Runs", ""]
     for run in runs:
-        m = run.manifest or {}
-        facts = [f"**{run.label}**: `{run.source}`"]
-        if m:
-            routing = (m.get("deployment") or {}).get("routing")
-            facts.append(
-                f"endpoint {m.get('endpoint')}, model {m.get('model')}, "
-                f"session header {m.get('session_header') or 'none'}"
-                + (f", frontend `{routing}`" if routing else "")
-                + f"; {m.get('requests_per_level')} requests per level "
-                f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
-                f"questions), {m.get('output_tokens')} output tokens, warm-up "
-                f"{m.get('warmup_requests')} requests, seed {m.get('random_seed')}; "
-                f"AIPerf {(m.get('tools') or {}).get('aiperf')}"
-            )
+        m = run.manifest
+        routing = (m.get("deployment") or {}).get("routing")
+        facts = [
+            f"**{run.label}**: `{run.source}`",
+            f"endpoint {m.get('endpoint')}, model {m.get('model')}, "
+            f"session header {m.get('session_header') or 'none'}"
+            + (f", frontend `{routing}`" if routing else "")
+            + f"; {m.get('requests_per_level')} requests per level "
+            f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
+            f"questions), {m.get('output_tokens')} output tokens, warm-up "
+            f"{m.get('warmup_requests')} requests, seed {m.get('random_seed')}; "
+            f"AIPerf {(m.get('tools') or {}).get('aiperf')}",
+        ]
         out.append("- " + " ".join(facts))
         for note in m.get("notes") or []:
             out.append(f"  - note: {note}")
@@ -419,7 +372,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
         raise ReportError(
-            f"no AIPerf results ({SUMMARY_EXPORT}) under {', '.join(map(str, run_dirs))}: "
+            f"no finished level of a sweep under {', '.join(map(str, run_dirs))}: "
             f"run `python -m benchmarks sweep` first"
         )
     rows = report_rows(runs)
@@ -438,7 +391,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
         "runs": [
             {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
              "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())},
-             "notes": (r.manifest or {}).get("notes") or []}
+             "notes": r.manifest.get("notes") or []}
             for r in runs
         ],
     }

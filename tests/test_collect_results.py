@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
+from benchmarks.aiperf_command import SUMMARY_EXPORT
 from benchmarks.collect import (
-    AIPERF_EXPORT,
     MISSING_EXIT_CODE,
     REPORT_FOLDER,
     TAR_SCRIPT,
@@ -27,11 +27,12 @@ from benchmarks.collect import (
     JobState,
     JobStatus,
     RunLocation,
-    aiperf_exports,
     bring_results_home,
     extract_tar_b64,
+    finished_levels,
     job_status_from,
 )
+from benchmarks.sweep import level_dir_name
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
@@ -80,12 +81,12 @@ class FolderCluster:
 def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
     source = tmp_path / "run"
     (source / "c1").mkdir(parents=True)
-    (source / "c1" / AIPERF_EXPORT).write_text('{"x": 1}')
+    (source / "c1" / SUMMARY_EXPORT).write_text('{"x": 1}')
     (source / "manifest.json").write_bytes(bytes(range(256)))
     result = tar_b64(source)
     assert result.returncode == 0
     extract_tar_b64(result.stdout, tmp_path / "copy")
-    assert (tmp_path / "copy" / "c1" / AIPERF_EXPORT).read_text() == '{"x": 1}'
+    assert (tmp_path / "copy" / "c1" / SUMMARY_EXPORT).read_text() == '{"x": 1}'
     assert (tmp_path / "copy" / "manifest.json").read_bytes() == bytes(range(256))
 
 
@@ -231,7 +232,7 @@ def sweep_run(tmp_path_factory) -> Path:
             cwd=root, env=env, capture_output=True, text=True, timeout=300,
         )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert len(aiperf_exports(out)) == 1
+    assert finished_levels(out) == [2]
     return root
 
 
@@ -246,7 +247,8 @@ def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_ru
                     if p.is_file() and REPORT_FOLDER not in p.relative_to(run_dir).parts)
     assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
     # The report is built from the copied exports (its own tests check every number).
-    (export,) = aiperf_exports(run_dir)
+    (level,) = finished_levels(run_dir)
+    export = run_dir / level_dir_name(level) / SUMMARY_EXPORT
     throughput = json.loads(export.read_text())["request_throughput"]["avg"]
     (row,) = json.loads((run_dir / REPORT_FOLDER / "report.json").read_text())["rows"]
     assert f"{throughput:.2f}" in (run_dir / REPORT_FOLDER / "report.md").read_text()
@@ -264,7 +266,7 @@ def test_a_failed_sweep_still_brings_home_the_levels_it_finished(tmp_path, sweep
     cluster = FolderCluster(sweep_run, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
     said: list[str] = []
     run_dir = bring_results_home(cluster, LOCATION, tmp_path / "results", said.append)
-    assert run_dir is not None and len(aiperf_exports(run_dir)) == 1
+    assert run_dir is not None and finished_levels(run_dir) == [2]
     assert "BackoffLimitExceeded" in said[0]
 
 
@@ -283,18 +285,6 @@ def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) 
     hint = next(line for line in said if "Compare" in line)
     assert str(results / "round-robin" / "run-1") in hint
     assert str(results / "session-affinity" / "run-3") in hint
-
-
-def test_aiperf_phase_copies_are_not_counted_as_levels(tmp_path) -> None:
-    level = tmp_path / "c4"
-    (level / "phases" / "warmup").mkdir(parents=True)
-    (level / AIPERF_EXPORT).write_text("{}")
-    (level / "phases" / "warmup" / AIPERF_EXPORT).write_text("{}")
-    (tmp_path / REPORT_FOLDER).mkdir()
-    (tmp_path / REPORT_FOLDER / AIPERF_EXPORT).write_text("{}")
-    assert aiperf_exports(tmp_path) == [level / AIPERF_EXPORT]
-
-
 
 
 def test_the_hook_reaches_a_cluster_whose_kubeconfig_is_given_as_content(tmp_path) -> None:

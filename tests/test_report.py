@@ -103,15 +103,21 @@ def test_stickiness_from_the_rehearsal_is_shown(sweep_runs: SweepRuns, tmp_path:
     assert row["stickiness_share_single_worker"] == 1.0
 
 
-def test_labels_come_from_the_manifest_or_the_directory_name(
+def test_a_folder_of_runs_is_read_from_their_manifests(
     sweep_runs: SweepRuns, tmp_path: Path  # noqa: F811
 ) -> None:
-    loose = tmp_path / "loose-exports"
-    shutil.copytree(sweep_runs.round_robin.run_dir / level_dir_name(1), loose / "c1")
-    build_report([loose], tmp_path / "out", warn=lambda _: None)
+    folder = tmp_path / "rehearsal"
+    shutil.copytree(sweep_runs.round_robin.run_dir, folder / "a")
+    shutil.copytree(sweep_runs.affinity.run_dir, folder / "b")
+    # A level the manifest does not record as finished is not reported, export or not.
+    manifest = json.loads((folder / "b" / MANIFEST_NAME).read_text())
+    manifest["levels"][str(LEVELS[0])]["status"] = "failed"
+    (folder / "b" / MANIFEST_NAME).write_text(json.dumps(manifest))
+    build_report([folder], tmp_path / "out", warn=lambda _: None)
     data = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert data["profiles"] == ["loose-exports"]
-    assert [r["concurrency"] for r in data["rows"]] == [1]
+    assert data["profiles"] == ["round-robin", "session-affinity"]
+    assert (LEVELS[0], "session-affinity") not in {(r["concurrency"], r["profile"])
+                                                   for r in data["rows"]}
 
 
 def test_no_results_is_a_clear_error(tmp_path: Path) -> None:
