@@ -44,8 +44,8 @@ from infra.benchmark_names import (
     sweep_job_name,
 )
 from infra.cluster import api_client
-from infra.settings import Settings, kubectl_prefix
-from infra.stack_files import StackFilesError, config_from_files
+from infra.settings import SettingsError, kubectl_prefix
+from infra.stack_files import REPO_ROOT, stack_settings
 
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]
@@ -434,35 +434,19 @@ class KubernetesClusterIO:
 # ---------------------------------------------------------------------------------------
 # The command
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # The stack output the Pulumi program exports for this command.
 OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
-KUBE_CONTEXT = "kubernetes:context"
-
-
-def stack_settings(root: Path, stack: str) -> Settings:
-    """A stack's settings from its files alone: no secret and no worker image needed."""
-    from benchmarks.rehearsal_stack import with_stand_ins
-    from infra.settings import SettingsError, parse_settings
-
-    try:
-        project, raw = config_from_files(root, stack)
-    except StackFilesError as error:
-        raise CollectError(str(error)) from None
-    # Collecting needs no secret and no worker image: a stack without them can be read.
-    kept = {k: v for k, v in raw.items() if k.startswith(f"{project}:") or k == KUBE_CONTEXT}
-    try:
-        return parse_settings(with_stand_ins(project, kept), stack, project)
-    except SettingsError as error:
-        raise CollectError(str(error)) from None
 
 
 def location_from_config(root: Path, stack: str) -> RunLocation:
     """The run location (and kube context) the stack's config describes."""
     from infra.benchmark_components import benchmark_output
 
-    settings = stack_settings(root, stack)
+    try:
+        settings = stack_settings(stack, root)
+    except SettingsError as error:
+        raise CollectError("; ".join(error.problems)) from None
     location = location_from_outputs(stack, {OUTPUT_KEY: benchmark_output(settings)})
     assert location is not None
     return location

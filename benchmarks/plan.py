@@ -23,8 +23,6 @@ from infra.calibration import (
 )
 from infra.settings import Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 def measured_levels(run_dir: Path) -> dict[int, float]:
     """Concurrency -> req/s of a sweep's complete levels (its manifest)."""
@@ -62,15 +60,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from benchmarks.collect import CollectError, stack_settings
+    from infra.stack_files import stack_settings
 
     try:
-        settings = stack_settings(REPO_ROOT, args.stack)
+        settings = stack_settings(args.stack)
         hardware = H200
         if args.measured:
             lines, hardware = feedback(settings, *args.measured)
             print("\n".join(lines))
-    except (CollectError, ValueError, OSError, KeyError) as error:
+    except (ValueError, OSError, KeyError) as error:
         print(f"plan: error: {error}", file=sys.stderr)
         return 2
     print(f"plan for stack {args.stack}:")

@@ -53,7 +53,6 @@ from benchmarks.local_dynamo import (
 from benchmarks.mock_model import mock_model_dir
 from benchmarks.preflight import PortRequest, PreflightError, run_preflight
 from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
-from benchmarks.rehearsal_stack import RehearsalStack, rehearsal_stack
 from benchmarks.report import build_report
 from benchmarks.stickiness import Stickiness
 from benchmarks.sweep import (
@@ -74,8 +73,8 @@ from infra.calibration import (
     relative_error,
 )
 from infra.routing import PROFILES, routing_args
-from infra.settings import SettingsError
-from infra.stack_files import StackFilesError
+from infra.settings import Settings, SettingsError
+from infra.stack_files import stack_settings
 
 # Scaled-down defaults: the seed's 200 videos x 20 questions at 1..16 takes hours on mock
 # workers calibrated to H200 time too (a request takes ~0.85 s), so 640 requests at
@@ -349,16 +348,16 @@ class Rehearsal:
         run_id = config.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         self.run_dir = config.results_root / run_id
         self.nats = find_nats_server()
-        self.stacks: dict[str, RehearsalStack] = {}
+        self.stacks: dict[str, Settings] = {}
 
     def check(self) -> None:
         """Options, stacks and machine, before anything starts."""
         problems = config_problems(self.config) + rerun_problems(self.config, self.run_dir)
         for profile in self.config.profiles:
             try:
-                self.stacks[profile] = rehearsal_stack(profile)
-            except (SettingsError, StackFilesError) as exc:
-                problems.append(f"--profiles {profile}: {exc}")
+                self.stacks[profile] = stack_settings(profile)
+            except SettingsError as exc:
+                problems += [f"--profiles {profile}: {problem}" for problem in exc.problems]
         if problems:
             raise RehearsalError("bad rehearsal settings (nothing was started):\n  - "
                                  + "\n  - ".join(problems))
@@ -390,13 +389,13 @@ class Rehearsal:
     def warmup_dataset(self) -> Path:
         return self.run_dir / "warmup.jsonl"
 
-    def stack_config(self, stack: RehearsalStack, model: Path, port: int, level: int
+    def stack_config(self, stack: Settings, model: Path, port: int, level: int
                      ) -> LocalDynamoConfig:
         assert self.nats is not None
         return LocalDynamoConfig(
             routing=stack.routing,
             model_dir=model,
-            fleet=MockFleet(workers=stack.workers, speedup_ratio=self.config.speedup_ratio,
+            fleet=MockFleet(workers=stack.workers.replicas, speedup_ratio=self.config.speedup_ratio,
                             decode_speedup_ratio=self.config.decode_speedup_ratio),
             work_dir=self.run_dir / stack.profile / "stack" / f"concurrency-{level}",
             frontend_port=port,
@@ -405,7 +404,7 @@ class Rehearsal:
             ready_timeout_secs=self.config.ready_timeout_secs,
         )
 
-    def sweep_config(self, stack: RehearsalStack, model: Path, dataset: Path) -> SweepConfig:
+    def sweep_config(self, stack: Settings, model: Path, dataset: Path) -> SweepConfig:
         cfg = self.config
         return SweepConfig(
             # Each level gets its own frontend, on its own port (see `local_stack`).
@@ -415,12 +414,12 @@ class Rehearsal:
             warmup_dataset=self.warmup_dataset if cfg.warmup_videos else None,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, keep_raw=cfg.keep_raw,
-            notes=tuple(modelling_notes(cfg, stack.workers)),
+            notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
                 "frontend_command": local_frontend_command("python", stack.routing, 0),
                 "routing": " ".join(routing_args(stack.routing)),
-                "mock_workers": stack.workers,
+                "mock_workers": stack.workers.replicas,
                 "ai_dynamo": _version("ai-dynamo"),
                 "cold_caches_per_level": True,
                 "shape": cfg.shape(),
@@ -430,11 +429,11 @@ class Rehearsal:
         )
 
     @contextmanager
-    def local_stack(self, stack: RehearsalStack, model: Path, level: int,
+    def local_stack(self, stack: Settings, model: Path, level: int,
                     level_dir: Path) -> Iterator[LevelRun]:
         """The sweep's target for one level: a fresh frontend and mocker (cold caches);
         afterwards, the share of the machine's CPU they and AIPerf used."""
-        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers} mock "
+        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers.replicas} mock "
                  f"workers for concurrency {level}")
         port = self.config.frontend_port or free_port()
         with LocalDynamo(self.stack_config(stack, model, port, level)) as local:
@@ -443,7 +442,7 @@ class Rehearsal:
             yield run
             run.measured["cpu_busy"] = busy_share(before, cpu_times())
 
-    def run_profile(self, stack: RehearsalStack, model: Path, dataset: Path) -> ProfileOutcome:
+    def run_profile(self, stack: Settings, model: Path, dataset: Path) -> ProfileOutcome:
         cfg = self.config
         run_dir = self.run_dir / stack.profile
         outcome = ProfileOutcome(stack.profile, run_dir)
@@ -495,7 +494,7 @@ class Rehearsal:
         sticky = next((o for o in outcomes if self.stacks[o.profile].routing.affinity), None)
         if baseline is None or sticky is None:
             return []
-        return direction_notes(baseline, sticky, self.stacks[sticky.profile].workers)
+        return direction_notes(baseline, sticky, self.stacks[sticky.profile].workers.replicas)
 
 
 def _version(dist: str) -> str | None:

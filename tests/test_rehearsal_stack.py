@@ -25,12 +25,11 @@ from benchmarks.local_dynamo import (
     local_frontend_command,
 )
 from benchmarks.processes import LOOPBACK, listeners
-from benchmarks.rehearsal_stack import rehearsal_stack
 from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
 from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES, Routing
-from infra.stack_files import stack_names
+from infra.stack_files import stack_names, stack_settings
 from tests.conftest import REPO_ROOT
 from tests.support_rehearsal import (
     alive,
@@ -47,8 +46,8 @@ PROFILE_NAMES = sorted(PROFILES)
 @pytest.mark.parametrize("profile", PROFILE_NAMES)
 def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> None:
     """Same flags as the stack's graph renders; only the bind address and port differ."""
-    stack = rehearsal_stack(profile)
-    components = {c["name"]: c for c in graph(stack.settings)["spec"]["components"]}
+    stack = stack_settings(profile)
+    components = {c["name"]: c for c in graph(stack)["spec"]["components"]}
     container = components[FRONTEND_COMPONENT]["podTemplate"]["spec"]["containers"][0]
     local = local_frontend_command(sys.executable, stack.routing, 12345)
 
@@ -64,13 +63,13 @@ def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> 
         else:
             assert ours == theirs
     assert stack.routing == PROFILES[profile]
-    assert stack.workers == components[WORKER_COMPONENT]["replicas"]
+    assert stack.workers.replicas == components[WORKER_COMPONENT]["replicas"]
 
 
 @pytest.mark.parametrize("stack", stack_names(REPO_ROOT))
 def test_every_stack_file_can_be_rehearsed_without_its_secrets(stack: str) -> None:
     """The vLLM stacks too: the rehearsal needs no token, no image, no storage class."""
-    settings = rehearsal_stack(stack).settings
+    settings = stack_settings(stack)
     assert settings.workers.replicas >= 1 and settings.routing is not None
 
 
