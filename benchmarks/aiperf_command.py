@@ -13,8 +13,8 @@ Why each choice:
   AIPerf's default extra `X-Session-Affinity` header is switched off (see `aiperf_env`).
 - No AIPerf warm-up: its warm-up requests would ask about measured videos (the sweep's
   own warm-up uses videos outside the measured set, see benchmarks/sweep.py).
-- Token counts come from the server's `usage` (`--use-server-token-count`) unless told
-  otherwise, so the tokenizer only has to load (offline: a local directory).
+- Token counts come from the server's `usage` (`--use-server-token-count`), so the
+  tokenizer only has to load (offline: a local directory).
 - `--export-level raw` keeps every request and response (SSE chunks verbatim, e.g. a
   Dynamo `nvext.worker_id`) in `profile_export_raw.jsonl`; each record's
   `metadata.conversation_id` is the dataset's session id (`video-0000`...) and
@@ -62,7 +62,6 @@ class LevelSpec:
     random_seed: int = 0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     export_level: str = "records"
-    server_token_count: bool = True
     request_timeout_secs: float = 600.0
 
 
@@ -92,11 +91,10 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--ui", "none",
         "--no-gpu-telemetry",
         "--no-server-metrics",
+        "--use-server-token-count",
     ]
     if spec.affinity:
         argv += ["--session-header", SESSION_HEADER]
-    if spec.server_token_count:
-        argv.append("--use-server-token-count")
     return argv
 
 

@@ -73,6 +73,7 @@ from infra.calibration import (
     relative_error,
 )
 from infra.routing import PROFILES, routing_args
+from infra.rules import levels_problems
 from infra.settings import Settings, SettingsError
 from infra.stack_files import stack_settings
 
@@ -167,11 +168,7 @@ def config_problems(config: RehearsalConfig) -> list[str]:
     if config.questions_per_video < 1:
         problems.append(f"--questions-per-video must be at least 1 (got "
                         f"{config.questions_per_video})")
-    if not config.concurrencies or any(c < 1 for c in config.concurrencies):
-        problems.append(f"--concurrency levels must be at least 1 (got "
-                        f"{list(config.concurrencies)})")
-    if len(set(config.concurrencies)) != len(config.concurrencies):
-        problems.append(f"--concurrency levels repeat (got {list(config.concurrencies)})")
+    problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
     if config.standin_tokens < 64:
         problems.append(f"--standin-tokens must be at least 64, one cache block (got "
                         f"{config.standin_tokens}); a video is thousands of tokens")
@@ -204,7 +201,6 @@ class LevelOutcome:
     """One level of one profile: AIPerf's numbers, cache reuse, stickiness, machine load."""
 
     summary: LevelSummary
-    cache_read_pct: float | None
     stickiness: Stickiness
     cpu_busy: float | None
 
@@ -254,16 +250,17 @@ def direction_notes(
                 "videos stayed on one worker, so the frontend ignored or lost the session "
                 "binding (check the --router-session-affinity-ttl-secs flag in its log)."
             )
-        if af.cache_read_pct is not None and rr.cache_read_pct is not None:
-            if af.cache_read_pct <= rr.cache_read_pct:
+        hits_af, hits_rr = af.summary.prompt_cache_read_pct, rr.summary.prompt_cache_read_pct
+        if hits_af is not None and hits_rr is not None:
+            if hits_af <= hits_rr:
                 notes.append(
-                    f"- prefix-cache reuse was no better with affinity ({af.cache_read_pct:.0f}% "
-                    f"vs {rr.cache_read_pct:.0f}% of prompt tokens), so there was no work to save."
+                    f"- prefix-cache reuse was no better with affinity ({hits_af:.0f}% "
+                    f"vs {hits_rr:.0f}% of prompt tokens), so there was no work to save."
                 )
             else:
                 notes.append(
-                    f"- affinity did save work: {af.cache_read_pct:.0f}% vs "
-                    f"{rr.cache_read_pct:.0f}% of prompt tokens came from the worker's cache."
+                    f"- affinity did save work: {hits_af:.0f}% vs "
+                    f"{hits_rr:.0f}% of prompt tokens came from the worker's cache."
                 )
         busy = max(v for v in (af.cpu_busy, rr.cpu_busy, 0.0) if v is not None)
         if busy >= 0.85:
@@ -329,8 +326,7 @@ def level_outcome(recorded: Mapping[str, Any]) -> LevelOutcome:
     summary = LevelSummary(**recorded["summary"])
     routing = recorded["routing"]
     sticky = Stickiness(**{f.name: routing[f.name] for f in fields(Stickiness)})
-    return LevelOutcome(summary=summary, cache_read_pct=summary.prompt_cache_read_pct,
-                        stickiness=sticky,
+    return LevelOutcome(summary=summary, stickiness=sticky,
                         cpu_busy=(recorded.get("measured") or {}).get("cpu_busy"))
 
 
@@ -517,8 +513,8 @@ def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome
             o.profile: {
                 "run_dir": str(o.run_dir),
                 "levels": {
-                    str(c): {**asdict(lv.summary), "cache_read_pct": lv.cache_read_pct,
-                             "cpu_busy": lv.cpu_busy, "stickiness": asdict(lv.stickiness)}
+                    str(c): {**asdict(lv.summary), "cpu_busy": lv.cpu_busy,
+                             "stickiness": asdict(lv.stickiness)}
                     for c, lv in sorted(o.levels.items())
                 },
             }
@@ -542,7 +538,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     for profile, data in summary["profiles"].items():
         for c, lv in data["levels"].items():
-            hit = lv["cache_read_pct"]
+            hit = lv["prompt_cache_read_pct"]
             ttft = lv["ttft_p50_ms"]
             lines.append(
                 f"{profile:<18} {c:>4} {lv['request_throughput']:>7.2f} "

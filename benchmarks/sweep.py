@@ -70,12 +70,14 @@ from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
-from infra.rules import RUN_ID, RUN_ID_MAX_LEN
+from infra.rules import RUN_ID, RUN_ID_MAX_LEN, levels_problems
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
 STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
+# A level whose failed requests exceed this share of its requests is failed, not kept.
+MAX_ERROR_SHARE = 0.01
 Say = Callable[[str], None]
 
 
@@ -110,9 +112,8 @@ class SweepConfig:
 
     `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
     PROFILES needs it explicitly. True sends `infra.recipe.SESSION_HEADER` per session.
-    `requests_per_level` None sends the whole dataset; else a multiple of the questions
-    per video (whole sessions). `tokenizer` None builds the tiny local tokenizer in the run
-    directory (token counts then come from the server, see `server_token_count`).
+    Every level sends the whole dataset. `tokenizer` None builds the tiny local tokenizer
+    in the run directory (token counts come from the server's usage).
     `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
     request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`); `export_level`
     "raw" keeps every response (see benchmarks/aiperf_command.py). `deployment` holds
@@ -126,14 +127,12 @@ class SweepConfig:
     model: str = SERVED_MODEL_NAME
     affinity: bool | None = None
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
-    requests_per_level: int | None = None
     output_tokens: int = SEED_SHAPE.output_tokens
     # Requests sent before each level and not measured: a dataset of videos outside the
     # measured set (their own sessions), so no measured video is cached anywhere first.
     warmup_dataset: Path | None = None
     random_seed: int = SEED_SHAPE.random_seed
     tokenizer: str | None = None
-    server_token_count: bool = True
     results_root: Path = Path("results")
     run_id: str | None = None
     run_dir: Path | None = None
@@ -145,8 +144,6 @@ class SweepConfig:
     notes: tuple[str, ...] = ()
     deployment: Mapping[str, Any] = field(default_factory=dict)
     python: str = sys.executable
-    # A level whose failed requests exceed this share of its requests is failed, not kept.
-    max_error_share: float = 0.01
     # A level where any request got other than `output_tokens` is failed unless accepted.
     accept_other_lengths: bool = False
     # What a refused resume tells the user to do (the cluster's way differs).
@@ -227,12 +224,7 @@ def config_problems(config: SweepConfig) -> list[str]:
         problems.append(f"--url must look like http://HOST:PORT (got {config.url!r})")
     if not config.model:
         problems.append("--model must not be empty")
-    if not config.concurrencies:
-        problems.append("--concurrency needs at least one level")
-    if any(c < 1 for c in config.concurrencies):
-        problems.append(f"--concurrency levels must be >= 1 (got {list(config.concurrencies)})")
-    if len(set(config.concurrencies)) != len(config.concurrencies):
-        problems.append(f"--concurrency levels repeat (got {list(config.concurrencies)})")
+    problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
     if config.output_tokens < 1:
         problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
     if config.export_level not in EXPORT_LEVELS:
@@ -241,12 +233,8 @@ def config_problems(config: SweepConfig) -> list[str]:
                                       or len(config.run_id) > RUN_ID_MAX_LEN):
         problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
                         f"(at most {RUN_ID_MAX_LEN}; it names folders and cluster Jobs)")
-    if not 0 <= config.max_error_share < 1:
-        problems.append(f"--max-error-share must be in [0, 1) (got {config.max_error_share})")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", config.profile):
         problems.append(f"--profile {config.profile!r}: use letters, digits, '.', '_' or '-'")
-    if config.requests_per_level is not None and config.requests_per_level < 1:
-        problems.append(f"--requests-per-level must be >= 1 (got {config.requests_per_level})")
     if not Path(config.dataset).is_file():
         problems.append(
             f"dataset {config.dataset} does not exist: build it with `python -m benchmarks "
@@ -258,24 +246,13 @@ def config_problems(config: SweepConfig) -> list[str]:
     return problems
 
 
-def sessions_per_level(config: SweepConfig, scan: DatasetScan) -> int:
+def check_output_tokens(config: SweepConfig, scan: DatasetScan) -> None:
     if scan.output_tokens and scan.output_tokens != {config.output_tokens}:
         raise SweepError(
             f"the dataset asks for {sorted(scan.output_tokens)} output tokens but the sweep "
             f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
             f"{config.output_tokens}, or pass the dataset's value to --output-tokens"
         )
-    if config.requests_per_level is None:
-        return scan.sessions
-    per = scan.questions_per_session
-    if per is None:
-        raise SweepError("--requests-per-level needs a dataset whose sessions are all one size")
-    if config.requests_per_level % per or config.requests_per_level > scan.requests:
-        raise SweepError(
-            f"--requests-per-level {config.requests_per_level} must be a multiple of "
-            f"{per} (questions per video) and at most {scan.requests} (the dataset)"
-        )
-    return config.requests_per_level // per
 
 
 def tool_versions() -> dict[str, str | None]:
@@ -327,7 +304,6 @@ def manifest_base(
         "extra_body": dict(config.extra_body),
         "export_level": config.export_level,
         "tokenizer": tokenizer,
-        "server_token_count": config.server_token_count,
         "deployment": dict(config.deployment),
         "notes": list(config.notes),
         "tools": tool_versions(),
@@ -337,7 +313,7 @@ def manifest_base(
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "warmup_requests", "random_seed", "extra_body", "export_level", "server_token_count",
+    "warmup_requests", "random_seed", "extra_body", "export_level",
     # What was measured (images, topology, routing, the graph's uid, the code's hash):
     # results of one deployment never resume under another's name.
     "deployment",
@@ -486,7 +462,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                          extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
     affinity = resolve_affinity(config)
     scan = scan_dataset(Path(config.dataset))
-    sessions = sessions_per_level(config, scan)
+    check_output_tokens(config, scan)
+    sessions = scan.sessions
     run_dir = resolve_run_dir(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _prepare_tokenizer(config, run_dir)
@@ -526,7 +503,6 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
             random_seed=config.random_seed,
             extra_body=config.extra_body, export_level=config.export_level,
-            server_token_count=config.server_token_count,
             request_timeout_secs=config.request_timeout_secs,
         )
         manifest["levels"][str(concurrency)] = {
@@ -566,9 +542,9 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 f"{lengths['requests']} requests got other than {config.output_tokens} "
                 f"output tokens (min {lengths['min']}, max {lengths['max']})")
         sent = summary.requests + summary.errors  # AIPerf counts the successful ones
-        if summary.errors > config.max_error_share * sent:
+        if summary.errors > MAX_ERROR_SHARE * sent:
             error = (f"concurrency {concurrency}: {summary.errors} of {sent} "
-                     f"requests failed, over the {config.max_error_share:.0%} a level may "
+                     f"requests failed, over the {MAX_ERROR_SHARE:.0%} a level may "
                      f"lose (details: {level_dir / SUMMARY_EXPORT}, error_summary)")
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=error)
             write_json(manifest_path, manifest)
@@ -654,8 +630,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_prompt_style_options(src)
     p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
                    help=f"levels (default {' '.join(map(str, s.concurrencies))})")
-    p.add_argument("--requests-per-level", type=int, default=None,
-                   help="default: the whole dataset")
     p.add_argument("--output-tokens", type=int, default=s.output_tokens,
                    help=f"exact output tokens per request (default {s.output_tokens})")
     p.add_argument("--warmup-videos", type=int, default=s.warmup_videos,
@@ -664,15 +638,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer name or local directory (default: a tiny local one)")
-    p.add_argument("--client-token-count", action="store_true",
-                   help="count tokens with --tokenizer instead of the server's usage")
     p.add_argument("--results-root", type=Path, default=Path("results"))
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
-    p.add_argument("--extra-body", default="{}",
-                   help='JSON merged into every request body, e.g. \'{"nvext": '
-                   '{"extra_fields": ["worker_id"]}}\'')
     p.add_argument("--export-level", choices=EXPORT_LEVELS, default="records",
                    help="raw keeps every request and response (large)")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
@@ -687,8 +656,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "worker_id) and per level the routing's stickiness and spread")
     p.add_argument("--accept-other-lengths", action="store_true",
                    help="keep levels where requests got other than --output-tokens tokens")
-    p.add_argument("--max-error-share", type=float, default=0.01,
-                   help="fail a level whose failed requests exceed this share (default 0.01)")
     p.add_argument("--resume-hint", default=None,
                    help="what a failed run tells you to do (default: rerun this command)")
     p.add_argument("--new-run-hint", default=None,
@@ -738,24 +705,15 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        extra_body = json.loads(args.extra_body)
-        if not isinstance(extra_body, dict):
-            raise ValueError("not a JSON object")
-    except ValueError as exc:
-        print(f"sweep: error: --extra-body must be a JSON object ({exc})", file=sys.stderr)
-        return 2
     config = SweepConfig(
         url=args.url, dataset=Path("."), profile=args.profile, model=args.model,
         affinity=args.affinity, concurrencies=tuple(args.concurrency),
-        requests_per_level=args.requests_per_level, output_tokens=args.output_tokens,
-        random_seed=args.seed, tokenizer=args.tokenizer,
-        server_token_count=not args.client_token_count, results_root=args.results_root,
-        run_id=args.run_id, run_dir=args.out, extra_body=extra_body,
+        output_tokens=args.output_tokens, random_seed=args.seed, tokenizer=args.tokenizer,
+        results_root=args.results_root, run_id=args.run_id, run_dir=args.out,
         export_level=args.export_level, request_timeout_secs=args.request_timeout,
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
         deployment=dict(item.partition("=")[::2] for item in args.deployment),
-        max_error_share=args.max_error_share, accept_other_lengths=args.accept_other_lengths,
+        accept_other_lengths=args.accept_other_lengths,
         attribute_workers=args.attribute_workers,
         **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )

@@ -16,14 +16,13 @@ from typing import Protocol
 
 from infra.benchmark_names import max_run_id_len
 from infra.benchmark_shape import SEED_SHAPE
-from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN
+from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN, levels_problems
 
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
 MIN_TIMEOUT_SECS = 60
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
-MAX_CONCURRENCY = 1024
 MAX_VIDEOS = 10_000
 MAX_QUESTIONS = 1000
 
@@ -92,15 +91,13 @@ def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
         value = json.loads(text) if text else None
     except json.JSONDecodeError:
         value = None
-    if not isinstance(value, list) or not value or not all(
+    if not isinstance(value, list) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in value
     ):
-        r.problem(key, f"'{text}' is not a non-empty list of whole numbers{fix}")
+        r.problem(key, f"'{text}' is not a list of whole numbers{fix}")
         return BenchmarkSettings().concurrencies
-    if not all(1 <= v <= MAX_CONCURRENCY for v in value):
-        r.problem(key, f"{text} has a level outside 1..{MAX_CONCURRENCY}{fix}")
-    if len(set(value)) != len(value):
-        r.problem(key, f"{text} repeats a level{fix}")
+    for problem in levels_problems(value):
+        r.problem(key, f"{problem}{fix}")
     return tuple(value)
 
 

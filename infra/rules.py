@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 
 # The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
 # default so a stack that forgot its storage class fails here, not in the cluster.
@@ -24,6 +25,18 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # A run id names Jobs, labels and folders: a DNS label (the stack may shorten it further).
 RUN_ID = DNS_LABEL
 RUN_ID_MAX_LEN = 30
+MAX_CONCURRENCY = 1024
+
+
+def levels_problems(levels: Sequence[int]) -> list[str]:
+    """What is wrong with a sweep's concurrency levels (the stack's, the sweep's and the
+    rehearsal's alike): at least one, each 1..MAX_CONCURRENCY, none twice."""
+    problems = [] if levels else ["needs at least one level"]
+    if any(not 1 <= c <= MAX_CONCURRENCY for c in levels):
+        problems.append(f"levels must be >= 1 and at most {MAX_CONCURRENCY} (got {list(levels)})")
+    if len(set(levels)) != len(levels):
+        problems.append(f"levels repeat (got {list(levels)})")
+    return problems
 
 
 def cidr(text: str) -> str | None:

@@ -87,10 +87,10 @@ def test_level_timeout_scales_with_work() -> None:
 
 def _outcome(name: str, rps: float, ttft: float, single: float, workers: float,
              hits: float, cpu: float) -> ProfileOutcome:
-    summary = LevelSummary(16, 800, 0, rps, ttft, ttft * 2, 900.0, rps * 128)
+    summary = LevelSummary(16, 800, 0, rps, ttft, ttft * 2, 900.0, rps * 128, hits)
     sticky = stickiness({f"v{i}": list(range(int(workers))) if single == 0 else [1]
                          for i in range(10)})
-    return ProfileOutcome(name, Path(name), {16: LevelOutcome(summary, hits, sticky, cpu)})
+    return ProfileOutcome(name, Path(name), {16: LevelOutcome(summary, sticky, cpu)})
 
 
 def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
@@ -145,7 +145,7 @@ def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
 def test_notes_explain_round_robin_in_lockstep() -> None:
     rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
     locked = stickiness({f"v{i}": [1] * 20 if i < 8 else [1, 2] for i in range(10)})
-    rr.levels[8] = LevelOutcome(rr.levels[16].summary, 94.0, locked, 0.5)
+    rr.levels[8] = LevelOutcome(rr.levels[16].summary, locked, 0.5)
     af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
     notes = direction_notes(rr, af, workers=8)
     assert notes[0].startswith("Direction as in the seed")
@@ -158,7 +158,8 @@ def test_notes_flag_round_robin_partly_in_step_too() -> None:
     (4.1 workers per video): flagged; 6 of 8 workers per video is round robin spreading."""
     rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
     partly = stickiness({f"v{i}": [1] * 20 if i < 2 else list(range(5)) * 4 for i in range(10)})
-    rr.levels[8] = LevelOutcome(rr.levels[16].summary, 79.0, partly, 0.5)
+    rr.levels[8] = LevelOutcome(replace(rr.levels[16].summary, prompt_cache_read_pct=79.0),
+                                partly, 0.5)
     af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
     notes = direction_notes(rr, af, workers=8)
     assert len(notes) == 2
