@@ -17,21 +17,13 @@ from pathlib import Path
 
 from benchmarks.local_dynamo import NATS_BINARY
 from benchmarks.processes import LOOPBACK, available_memory, port_in_use
+from infra.rules import InputError
 
 # Measured: frontend + 8 mock workers ~0.3 GiB, NATS 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 DEFAULT_MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
 IMPORT_TIMEOUT_SECS = 120
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
-
-
-class PreflightError(RuntimeError):
-    """Everything that would stop the rehearsal, one line per problem, found before it starts."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"rehearsal preflight failed (nothing was started):\n{lines}")
 
 
 @dataclass(frozen=True)
@@ -133,7 +125,7 @@ def run_preflight(
     out_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> None:
-    """Raise `PreflightError` listing every problem; return quietly when all is well.
+    """Raise `InputError` listing every problem; return quietly when all is well.
 
     `nats_binary` is what `find_nats_server` found (None: not found).
     """
@@ -146,4 +138,4 @@ def run_preflight(
     if out_dir is not None:
         problems += check_writable_parent(out_dir)
     if problems:
-        raise PreflightError(problems)
+        raise InputError("rehearsal preflight failed (nothing was started)", problems)

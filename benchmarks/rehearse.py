@@ -51,7 +51,7 @@ from benchmarks.local_dynamo import (
     sigterm_as_interrupt,
 )
 from benchmarks.mock_model import mock_model_dir
-from benchmarks.preflight import PortRequest, PreflightError, run_preflight
+from benchmarks.preflight import PortRequest, run_preflight
 from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
 from benchmarks.report import build_report
 from benchmarks.stickiness import Stickiness
@@ -73,7 +73,7 @@ from infra.calibration import (
     relative_error,
 )
 from infra.routing import PROFILES, routing_args
-from infra.rules import levels_problems
+from infra.rules import InputError, levels_problems
 from infra.settings import Settings, SettingsError
 from infra.stack_files import stack_settings
 
@@ -98,10 +98,6 @@ DEFAULT_PROFILES = tuple(PROFILES)
 MOCK_REQUEST_SECS = 1.2
 
 Say = Callable[[str], None]
-
-
-class RehearsalError(RuntimeError):
-    """A rehearsal that cannot start or go on; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -355,8 +351,7 @@ class Rehearsal:
             except SettingsError as exc:
                 problems += [f"--profiles {profile}: {problem}" for problem in exc.problems]
         if problems:
-            raise RehearsalError("bad rehearsal settings (nothing was started):\n  - "
-                                 + "\n  - ".join(problems))
+            raise InputError("bad rehearsal settings (nothing was started)", problems)
         ports = [PortRequest(option, port) for option, port in (
             ("--frontend-port", self.config.frontend_port),
             ("--nats-port", self.config.nats_port)) if port is not None]
@@ -675,7 +670,7 @@ def _run(args: argparse.Namespace) -> int:
     resume = f"rerun with --run-id {rehearsal.run_dir.name} to resume (finished levels are kept)"
     try:
         rehearsal.run()
-    except (RehearsalError, PreflightError) as exc:
+    except InputError as exc:
         print(f"rehearse: error: {exc}", file=sys.stderr)
         return 2
     except (LocalDynamoError, SweepError) as exc:

@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.aiperf_command import RECORDS_EXPORT, SUMMARY_EXPORT
 from benchmarks.aiperf_export import ExportError, LevelSummary, latencies_by_video
 from benchmarks.sweep import MANIFEST_NAME, STATUS_COMPLETE, level_dir_name
+from infra.rules import InputError
 
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
@@ -31,10 +32,6 @@ METRICS = (
     ("request_latency_p50_ms", "request latency p50 (ms)"),
     ("output_token_throughput", "output tokens/s"),
 )
-
-
-class ReportError(ValueError):
-    pass
 
 
 @dataclass
@@ -78,7 +75,7 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
     runs = []
     for root in dirs:
         if not root.is_dir():
-            raise ReportError(f"{root} is not a directory")
+            raise InputError("bad report input", [f"{root} is not a directory"])
         manifests = run_manifests(root)
         if not manifests:
             warn(f"report: no sweep run ({MANIFEST_NAME}) under {root}")
@@ -371,10 +368,9 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     `notes`: what the caller concluded across the runs (the rehearsal's direction)."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
-        raise ReportError(
+        raise InputError("bad report input", [
             f"no finished level of a sweep under {', '.join(map(str, run_dirs))}: "
-            f"run `python -m benchmarks sweep` first"
-        )
+            "run `python -m benchmarks sweep` first"])
     rows = report_rows(runs)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
@@ -417,7 +413,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         markdown = build_report(args.dirs, args.out,
                                 warn=lambda line: print(line, file=sys.stderr))
-    except (ReportError, ExportError) as exc:
+    except (InputError, ExportError) as exc:
         print(f"report: error: {exc}", file=sys.stderr)
         return 1
     print(markdown.read_text())

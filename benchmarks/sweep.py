@@ -70,7 +70,7 @@ from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
-from infra.rules import RUN_ID, RUN_ID_MAX_LEN, levels_problems
+from infra.rules import RUN_ID, RUN_ID_MAX_LEN, InputError, levels_problems
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
@@ -204,10 +204,9 @@ def resolve_affinity(config: SweepConfig) -> bool:
         return config.affinity
     if config.profile in PROFILES:
         return PROFILES[config.profile].affinity
-    raise SweepError(
+    raise InputError("bad sweep settings", [
         f"profile {config.profile!r} is not one of {sorted(PROFILES)}: say whether it sends "
-        f"{SESSION_HEADER} with --session-affinity or --no-session-affinity"
-    )
+        f"{SESSION_HEADER} with --session-affinity or --no-session-affinity"])
 
 
 def resolve_run_dir(config: SweepConfig) -> Path:
@@ -248,11 +247,10 @@ def config_problems(config: SweepConfig) -> list[str]:
 
 def check_output_tokens(config: SweepConfig, scan: DatasetScan) -> None:
     if scan.output_tokens and scan.output_tokens != {config.output_tokens}:
-        raise SweepError(
+        raise InputError("bad sweep settings", [
             f"the dataset asks for {sorted(scan.output_tokens)} output tokens but the sweep "
             f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
-            f"{config.output_tokens}, or pass the dataset's value to --output-tokens"
-        )
+            f"{config.output_tokens}, or pass the dataset's value to --output-tokens"])
 
 
 def tool_versions() -> dict[str, str | None]:
@@ -456,7 +454,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     """
     problems = config_problems(config)
     if problems:
-        raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
+        raise InputError("bad sweep settings", problems)
     if config.attribute_workers:
         config = replace(config, export_level="raw",
                          extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
@@ -670,14 +668,16 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
     if args.dataset is not None:
         if (args.videos or args.video_base_url or args.text_standin_tokens is not None
                 or args.warmup_videos):
-            raise SweepError("--dataset excludes --videos/--video-base-url/"
-                             "--text-standin-tokens/--warmup-videos")
+            raise InputError("bad sweep settings", [
+                "--dataset excludes --videos/--video-base-url/--text-standin-tokens/"
+                "--warmup-videos"])
         return args.dataset, None
     if args.warmup_videos < 0:
-        raise SweepError(f"--warmup-videos must be >= 0 (got {args.warmup_videos})")
+        raise InputError("bad sweep settings",
+                         [f"--warmup-videos must be >= 0 (got {args.warmup_videos})"])
     if args.warmup_videos and args.video_count is None:
-        raise SweepError("--warmup-videos needs --video-count: the warm-up videos follow "
-                         "the measured ones")
+        raise InputError("bad sweep settings", [
+            "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
     common = dict(output_tokens=args.output_tokens, seed=args.seed,
                   reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
 
@@ -700,7 +700,7 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
         warmup = build(run_dir / "warmup.jsonl", args.warmup_videos, args.video_count + 1,
                        1) if args.warmup_videos else None
     except ValueError as exc:
-        raise SweepError(f"cannot build the dataset: {exc}") from exc
+        raise InputError("bad sweep settings", [f"cannot build the dataset: {exc}"]) from exc
     return dataset, warmup
 
 
@@ -723,13 +723,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
         if problems:
-            raise SweepError("bad sweep settings:\n  - " + "\n  - ".join(problems))
+            raise InputError("bad sweep settings", problems)
         run_dir = resolve_run_dir(config)
         run_dir.mkdir(parents=True, exist_ok=True)
         dataset, warmup = _datasets_for(args, run_dir)
         config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
         run_sweep(config, say=lambda line: print(line, flush=True))
-    except SweepError as exc:
+    except (SweepError, InputError) as exc:
         # The cause (the message's first line) comes last: it is the line a Job's failure
         # (and so `pulumi up`) shows; the details and the way to resume come before it.
         first, _, details = str(exc).partition("\n")

@@ -39,6 +39,15 @@ def levels_problems(levels: Sequence[int]) -> list[str]:
     return problems
 
 
+class InputError(ValueError):
+    """Bad input, found before anything started: every problem, one line each, naming the
+    setting and the fix. The one error type of every check (stack, sweep, rehearsal)."""
+
+    def __init__(self, heading: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{heading}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
 def cidr(text: str) -> str | None:
     """`text` as a CIDR (a bare address is its /32 or /128), or None when it is not one."""
     try:

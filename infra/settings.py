@@ -41,6 +41,7 @@ from infra.rules import (
     PLACEHOLDER,
     SEMVER,
     TAINT_EFFECTS,
+    InputError,
     cidr,
 )
 from infra.serving import (
@@ -83,16 +84,12 @@ def kubectl_prefix(namespace: str, context: str | None) -> str:
     return " ".join(["kubectl", *target, "-n", namespace])
 
 
-class SettingsError(ValueError):
+class SettingsError(InputError):
     """Every problem with a stack's config, one line each: key, what is wrong, the fix."""
 
     def __init__(self, stack: str, problems: list[str]) -> None:
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"stack '{stack}': {len(problems)} setting(s) need fixing before anything is "
-            f"deployed (nothing was created):\n{lines}"
-        )
+        super().__init__(f"stack '{stack}': {len(problems)} setting(s) need fixing before "
+                         "anything is deployed (nothing was created)", problems)
 
 
 @dataclass(frozen=True)

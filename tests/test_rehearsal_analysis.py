@@ -16,7 +16,6 @@ from benchmarks.rehearse import (
     ProfileOutcome,
     Rehearsal,
     RehearsalConfig,
-    RehearsalError,
     config_problems,
     direction_notes,
     gain_lines,
@@ -28,6 +27,7 @@ from benchmarks.rehearse import (
 from benchmarks.stickiness import stickiness, worker_id_from_body
 from benchmarks.sweep import MANIFEST_NAME
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from infra.rules import InputError
 
 
 def test_stickiness_figures() -> None:
@@ -70,7 +70,7 @@ def test_a_rerun_with_other_settings_is_refused_before_anything_changes(tmp_path
     (problem,) = rerun_problems(replace(first, videos=5, standin_tokens=300), run_dir)
     assert "--videos 4 -> 5" in problem and "--standin-tokens" in problem
     assert "new --run-id" in problem
-    with pytest.raises(RehearsalError, match="--videos 4 -> 5"):
+    with pytest.raises(InputError, match="--videos 4 -> 5"):
         Rehearsal(replace(first, videos=5)).run()
     assert (run_dir / "dataset.jsonl").read_text() == "the earlier run's dataset\n"
     # Other levels or profiles are not a different setup.

@@ -13,12 +13,12 @@ import pytest
 from benchmarks.local_dynamo import find_nats_server
 from benchmarks.preflight import (
     PortRequest,
-    PreflightError,
     available_memory,
     check_dynamo,
     run_preflight,
 )
 from benchmarks.processes import LOOPBACK, free_port, port_in_use
+from infra.rules import InputError
 from tests.support_rehearsal import child_env
 
 
@@ -32,7 +32,7 @@ def test_port_in_use_is_named_with_its_option() -> None:
         busy.listen()
         port = busy.getsockname()[1]
         assert port_in_use(port)
-        with pytest.raises(PreflightError) as failure:
+        with pytest.raises(InputError) as failure:
             run_preflight(find_nats_server(), ports=[PortRequest("--nats-port", port)])
     message = str(failure.value)
     assert f"--nats-port {port}" in message and "already in use" in message
@@ -41,7 +41,7 @@ def test_port_in_use_is_named_with_its_option() -> None:
 
 def test_missing_nats_is_reported(tmp_path: Path) -> None:
     assert find_nats_server(str(tmp_path / "python"), search_path=str(tmp_path)) is None
-    with pytest.raises(PreflightError, match="nats-server not found.*setup.sh"):
+    with pytest.raises(InputError, match="nats-server not found.*setup.sh"):
         run_preflight(None)
 
 
@@ -67,14 +67,14 @@ def test_broken_dynamo_install_is_reported(tmp_path: Path) -> None:
     problems = check_dynamo(sys.executable, env)
     assert len(problems) == 1
     assert "broken" in problems[0] and "libdynamo_core.so" in problems[0]
-    with pytest.raises(PreflightError, match="broken"):
+    with pytest.raises(InputError, match="broken"):
         run_preflight(find_nats_server(), env=env)
 
 
 def test_too_little_memory_is_reported() -> None:
     available = available_memory()
     assert available is not None and available > 0
-    with pytest.raises(PreflightError, match="too little memory"):
+    with pytest.raises(InputError, match="too little memory"):
         run_preflight(find_nats_server(), memory_needed=available * 4)
 
 
@@ -83,7 +83,7 @@ def test_all_problems_are_reported_at_once() -> None:
         busy.bind((LOOPBACK, 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with pytest.raises(PreflightError) as failure:
+        with pytest.raises(InputError) as failure:
             run_preflight(None, ports=[PortRequest("--frontend-port", port)],
                           memory_needed=2**60)
     assert len(failure.value.problems) == 3

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_command import SUMMARY_EXPORT
-from benchmarks.report import ReportError, build_report
+from benchmarks.report import build_report
 from benchmarks.sweep import MANIFEST_NAME, level_dir_name
+from infra.rules import InputError
 from tests.support_sweep_runs import (
     LEVELS,
     SweepRuns,
@@ -121,7 +122,7 @@ def test_a_folder_of_runs_is_read_from_their_manifests(
 
 
 def test_no_results_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ReportError, match="run `python -m benchmarks sweep` first"):
+    with pytest.raises(InputError, match="run `python -m benchmarks sweep` first"):
         build_report([tmp_path], tmp_path / "out", warn=lambda _: None)
 
 

@@ -30,6 +30,7 @@ from benchmarks.sweep import (
 )
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
 from infra.recipe import SESSION_HEADER
+from infra.rules import InputError
 from tests.conftest import REPO_ROOT
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
 from tests.support_sweep_runs import (
@@ -168,10 +169,10 @@ def test_bad_settings_are_all_named_before_anything_runs(tmp_path: Path) -> None
     for option in ("--url", "--concurrency levels must be >= 1", "repeat", "--run-id",
                    "--export-level", "missing.jsonl"):
         assert option in problems
-    with pytest.raises(SweepError, match="bad sweep settings"):
+    with pytest.raises(InputError, match="bad sweep settings"):
         run_sweep(config, say=lambda _: None)
     assert not (tmp_path / "results").exists()
-    with pytest.raises(SweepError, match="--session-affinity or --no-session-affinity"):
+    with pytest.raises(InputError, match="--session-affinity or --no-session-affinity"):
         dataset = tmp_path / "d.jsonl"
         build_dataset(dataset, video_refs=["http://127.0.0.1:9/v.mp4"], questions_per_video=1)
         run_sweep(SweepConfig(url="http://127.0.0.1:9", dataset=dataset, profile="mine"),
