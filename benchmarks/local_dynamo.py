@@ -24,8 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from infra.routing import Routing, frontend_args, frontend_command
 
 NATS_BINARY = "nats-server"
 PROCESS_RECORD = "processes.json"
+MOCK_BLOCK_SIZE = 64
 
 
 class LocalDynamoError(RuntimeError):
@@ -51,17 +51,12 @@ class LocalDynamoError(RuntimeError):
 
 @dataclass(frozen=True)
 class MockFleet:
-    """The simulated workers: how many, how fast, and how much each can cache.
-
-    `cache_blocks` bounds each worker's prefix cache (`--num-gpu-blocks-override`,
-    blocks of `block_size` tokens); None keeps the mocker's default (16,384 blocks).
-    """
+    """The simulated workers: how many and how fast (each caches the mocker's default
+    16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
 
     workers: int
     speedup_ratio: float = 1.0
     decode_speedup_ratio: float = 1.0
-    cache_blocks: int | None = None
-    block_size: int = 64
 
 
 @dataclass(frozen=True)
@@ -118,18 +113,15 @@ def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> 
 def mocker_command(
     python: str, model_dir: Path, served_model_name: str, fleet: MockFleet
 ) -> list[str]:
-    argv = [
+    return [
         python, "-m", "dynamo.mocker",
         "--model-path", str(model_dir),
         "--model-name", served_model_name,
         "--num-workers", str(fleet.workers),
         "--speedup-ratio", str(fleet.speedup_ratio),
         "--decode-speedup-ratio", str(fleet.decode_speedup_ratio),
-        "--block-size", str(fleet.block_size),
+        "--block-size", str(MOCK_BLOCK_SIZE),
     ]
-    if fleet.cache_blocks is not None:
-        argv += ["--num-gpu-blocks-override", str(fleet.cache_blocks)]
-    return argv
 
 
 def local_frontend_command(python: str, routing: Routing, port: int) -> list[str]:
@@ -393,16 +385,3 @@ class LocalDynamo:
             process.stop(self.config.stop_timeout_secs)
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C while inside, so `finally` blocks stop what was started."""
-    def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -9,8 +9,11 @@ whole tree (servers and AIPerf's workers running at once) is sampled.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psutil
@@ -150,3 +153,16 @@ class PeakMemory:
         self._stop.set()
         self._thread.join(timeout=5)
         self.sample()
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C while inside, so `finally` blocks stop what was started."""
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -42,17 +42,23 @@ from benchmarks.aiperf_command import RAW_EXPORT
 from benchmarks.aiperf_export import LevelSummary
 from benchmarks.dataset import build_dataset
 from benchmarks.local_dynamo import (
+    MOCK_BLOCK_SIZE,
     LocalDynamo,
     LocalDynamoConfig,
     LocalDynamoError,
     MockFleet,
     find_nats_server,
     local_frontend_command,
-    sigterm_as_interrupt,
 )
 from benchmarks.mock_model import mock_model_dir
 from benchmarks.preflight import PortRequest, run_preflight
-from benchmarks.processes import LOOPBACK, PeakMemory, cpu_times, free_port
+from benchmarks.processes import (
+    LOOPBACK,
+    PeakMemory,
+    cpu_times,
+    free_port,
+    sigterm_as_interrupt,
+)
 from benchmarks.report import build_report
 from benchmarks.stickiness import Stickiness
 from benchmarks.sweep import (
@@ -165,9 +171,9 @@ def config_problems(config: RehearsalConfig) -> list[str]:
         problems.append(f"--questions-per-video must be at least 1 (got "
                         f"{config.questions_per_video})")
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
-    if config.standin_tokens < 64:
-        problems.append(f"--standin-tokens must be at least 64, one cache block (got "
-                        f"{config.standin_tokens}); a video is thousands of tokens")
+    if config.standin_tokens < MOCK_BLOCK_SIZE:
+        problems.append(f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache "
+                        f"block (got {config.standin_tokens}); a video is thousands of tokens")
     if config.speedup_ratio <= 0 or config.decode_speedup_ratio <= 0:
         problems.append(f"--speedup-ratio and --decode-speedup-ratio must be above 0 (got "
                         f"{config.speedup_ratio}, {config.decode_speedup_ratio}); 1 keeps "

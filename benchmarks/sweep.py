@@ -27,7 +27,6 @@ import json
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -61,6 +60,7 @@ from benchmarks.dataset import (
     video_settings_for,
 )
 from benchmarks.frontend_metrics import FrontendCounts
+from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.stickiness import (
     WORKER_ID_REQUEST_FIELDS,
     level_attribution,
@@ -717,32 +717,34 @@ def _run(args: argparse.Namespace) -> int:
         attribute_workers=args.attribute_workers,
         **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
-    # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     run_dir: Path | None = None
-    try:
-        problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
-        if problems:
-            raise InputError("bad sweep settings", problems)
-        run_dir = resolve_run_dir(config)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        dataset, warmup = _datasets_for(args, run_dir)
-        config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
-        run_sweep(config, say=lambda line: print(line, flush=True))
-    except (SweepError, InputError) as exc:
-        # The cause (the message's first line) comes last: it is the line a Job's failure
-        # (and so `pulumi up`) shows; the details and the way to resume come before it.
-        first, _, details = str(exc).partition("\n")
-        if details:
-            print(f"sweep: {details}", file=sys.stderr, flush=True)
-        if isinstance(exc, LevelFailed) and run_dir is not None:
-            print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr, flush=True)
-        print(f"sweep: error: {first}", file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        hint = _resume_hint(args, run_dir) if run_dir is not None else "nothing started"
-        print(f"sweep: interrupted; {hint}", file=sys.stderr)
-        return 130
+    # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
+    with sigterm_as_interrupt():
+        try:
+            problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
+            if problems:
+                raise InputError("bad sweep settings", problems)
+            run_dir = resolve_run_dir(config)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            dataset, warmup = _datasets_for(args, run_dir)
+            config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
+            run_sweep(config, say=lambda line: print(line, flush=True))
+        except (SweepError, InputError) as exc:
+            # The cause comes last, on one line: it is the line a Job's failure (and so
+            # `pulumi up`) shows; the details and the way to resume come before it.
+            first, _, details = str(exc).partition("\n")
+            if isinstance(exc, InputError):
+                first, details = f"bad sweep settings: {'; '.join(exc.problems)}", ""
+            if details:
+                print(f"sweep: {details}", file=sys.stderr, flush=True)
+            if isinstance(exc, LevelFailed) and run_dir is not None:
+                print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr, flush=True)
+            print(f"sweep: error: {first}", file=sys.stderr, flush=True)
+            return 1
+        except KeyboardInterrupt:
+            hint = _resume_hint(args, run_dir) if run_dir is not None else "nothing started"
+            print(f"sweep: interrupted; {hint}", file=sys.stderr)
+            return 130
     return 0
 
 
@@ -753,7 +755,3 @@ def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
     if args.run_id or args.out:
         return f"to resume {run_dir}, rerun the same command"
     return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

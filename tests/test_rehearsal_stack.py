@@ -150,7 +150,8 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from benchmarks.local_dynamo import LocalDynamo, sigterm_as_interrupt
+    from benchmarks.local_dynamo import LocalDynamo
+    from benchmarks.processes import sigterm_as_interrupt
     from infra.routing import PROFILES, Routing
     from tests.support_rehearsal import small_stack_config
     with sigterm_as_interrupt():
