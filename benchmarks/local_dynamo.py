@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from benchmarks.processes import (
     LOOPBACK,
     Listener,
@@ -36,7 +37,6 @@ from benchmarks.processes import (
     listeners,
     process_group_members,
 )
-from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra import recipe
 from infra.routing import Routing, frontend_args, frontend_command
 

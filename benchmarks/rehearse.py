@@ -38,9 +38,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_command import RAW_EXPORT
-from benchmarks.aiperf_export import LevelSummary
+from benchmarks.aiperf_run import RAW_EXPORT, LevelSummary
 from benchmarks.dataset import build_dataset
+from benchmarks.evidence import Stickiness
 from benchmarks.local_dynamo import (
     MOCK_BLOCK_SIZE,
     LocalDynamo,
@@ -60,7 +60,6 @@ from benchmarks.processes import (
     sigterm_as_interrupt,
 )
 from benchmarks.report import build_report
-from benchmarks.stickiness import Stickiness
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_command import RECORDS_EXPORT, SUMMARY_EXPORT
-from benchmarks.aiperf_export import ExportError, LevelSummary, latencies_by_video
+from benchmarks.aiperf_run import (
+    RECORDS_EXPORT,
+    SUMMARY_EXPORT,
+    ExportError,
+    LevelSummary,
+    latencies_by_video,
+)
 from benchmarks.sweep import MANIFEST_NAME, STATUS_COMPLETE, level_dir_name
 from infra.rules import InputError
 

@@ -40,18 +40,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import frontend_metrics
-from benchmarks.aiperf_command import (
+from benchmarks.aiperf_run import (
     EXPORT_LEVELS,
-    RAW_EXPORT,
     RECORDS_EXPORT,
     SUMMARY_EXPORT,
+    ExportError,
     LevelSpec,
     aiperf_command,
     aiperf_env,
+    output_lengths,
     request_body_extras,
+    summarize_file,
 )
-from benchmarks.aiperf_export import ExportError, output_lengths, summarize_file
 from benchmarks.dataset import (
     add_prompt_style_options,
     build_dataset,
@@ -59,13 +59,13 @@ from benchmarks.dataset import (
     video_references,
     video_settings_for,
 )
-from benchmarks.frontend_metrics import FrontendCounts
-from benchmarks.processes import sigterm_as_interrupt
-from benchmarks.stickiness import (
+from benchmarks.evidence import (
     WORKER_ID_REQUEST_FIELDS,
-    level_attribution,
-    worker_spread,
+    evidence_line,
+    level_evidence,
+    scrape_frontend,
 )
+from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
@@ -116,7 +116,7 @@ class SweepConfig:
     in the run directory (token counts come from the server's usage).
     `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
     request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`); `export_level`
-    "raw" keeps every response (see benchmarks/aiperf_command.py). `deployment` holds
+    "raw" keeps every response (see benchmarks/aiperf_run.py). `deployment` holds
     facts about the target (images, versions...) copied into the manifest; `notes` are
     free-text lines shown in the report.
     """
@@ -512,12 +512,12 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                     warm_up(level_run.url, config, affinity, concurrency, say)
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
-                counted = frontend_metrics.scrape(level_run.url)
+                counted = scrape_frontend(level_run.url)
                 bound = level_run.timeout_secs or config.level_timeout_secs
                 run_level(replace(spec, url=level_run.url),
                           replace(config, level_timeout_secs=bound), say)
                 summary = summarize_file(level_dir / SUMMARY_EXPORT)
-                now = frontend_metrics.scrape(level_run.url)
+                now = scrape_frontend(level_run.url)
         except (SweepError, ExportError) as exc:
             manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
             write_json(manifest_path, manifest)
@@ -530,10 +530,11 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         say(summary.line())
         lengths = _length_check(level_dir, config.output_tokens)
         level = manifest["levels"][str(concurrency)]
-        evidence = _evidence(config, level_dir, counted, now)
+        evidence = level_evidence(level_dir, counted, now, config.attribute_workers,
+                                  config.keep_raw)
         if evidence:
             level.update(evidence)
-            say(f"concurrency {concurrency}: {_evidence_line(evidence)}")
+            say(f"concurrency {concurrency}: {evidence_line(evidence)}")
         if lengths:
             level["output_lengths"] = lengths
             say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
@@ -565,31 +566,6 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
         f"{run_dir} ... --out REPORT)")
     return run_dir
-
-
-def _evidence(config: SweepConfig, level_dir: Path, before: FrontendCounts | None,
-              after: FrontendCounts | None) -> dict[str, Any]:
-    """Why a level came out as it did: the frontend's prefix-cache count, and (attributing
-    workers) which worker served each request, after which the large raw export may go."""
-    evidence: dict[str, Any] = {}
-    if before and after:
-        evidence["prefix_cache_hit_pct"] = frontend_metrics.prefix_cache_hit_pct(before, after)
-    if config.attribute_workers:
-        evidence["routing"] = worker_spread(level_attribution(level_dir))
-        if not config.keep_raw:
-            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
-    return evidence
-
-
-def _evidence_line(evidence: Mapping[str, Any]) -> str:
-    hit, routing = evidence.get("prefix_cache_hit_pct"), evidence.get("routing")
-    parts = [] if hit is None else [f"{hit:.0f}% of prompt tokens from prefix caches"]
-    if routing:
-        parts.append(f"{routing['share_single_worker']:.0%} of videos on one worker, "
-                     f"{routing['workers_seen']} workers served "
-                     f"{routing['requests_per_worker_min']} to "
-                     f"{routing['requests_per_worker_max']} requests each")
-    return "; ".join(parts) or "no server-side evidence"
 
 
 def _now() -> str:

@@ -23,8 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.aiperf_command import SUMMARY_EXPORT, LevelSpec, aiperf_command, aiperf_env  # noqa: E402
-from benchmarks.aiperf_export import summarize_file  # noqa: E402
+from benchmarks.aiperf_run import (  # noqa: E402
+    SUMMARY_EXPORT,
+    LevelSpec,
+    aiperf_command,
+    aiperf_env,
+    summarize_file,  # noqa: E402
+)
 from benchmarks.dataset import build_dataset  # noqa: E402
 from benchmarks.processes import PeakMemory  # noqa: E402
 from benchmarks.tiny_tokenizer import build_tiny_model_dir  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.dataset import build_dataset
-from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS
+from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS
 from benchmarks.sweep import SweepConfig, run_sweep
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer

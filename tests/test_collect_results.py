@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
-from benchmarks.aiperf_command import SUMMARY_EXPORT
+from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
     MISSING_EXIT_CODE,
     REPORT_FOLDER,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_export import LevelSummary
+from benchmarks.aiperf_run import LevelSummary
+from benchmarks.evidence import stickiness, worker_id_from_body
 from benchmarks.mock_model import MOCKER_MAX_TOKEN_ID, pad_vocabulary
 from benchmarks.rehearse import (
     LevelOutcome,
@@ -24,7 +25,6 @@ from benchmarks.rehearse import (
     rerun_problems,
     summary_lines,
 )
-from benchmarks.stickiness import stickiness, worker_id_from_body
 from benchmarks.sweep import MANIFEST_NAME
 from benchmarks.tiny_tokenizer import build_tiny_model_dir
 from infra.rules import InputError

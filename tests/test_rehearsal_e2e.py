@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.evidence import ATTRIBUTION_FILE
 from benchmarks.local_dynamo import PROCESS_RECORD
 from benchmarks.processes import LOOPBACK, tree_pids
 from benchmarks.rehearse import REHEARSAL_FILE
-from benchmarks.stickiness import ATTRIBUTION_FILE
 from benchmarks.sweep import level_dir_name
 from tests.support_rehearsal import child_env, ports_of, still_listening, wait_gone
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from benchmarks.local_dynamo import (
     LocalDynamo,
     LocalDynamoError,
@@ -25,7 +26,6 @@ from benchmarks.local_dynamo import (
     local_frontend_command,
 )
 from benchmarks.processes import LOOPBACK, listeners
-from benchmarks.stickiness import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
 from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES, Routing

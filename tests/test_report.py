@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_command import SUMMARY_EXPORT
+from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.report import build_report
 from benchmarks.sweep import MANIFEST_NAME, level_dir_name
 from infra.rules import InputError

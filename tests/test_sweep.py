@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_command import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
+from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
 from benchmarks.dataset import build_dataset
+from benchmarks.evidence import attribute_raw_export
 from benchmarks.prompting import sampling_fields
 from benchmarks.prompts import QUESTIONS as QUESTION_SET
-from benchmarks.stickiness import attribute_raw_export
 from benchmarks.sweep import (
     MANIFEST_NAME,
     SweepConfig,

@@ -1,24 +1,73 @@
-"""How sticky routing was: which worker served each video's questions.
+"""Server-side evidence of a level: why it came out as it did, from the server's side.
 
-A Dynamo frontend adds the serving worker's id to every response when the request body
-carries `WORKER_ID_REQUEST_FIELDS`. AIPerf's raw export (`--export-level raw`) keeps the
-responses, and each record names its conversation, which is the dataset's per-video
-session id. From that: the share of videos whose questions all went to one worker (1.0
-under session affinity) and how many workers a video touched on average (close to the
-fleet size under round robin with 20 questions and 8 workers). The sweep records it per
-level in its manifest (`levels.<c>.routing`, see `worker_spread`), where the report reads it.
+- The frontend's own counters: it serves Prometheus metrics at `/metrics` on its HTTP
+  port, so the sweep reads them wherever it reaches the frontend (no other access in the
+  cluster, no worker pod scraped). The one that shows why a profile wins: the share of
+  prompt tokens the workers served from their prefix caches (`cached_tokens` over
+  `input_sequence_tokens`), read before and after a level. Names as Dynamo 1.6.1's
+  frontend exports them (seen on the rehearsal's real frontend).
+- Which worker served each request: its per-worker router counters carry the router's own
+  id, not the workers', so the sweep asks for the worker in every response
+  (`WORKER_ID_REQUEST_FIELDS`); AIPerf's raw export keeps the responses, each record naming
+  its conversation (the dataset's per-video session id). From that: the share of videos
+  whose questions all went to one worker (1.0 under session affinity), how many workers a
+  video touched on average, and how requests spread over the workers. The sweep records
+  it per level in its manifest (`levels.<c>.routing`), where the report reads it.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_command import RAW_EXPORT
+from benchmarks.aiperf_run import RAW_EXPORT
+
+CACHED_TOKENS = "dynamo_frontend_cached_tokens_sum"
+INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens_sum"
+SCRAPE_TIMEOUT_SECS = 10.0
+
+
+@dataclass(frozen=True)
+class FrontendCounts:
+    cached_tokens: float = 0.0
+    input_tokens: float = 0.0
+
+
+def frontend_counts(text: str) -> FrontendCounts:
+    """The counters we use from a /metrics page (summed over models)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    cached = total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == CACHED_TOKENS:
+                cached += sample.value
+            elif sample.name == INPUT_TOKENS:
+                total += sample.value
+    return FrontendCounts(cached, total)
+
+
+def scrape_frontend(base_url: str) -> FrontendCounts | None:
+    """The frontend's counters now; None where it serves no Dynamo metrics."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics",  # noqa: S310
+                                    timeout=SCRAPE_TIMEOUT_SECS) as response:
+            return frontend_counts(response.read().decode())
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+
+
+def prefix_cache_hit_pct(before: FrontendCounts, after: FrontendCounts) -> float | None:
+    """The share of a level's prompt tokens served from prefix caches, in percent."""
+    prompt = after.input_tokens - before.input_tokens
+    return 100.0 * (after.cached_tokens - before.cached_tokens) / prompt if prompt > 0 else None
+
 
 # Body fields that make a Dynamo frontend report the worker on every response.
 WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
@@ -158,3 +207,29 @@ def worker_spread(attribution: Attribution) -> dict[str, Any]:
             "requests_per_worker_min": min(counts.values(), default=0),
             "requests_per_worker_max": max(counts.values(), default=0),
             "unattributed": attribution.unattributed}
+
+
+def level_evidence(level_dir: Path, before: FrontendCounts | None,
+                   after: FrontendCounts | None, attribute_workers: bool,
+                   keep_raw: bool) -> dict[str, Any]:
+    """What a level's manifest entry records: the frontend's prefix-cache share, and
+    (attributing workers) the routing's spread, after which the large raw export may go."""
+    evidence: dict[str, Any] = {}
+    if before and after:
+        evidence["prefix_cache_hit_pct"] = prefix_cache_hit_pct(before, after)
+    if attribute_workers:
+        evidence["routing"] = worker_spread(level_attribution(level_dir))
+        if not keep_raw:
+            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
+    return evidence
+
+
+def evidence_line(evidence: Mapping[str, Any]) -> str:
+    hit, routing = evidence.get("prefix_cache_hit_pct"), evidence.get("routing")
+    parts = [] if hit is None else [f"{hit:.0f}% of prompt tokens from prefix caches"]
+    if routing:
+        parts.append(f"{routing['share_single_worker']:.0%} of videos on one worker, "
+                     f"{routing['workers_seen']} workers served "
+                     f"{routing['requests_per_worker_min']} to "
+                     f"{routing['requests_per_worker_max']} requests each")
+    return "; ".join(parts) or "no server-side evidence"
