@@ -35,8 +35,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.prompting import SAMPLING_PRESETS, question_text, sampling_fields
-from benchmarks.prompts import QUESTIONS, standin_text
+from benchmarks.prompts import (
+    QUESTIONS,
+    SAMPLING_PRESETS,
+    question_text,
+    sampling_fields,
+    standin_text,
+)
 from benchmarks.videos import MANIFEST_NAME, load_manifest
 from infra.benchmark_names import video_name
 from infra.benchmark_shape import SEED_SHAPE
@@ -174,7 +179,7 @@ def dataset_lines(
     is the index of the first video (its session id and stand-in text), so a warm-up
     dataset of the videos after the measured ones shares none of their sessions.
 
-    Optional prompt styles (benchmarks/prompting.py, off by default as in the seed):
+    Optional prompt styles (benchmarks/prompts.py, off by default as in the seed):
     `reasoning_format` appends the cookbook's reasoning suffix to each question;
     `sampling_preset` adds that preset's sampling fields to every request body."""
     if not 1 <= questions_per_video <= len(QUESTIONS):
@@ -307,7 +312,7 @@ def video_settings_for(videos_dir: Path | None, base_url: str | None) -> dict | 
 
 
 def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
-    """The optional prompt styles of benchmarks/prompting.py (off by default, as in the seed)."""
+    """The optional prompt styles of benchmarks/prompts.py (off by default, as in the seed)."""
     parser.add_argument("--reasoning-format", action="store_true",
                         help="append the cookbook's <think> answer format to each question")
     parser.add_argument("--sampling-preset", choices=list(SAMPLING_PRESETS), default="none",

@@ -50,7 +50,6 @@ from benchmarks.local_dynamo import (
     find_nats_server,
     local_frontend_command,
 )
-from benchmarks.mock_model import mock_model_dir
 from benchmarks.preflight import PortRequest, run_preflight
 from benchmarks.processes import (
     LOOPBACK,
@@ -69,6 +68,7 @@ from benchmarks.sweep import (
     run_sweep,
     write_json,
 )
+from benchmarks.tiny_model import mock_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.calibration import (
     SEED_16_LATENCY_P50_MS,

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import openai
 
 from benchmarks.dataset import add_prompt_style_options, video_url
-from benchmarks.prompting import question_text, sampling_fields
-from benchmarks.prompts import QUESTIONS
+from benchmarks.prompts import QUESTIONS, question_text, sampling_fields
 from infra.recipe import SERVED_MODEL_NAME
 
 Say = Callable[[str], None]

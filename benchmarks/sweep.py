@@ -66,7 +66,7 @@ from benchmarks.evidence import (
     scrape_frontend,
 )
 from benchmarks.processes import sigterm_as_interrupt
-from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
+from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES

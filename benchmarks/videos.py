@@ -5,7 +5,8 @@ seeded by (seed, index)), a test-pattern inset with its own hue gliding across i
 strip of boxes along the bottom that spells the video's index in binary. The index strip
 alone makes every frame of one video differ from every frame of another, so no cache can
 alias two videos. Files are encoded single-threaded with bit-exact flags: the same FFmpeg
-and settings give the same bytes.
+and settings give the same bytes. FFmpeg is the system's if it is on PATH, else the
+pinned imageio-ffmpeg wheel's static binary (the tests read videos with it too).
 
 `videos.json` in the output directory records the settings, the FFmpeg version and each
 file's SHA-256: a rerun reuses every listed file whose bytes still match and makes the
@@ -19,16 +20,46 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, replace
+from functools import lru_cache
 from pathlib import Path
 
-from benchmarks.ffmpeg import ffmpeg_exe, ffmpeg_version
 from infra.benchmark_names import video_name
 from infra.benchmark_shape import SEED_SHAPE, VideoShape
+
+
+class FFmpegMissing(RuntimeError):
+    pass
+
+
+@lru_cache(maxsize=1)
+def ffmpeg_exe() -> str:
+    system = shutil.which("ffmpeg")
+    if system:
+        return system
+    try:
+        import imageio_ffmpeg
+    except ImportError as exc:
+        raise FFmpegMissing(
+            "FFmpeg not found: install it (apt-get install ffmpeg) or run scripts/setup.sh, "
+            "which installs the imageio-ffmpeg wheel that ships one"
+        ) from exc
+    return imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def ffmpeg_version(exe: str | None = None) -> str:
+    """First line of `ffmpeg -version`, e.g. 'ffmpeg version 5.1.9-0+deb12u1 ...'."""
+    out = subprocess.run(
+        [exe or ffmpeg_exe(), "-hide_banner", "-version"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout
+    return out.splitlines()[0].strip() if out else "unknown"
+
 
 MANIFEST_NAME = "videos.json"
 INDEX_BITS = 12
@@ -161,7 +192,7 @@ def make_videos(
 ) -> list[Path]:
     """Make (or reuse) `shape.count` videos in `out_dir`; returns their paths in order.
 
-    `exe` overrides which FFmpeg binary runs (default: `benchmarks.ffmpeg.ffmpeg_exe()`).
+    `exe` overrides which FFmpeg binary runs (default: `benchmarks.videos.ffmpeg_exe()`).
     """
     validate_shape(shape)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 
 from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
-from benchmarks.mock_model import mock_model_dir
 from benchmarks.processes import listeners, listening_ports
+from benchmarks.tiny_model import mock_model_dir
 from infra.routing import Routing
 
 

@@ -17,7 +17,7 @@ import pytest
 from benchmarks.dataset import build_dataset
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS
 from benchmarks.sweep import SweepConfig, run_sweep
-from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from benchmarks.tiny_model import build_tiny_model_dir
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
 
 MODEL = "test-model"

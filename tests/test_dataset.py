@@ -25,9 +25,8 @@ from benchmarks.dataset import (
     load_dataset_info,
     video_references,
 )
-from benchmarks.prompting import REASONING_SUFFIX, sampling_fields
-from benchmarks.prompts import QUESTIONS, standin_text
-from benchmarks.tiny_tokenizer import build_tiny_model_dir, is_tiny_model_dir
+from benchmarks.prompts import QUESTIONS, REASONING_SUFFIX, sampling_fields, standin_text
+from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 
 BASE = "http://videos.example.internal:8080/"
 

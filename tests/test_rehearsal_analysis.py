@@ -11,7 +11,6 @@ import pytest
 
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.evidence import stickiness, worker_id_from_body
-from benchmarks.mock_model import MOCKER_MAX_TOKEN_ID, pad_vocabulary
 from benchmarks.rehearse import (
     LevelOutcome,
     ProfileOutcome,
@@ -26,7 +25,7 @@ from benchmarks.rehearse import (
     summary_lines,
 )
 from benchmarks.sweep import MANIFEST_NAME
-from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from benchmarks.tiny_model import MOCKER_MAX_TOKEN_ID, build_tiny_model_dir, pad_vocabulary
 from infra.rules import InputError
 
 

@@ -9,8 +9,7 @@ import threading
 import pytest
 
 from benchmarks import smoke
-from benchmarks.prompting import REASONING_SUFFIX, sampling_fields
-from benchmarks.prompts import QUESTIONS
+from benchmarks.prompts import QUESTIONS, REASONING_SUFFIX, sampling_fields
 from benchmarks.smoke import SmokeConfig, SmokeFailure, run_smoke
 from tests.support_openai_server import RecordingOpenAIServer
 

@@ -18,8 +18,8 @@ import pytest
 from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
 from benchmarks.dataset import build_dataset
 from benchmarks.evidence import attribute_raw_export
-from benchmarks.prompting import sampling_fields
 from benchmarks.prompts import QUESTIONS as QUESTION_SET
+from benchmarks.prompts import sampling_fields
 from benchmarks.sweep import (
     MANIFEST_NAME,
     SweepConfig,
@@ -28,7 +28,7 @@ from benchmarks.sweep import (
     level_dir_name,
     run_sweep,
 )
-from benchmarks.tiny_tokenizer import build_tiny_model_dir
+from benchmarks.tiny_model import build_tiny_model_dir
 from infra.recipe import SESSION_HEADER
 from infra.rules import InputError
 from tests.conftest import REPO_ROOT
