@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from infra.benchmark_names import max_run_id_len
 from infra.benchmark_shape import SEED_SHAPE
 from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN, levels_problems
+
+if TYPE_CHECKING:  # settings imports this module: the reader is only a type here
+    from infra.settings import ConfigReader
 
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
@@ -40,18 +43,6 @@ KEY_SMOKE_TIMEOUT = "benchmarkSmokeTimeoutSecs"
 KEY_SWEEP_TIMEOUT = "benchmarkSweepTimeoutSecs"
 KEY_VIDEO_SERVER_TIMEOUT = "benchmarkVideoServerTimeoutSecs"
 KEY_PIP_INDEX = "benchmarkPipIndexUrl"
-
-
-class ConfigReader(Protocol):
-    """What `infra.settings` reads config through: typed getters that record problems."""
-
-    def boolean(self, key: str) -> bool: ...
-
-    def integer(self, key: str, low: int, high: int, what: str = "") -> int: ...
-
-    def string(self, key: str) -> str: ...
-
-    def problem(self, key: str, message: str) -> None: ...
 
 
 @dataclass(frozen=True)

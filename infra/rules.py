@@ -1,4 +1,6 @@
-"""The shapes stack settings must have: one place for each rule, read by every check."""
+"""The rules input must follow, one place for each, read by every check (the stack's
+settings, the sweep's and the rehearsal's options), and the one error type for bad input.
+Standard library only: the benchmark pods import it."""
 
 from __future__ import annotations
 

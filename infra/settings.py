@@ -9,8 +9,8 @@ declares nothing when it fails.
 The NGC API key is checked for presence only and never stored here: `__main__` passes it
 on as a Pulumi secret Output, so it cannot leak through `Settings` or an error message.
 
-Extending (later issues): add a frozen sub-dataclass, a `_read_<section>(r)` function that
-reads its keys through the `_Reader`, a field on `Settings`, and the keys in Pulumi.yaml.
+Extending: add a frozen sub-dataclass, a `_read_<section>(r)` function that reads its keys
+through `ConfigReader`, a field on `Settings`, and the keys in Pulumi.yaml.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from infra.serving import (
     VARIANTS,
     Serving,
     cache_gib_needed,
+    read_serving,
 )
-from infra.serving_settings import read_serving
 
 PROJECT = "cosmos3-routing"
 NGC_API_KEY = "ngcApiKey"
@@ -76,6 +76,102 @@ def quantity_amount(value: str) -> float | None:
     except ValueError:
         return None
     return amount if amount >= 0 else None
+
+
+class ConfigReader:
+    """Reads typed values by short key, remembering problems instead of raising."""
+
+    def __init__(self, raw: Mapping[str, Any], project: str) -> None:
+        self.raw = raw
+        self.project = project
+        self.problems: list[str] = []
+        self.read: set[str] = set()
+
+    def full(self, key: str) -> str:
+        return f"{self.project}:{key}"
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(f"{self.full(key)}: {message}")
+
+    def _value(self, key: str) -> Any:
+        self.read.add(key)
+        value = self.raw.get(self.full(key))
+        if value is None:
+            self.problem(
+                key,
+                "missing; it is declared with a default in Pulumi.yaml, so restore that "
+                f"entry or run `pulumi config set {key} <value>`",
+            )
+        return value
+
+    def string(self, key: str) -> str:
+        value = self._value(key)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            value = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        return value.strip()
+
+    def boolean(self, key: str) -> bool:
+        value = self._value(key)
+        if isinstance(value, bool) or value is None:
+            return bool(value)
+        text = str(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        self.problem(key, f"'{value}' is not a boolean; use true or false")
+        return False
+
+    def integer(self, key: str, low: int, high: int, what: str = "") -> int:
+        value = self._value(key)
+        if value is None:
+            return low
+        try:
+            number = int(str(value).strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None:
+            self.problem(key, f"'{value}' is not a whole number; use an integer {low}..{high}")
+            return low
+        if not low <= number <= high:
+            self.problem(key, f"{number} is out of range; use {low}..{high}{what}")
+        return number
+
+    def string_list(self, key: str) -> tuple[str, ...]:
+        value = self._value(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError:
+                value = None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.problem(
+                key,
+                "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or run "
+                f"`pulumi config set --path '{key}[0]' <value>`",
+            )
+            return ()
+        return tuple(v.strip() for v in value)
+
+    def choice(self, key: str, allowed: tuple[str, ...], why: str = "") -> str:
+        value = self.string(key)
+        if value and value not in allowed:
+            self.problem(key, f"'{value}' is not one of {', '.join(allowed)}{why}")
+        return value
+
+    def quantity(self, key: str, minimum: float = 0.0, what: str = "") -> str:
+        value = self.string(key)
+        amount = quantity_amount(value)
+        if amount is None:
+            self.problem(
+                key, f"'{value}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi"
+            )
+            return value
+        if amount <= 0 or amount < minimum:
+            self.problem(key, f"'{value}' is too small{what}")
+        return value
 
 
 def kubectl_prefix(namespace: str, context: str | None) -> str:
@@ -248,103 +344,7 @@ class Settings:
         return recipe.frontend_service_name(self.graph_name)
 
 
-class _Reader:
-    """Reads typed values by short key, remembering problems instead of raising."""
-
-    def __init__(self, raw: Mapping[str, Any], project: str) -> None:
-        self.raw = raw
-        self.project = project
-        self.problems: list[str] = []
-        self.read: set[str] = set()
-
-    def full(self, key: str) -> str:
-        return f"{self.project}:{key}"
-
-    def problem(self, key: str, message: str) -> None:
-        self.problems.append(f"{self.full(key)}: {message}")
-
-    def _value(self, key: str) -> Any:
-        self.read.add(key)
-        value = self.raw.get(self.full(key))
-        if value is None:
-            self.problem(
-                key,
-                "missing; it is declared with a default in Pulumi.yaml, so restore that "
-                f"entry or run `pulumi config set {key} <value>`",
-            )
-        return value
-
-    def string(self, key: str) -> str:
-        value = self._value(key)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            value = json.dumps(value) if isinstance(value, list | dict) else str(value)
-        return value.strip()
-
-    def boolean(self, key: str) -> bool:
-        value = self._value(key)
-        if isinstance(value, bool) or value is None:
-            return bool(value)
-        text = str(value).strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
-        self.problem(key, f"'{value}' is not a boolean; use true or false")
-        return False
-
-    def integer(self, key: str, low: int, high: int, what: str = "") -> int:
-        value = self._value(key)
-        if value is None:
-            return low
-        try:
-            number = int(str(value).strip()) if not isinstance(value, bool) else None
-        except ValueError:
-            number = None
-        if number is None:
-            self.problem(key, f"'{value}' is not a whole number; use an integer {low}..{high}")
-            return low
-        if not low <= number <= high:
-            self.problem(key, f"{number} is out of range; use {low}..{high}{what}")
-        return number
-
-    def string_list(self, key: str) -> tuple[str, ...]:
-        value = self._value(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            try:
-                value = json.loads(value) if value.strip() else []
-            except json.JSONDecodeError:
-                value = None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.problem(
-                key,
-                "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or run "
-                f"`pulumi config set --path '{key}[0]' <value>`",
-            )
-            return ()
-        return tuple(v.strip() for v in value)
-
-    def choice(self, key: str, allowed: tuple[str, ...], why: str = "") -> str:
-        value = self.string(key)
-        if value and value not in allowed:
-            self.problem(key, f"'{value}' is not one of {', '.join(allowed)}{why}")
-        return value
-
-    def quantity(self, key: str, minimum: float = 0.0, what: str = "") -> str:
-        value = self.string(key)
-        amount = quantity_amount(value)
-        if amount is None:
-            self.problem(
-                key, f"'{value}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi"
-            )
-            return value
-        if amount <= 0 or amount < minimum:
-            self.problem(key, f"'{value}' is too small{what}")
-        return value
-
-
-def _read_routing(r: _Reader, profile: str) -> Routing:
+def _read_routing(r: ConfigReader, profile: str) -> Routing:
     mode = r.choice("routerMode", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)")
     affinity = r.boolean("sessionAffinity")
     ttl = r.integer(
@@ -377,7 +377,7 @@ def _describe(routing: Routing) -> str:
     return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
 
-def _read_namespace(r: _Reader, profile: str) -> NamespaceSettings:
+def _read_namespace(r: ConfigReader, profile: str) -> NamespaceSettings:
     name = r.string("namespace")
     graph = recipe.graph_name(profile)
     limit = operator_names.max_namespace_len(graph)
@@ -412,7 +412,7 @@ def _is_set(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _read_secrets(r: _Reader, runtime: str, graph: str) -> SecretSettings:
+def _read_secrets(r: ConfigReader, runtime: str, graph: str) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
     for name in SECRET_KEYS:
         r.read.add(name)
@@ -436,7 +436,7 @@ def _read_secrets(r: _Reader, runtime: str, graph: str) -> SecretSettings:
     )
 
 
-def _read_cache(r: _Reader, serving: Serving) -> CacheSettings:
+def _read_cache(r: ConfigReader, serving: Serving) -> CacheSettings:
     existing = r.string("cacheExistingClaim") or None
     storage_class = r.string("cacheStorageClass")
     known = serving.variant in VARIANTS and serving.precision in PRECISIONS
@@ -469,7 +469,7 @@ def _read_cache(r: _Reader, serving: Serving) -> CacheSettings:
     return CacheSettings(storage_class, size, None, keep)
 
 
-def _read_images(r: _Reader, runtime: str) -> ImageSettings:
+def _read_images(r: ConfigReader, runtime: str) -> ImageSettings:
     images = {}
     vllm_image = r.string("vllmImage")
     keys = ("nimImage", "frontendImage", *(("vllmImage",) if runtime == "vllm" else ()))
@@ -517,7 +517,7 @@ def _parse_toleration(text: str) -> Toleration | None:
     return Toleration(match.group(1), value, effect)
 
 
-def _read_placement(r: _Reader, prefix: str = "gpu") -> PlacementSettings:
+def _read_placement(r: ConfigReader, prefix: str = "gpu") -> PlacementSettings:
     """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
     selector_key, tolerations_key = f"{prefix}NodeSelector", f"{prefix}Tolerations"
     selector: list[tuple[str, str]] = []
@@ -545,7 +545,7 @@ def _read_placement(r: _Reader, prefix: str = "gpu") -> PlacementSettings:
     return PlacementSettings(tuple(selector), tuple(tolerations))
 
 
-def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
+def _read_workers(r: ConfigReader, placement: PlacementSettings) -> WorkerSettings:
     serving = read_serving(r, placement.node_selector)
     gpus = serving.gpus_per_replica
     # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
@@ -586,7 +586,7 @@ def _read_workers(r: _Reader, placement: PlacementSettings) -> WorkerSettings:
     )
 
 
-def _read_timeouts(r: _Reader) -> TimeoutSettings:
+def _read_timeouts(r: ConfigReader) -> TimeoutSettings:
     return TimeoutSettings(
         download_secs=r.integer("downloadTimeoutSecs", 60, MAX_TIMEOUT_SECS, " seconds"),
         download_retries=r.integer("downloadRetries", 0, 10, " retries"),
@@ -594,7 +594,7 @@ def _read_timeouts(r: _Reader) -> TimeoutSettings:
     )
 
 
-def _read_preflight(r: _Reader) -> PreflightSettings:
+def _read_preflight(r: ConfigReader) -> PreflightSettings:
     where = r.string("dynamoOperatorNamespace")
     if where and not DNS_LABEL.match(where):
         r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
@@ -602,7 +602,7 @@ def _read_preflight(r: _Reader) -> PreflightSettings:
     return PreflightSettings(skip=r.boolean("skipPreflight"), operator_namespace=where)
 
 
-def _read_network(r: _Reader) -> NetworkSettings:
+def _read_network(r: ConfigReader) -> NetworkSettings:
     sources = r.string_list("networkPolicySources")
     for source in sources:
         if cidr(source) is None and not DNS_LABEL.match(source):
@@ -611,7 +611,7 @@ def _read_network(r: _Reader) -> NetworkSettings:
     return NetworkSettings(policies=r.boolean("networkPolicies"), sources=sources)
 
 
-def _check_profile(r: _Reader, stack: str) -> str:
+def _check_profile(r: ConfigReader, stack: str) -> str:
     profile = stack.rsplit("/", 1)[-1]
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
@@ -635,7 +635,7 @@ def parse_settings(
     native YAML values are accepted too. `secret_keys`, when known, are the full keys the
     CLI marked secret: the NGC key and the HF token must be among them.
     """
-    r = _Reader(raw, project)
+    r = ConfigReader(raw, project)
     profile = _check_profile(r, stack)
     routing = _read_routing(r, profile)
     placement = _read_placement(r)
