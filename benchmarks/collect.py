@@ -35,7 +35,7 @@ from urllib3.exceptions import HTTPError
 
 from benchmarks.report import build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
-from infra.benchmark_jobs import CACHE_DIR, results_reader_pod
+from infra.benchmark_manifests import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import (
     SWEEP_RUNNING_EXIT_CODE,
     collect_command,

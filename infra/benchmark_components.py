@@ -1,6 +1,6 @@
 """Pulumi resources of the post-deploy benchmark, and the hook that brings results home.
 
-Thin on purpose: every manifest comes from `infra.benchmark_jobs`; the hook runs the
+Thin on purpose: every manifest comes from `infra.benchmark_manifests`; the hook runs the
 toolkit's own `collect` command; this module adds what only Pulumi can express.
 
 Order and waits: the video server comes up beside the model download (it needs only the
@@ -25,7 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, cluster, manifests
+from infra import benchmark_manifests, cluster, manifests
 from infra.benchmark_names import (
     SWEEP_RUNNING_EXIT_CODE,
     collect_command,
@@ -61,13 +61,13 @@ def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
     return tuple((k, str(v)) for k, v in facts.items())
 
 
-def benchmark_target(settings: Settings) -> benchmark_jobs.BenchmarkTarget:
+def benchmark_target(settings: Settings) -> benchmark_manifests.BenchmarkTarget:
     """What the benchmark Jobs point at, and what the run records about the deployment
     (so a report can tell runtimes, variants and topologies apart)."""
     serving = settings.workers.serving
     worker_image = settings.images.vllm if serving.runtime == "vllm" else settings.images.nim
     placement = settings.benchmark_placement
-    return benchmark_jobs.BenchmarkTarget(
+    return benchmark_manifests.BenchmarkTarget(
         profile=settings.profile,
         namespace=settings.namespace.name,
         frontend_service=settings.frontend_service,
@@ -161,12 +161,12 @@ class BenchmarkRun(pulumi.ComponentResource):
         super().__init__(f"{TYPE_PREFIX}:BenchmarkRun", resource_name, None, opts)
         b = settings.benchmark
         target = benchmark_target(settings)
-        sources = benchmark_jobs.shipped_sources(REPO_ROOT)
-        objects = benchmark_jobs.benchmark_manifests(target, b, sources, rerun_sweep)
+        sources = benchmark_manifests.shipped_sources(REPO_ROOT)
+        objects = benchmark_manifests.benchmark_objects(target, b, sources, rerun_sweep)
         # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new
         # deployment even with the same settings.
         jobs = deployment.graph.graph.metadata.apply(
-            lambda m: benchmark_jobs.benchmark_manifests(
+            lambda m: benchmark_manifests.benchmark_objects(
                 replace(target, deployment=(*target.deployment,
                                             ("graph_uid", (m or {}).get("uid") or ""))),
                 b, sources, rerun_sweep))

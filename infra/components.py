@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_jobs, cluster, manifests, recipe
+from infra import benchmark_manifests, cluster, manifests, recipe
 from infra.network_policies import network_policies
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
@@ -213,7 +213,7 @@ class ReasonerGraph(pulumi.ComponentResource):
         manifest = manifests.graph(settings)
         if settings.benchmark.any_enabled:
             # The benchmark's videos come from an in-cluster http:// Service.
-            manifest = benchmark_jobs.with_internal_media(manifest)
+            manifest = benchmark_manifests.with_internal_media(manifest)
         self.graph = k8s.apiextensions.CustomResource(
             "graph",
             api_version=manifest["apiVersion"],

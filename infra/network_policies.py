@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra import recipe
-from infra.benchmark_jobs import VIDEO_SERVER_PORT, labels
+from infra.benchmark_manifests import VIDEO_SERVER_PORT, labels
 from infra.manifests import PROFILE_LABEL, common_labels, download_pod_labels
 from infra.rules import cidr
 from infra.settings import Settings

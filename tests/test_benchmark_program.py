@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra import benchmark_jobs as bj
+from infra import benchmark_manifests as bj
 from infra.benchmark_names import smoke_job_name, sweep_job_name
 from infra.manifests import TIMEOUT_SECONDS
 from infra.routing import PROFILES

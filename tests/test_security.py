@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import benchmark_jobs, manifests
+from infra import benchmark_manifests, manifests
 from infra.network_policies import network_policies
 from infra.settings import SettingsError, parse_settings
 from tests.conftest import REPO_ROOT
@@ -61,7 +61,7 @@ def rendered(run: ProgramRun, stack: str) -> list[dict[str, Any]]:
         else:
             out.append(manifest)
     settings = _settings(stack)
-    out.append(benchmark_jobs.results_reader_pod(
+    out.append(benchmark_manifests.results_reader_pod(
         settings.namespace.name, stack, settings.cache.claim_name,
         settings.benchmark.image, f"reader-{stack}"))
     return out

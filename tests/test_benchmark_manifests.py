@@ -21,7 +21,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 
 from benchmarks.__main__ import COMMANDS
-from infra import benchmark_jobs as bj
+from infra import benchmark_manifests as bj
 from infra.benchmark_settings import BenchmarkSettings
 from infra.benchmark_shape import SEED_SHAPE
 from infra.job_runner import COMMAND_PACKAGES, normalize
@@ -48,7 +48,7 @@ def sources() -> dict[str, str]:
 
 def manifests(settings: BenchmarkSettings, sources: dict[str, str],
               target: bj.BenchmarkTarget = TARGET) -> dict[str, dict[str, Any]]:
-    return bj.benchmark_manifests(target, settings, sources)
+    return bj.benchmark_objects(target, settings, sources)
 
 
 def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,9 +158,9 @@ def test_a_running_sweep_is_never_replaced_a_failed_one_is(sources, wait: bool) 
     """The provider replaces an unready Job marked replaceUnready: a sweep still running
     (also when benchmarkWaitForSweep flips) keeps running; one that failed is rerun."""
     settings = BenchmarkSettings(wait_for_sweep=wait)
-    running = bj.benchmark_manifests(TARGET, settings, sources)["sweep"]
+    running = bj.benchmark_objects(TARGET, settings, sources)["sweep"]
     assert bj.REPLACE_UNREADY not in running["metadata"]["annotations"]
-    failed = bj.benchmark_manifests(TARGET, settings, sources, rerun_sweep=True)["sweep"]
+    failed = bj.benchmark_objects(TARGET, settings, sources, rerun_sweep=True)["sweep"]
     assert failed["metadata"]["annotations"][bj.REPLACE_UNREADY] == "true"
 
 

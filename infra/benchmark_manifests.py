@@ -1,4 +1,5 @@
-"""Manifests of the post-deploy benchmark: code ConfigMap, video server, smoke and sweep Jobs.
+"""Manifests of the post-deploy benchmark: code ConfigMap, video server (Deployment, Service,
+PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
 
 Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
 `collect` command build exactly the same things. Why this shape:
@@ -495,7 +496,7 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     )
 
 
-def benchmark_manifests(
+def benchmark_objects(
     target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False,
 ) -> dict[str, dict[str, Any]]:
