@@ -51,7 +51,7 @@ def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
     """What a run measures, beside the graph's uid and the code: a run is bound to it."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
-        "worker_image": settings.images.vllm if serving.runtime == "vllm" else settings.images.nim,
+        "worker_image": settings.worker_image,
         "frontend_image": settings.images.frontend,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
@@ -65,7 +65,6 @@ def benchmark_target(settings: Settings) -> benchmark_manifests.BenchmarkTarget:
     """What the benchmark Jobs point at, and what the run records about the deployment
     (so a report can tell runtimes, variants and topologies apart)."""
     serving = settings.workers.serving
-    worker_image = settings.images.vllm if serving.runtime == "vllm" else settings.images.nim
     placement = settings.benchmark_placement
     return benchmark_manifests.BenchmarkTarget(
         profile=settings.profile,
@@ -79,7 +78,7 @@ def benchmark_target(settings: Settings) -> benchmark_manifests.BenchmarkTarget:
             f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
             f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
             f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
-            f"image {worker_image}; frontend image {settings.images.frontend}",
+            f"image {settings.worker_image}; frontend image {settings.images.frontend}",
         ),
         deployment=deployment_facts(settings),
         node_selector=placement.node_selector,

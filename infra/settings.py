@@ -336,6 +336,11 @@ class Settings:
         return recipe.graph_name(self.profile)
 
     @property
+    def worker_image(self) -> str:
+        """The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image."""
+        return self.images.vllm or self.images.nim
+
+    @property
     def download_job_name(self) -> str:
         return recipe.stack_object_name(self.graph_name, "model-download")
 
