@@ -10,15 +10,15 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("videos", "dataset", "smoke", "sweep", "report", "rehearse", "collect", "plan")
+COMMANDS = ("videos", "smoke", "sweep", "report", "rehearse", "collect", "plan")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All commands, or `only` one: a pod then imports just what its command needs."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Cosmos3 Super Reasoner routing benchmark: videos, dataset, smoke "
-        "test, AIPerf sweep, comparison report, local rehearsal.",
+        description="Cosmos3 Super Reasoner routing benchmark: videos, smoke test, AIPerf "
+        "sweep, comparison report, local rehearsal, results from the cluster, sweep plan.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in (only,) if only in COMMANDS else COMMANDS:

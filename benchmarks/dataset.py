@@ -1,4 +1,5 @@
-"""`dataset`: the AIPerf input of the sweep: one JSON line per request, video first.
+"""The AIPerf input of the sweep (built in its run directory): one JSON line per request,
+video first.
 
 Each line is an AIPerf `mooncake_trace` entry with a pre-built chat `messages` array:
 `{"session_id", "messages": [{"role": "user", "content": [video_url part, text part]}],
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import sys
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -273,37 +273,6 @@ def build_dataset(
     return info
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    s = SEED_SHAPE
-    p = subparsers.add_parser(
-        "dataset",
-        help="write the AIPerf dataset (video first, one session per video)",
-        description="Write the sweep's AIPerf dataset (mooncake_trace messages): "
-        "questions per video, each request [video, question], one session per video, "
-        "fixed output length. Videos are referenced by URL (--video-base-url, e.g. an "
-        "in-cluster video server) or inlined from local files. --text-standin-tokens "
-        "replaces each video with a per-video text block (for a text-only mock model).",
-    )
-    p.add_argument("--out", type=Path, default=Path("results/dataset.jsonl"),
-                   help="dataset file (default results/dataset.jsonl)")
-    p.add_argument("--videos", type=Path, default=None,
-                   help="directory made by the `videos` command")
-    p.add_argument("--video-base-url", default=None,
-                   help="serve the videos from this URL (file names appended)")
-    p.add_argument("--video-count", type=int, default=None,
-                   help="how many videos (default: all in --videos)")
-    p.add_argument("--text-standin-tokens", type=int, default=None,
-                   help="text-only dataset: a ~N-token per-video block instead of the video")
-    p.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
-                   help=f"default {s.questions_per_video}")
-    p.add_argument("--output-tokens", type=int, default=s.output_tokens,
-                   help=f"exact output tokens per request (default {s.output_tokens})")
-    p.add_argument("--seed", type=int, default=s.random_seed,
-                   help=f"stand-in text seed (default {s.random_seed})")
-    add_prompt_style_options(p)
-    p.set_defaults(func=_run)
-
-
 def video_settings_for(videos_dir: Path | None, base_url: str | None) -> dict | None:
     """Video settings from the local `videos.json`, else from the video server's."""
     if videos_dir is not None:
@@ -317,28 +286,3 @@ def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
                         help="append the cookbook's <think> answer format to each question")
     parser.add_argument("--sampling-preset", choices=list(SAMPLING_PRESETS), default="none",
                         help="sampling fields added to every request (default none)")
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        if args.text_standin_tokens is not None:
-            refs, settings, source = None, None, None
-        else:
-            refs = video_references(args.videos, args.video_base_url, args.video_count)
-            settings = video_settings_for(args.videos, args.video_base_url)
-            source = args.video_base_url or "local files"
-        info = build_dataset(
-            args.out, video_refs=refs, video_count=args.video_count,
-            text_standin_tokens=args.text_standin_tokens,
-            questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
-            seed=args.seed, video_settings=settings, video_source=source,
-            reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset,
-        )
-    except ValueError as exc:
-        print(f"dataset: error: {exc}", file=sys.stderr)
-        return 2
-    print(
-        f"dataset: {info.requests} requests ({info.videos} videos x {info.questions_per_video} "
-        f"questions, {info.output_tokens} output tokens, {info.mode}) -> {args.out}"
-    )
-    return 0

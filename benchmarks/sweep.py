@@ -181,10 +181,8 @@ def scan_dataset(path: Path) -> DatasetScan:
             except ValueError as exc:
                 raise SweepError(f"dataset {path} line {number} is not JSON: {exc}") from exc
             if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
-                raise SweepError(
-                    f"dataset {path} line {number} has no `messages`: build the dataset "
-                    f"with `python -m benchmarks dataset`"
-                )
+                raise SweepError(f"dataset {path} line {number} has no `messages`: build it "
+                                 "with benchmarks.dataset.build_dataset")
             session = str(line.get("session_id", f"line-{number}"))
             sizes[session] = sizes.get(session, 0) + 1
             if isinstance(line.get("output_length"), int):
@@ -235,10 +233,8 @@ def config_problems(config: SweepConfig) -> list[str]:
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", config.profile):
         problems.append(f"--profile {config.profile!r}: use letters, digits, '.', '_' or '-'")
     if not Path(config.dataset).is_file():
-        problems.append(
-            f"dataset {config.dataset} does not exist: build it with `python -m benchmarks "
-            f"dataset`, or pass --videos/--video-base-url to the sweep"
-        )
+        problems.append(f"dataset {config.dataset} does not exist: build it with "
+                        "benchmarks.dataset.build_dataset (the CLI builds it from --videos)")
     if config.tokenizer is not None and config.tokenizer.startswith((".", "/")):
         if not Path(config.tokenizer).is_dir():
             problems.append(f"--tokenizer {config.tokenizer}: no such directory")
@@ -592,8 +588,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"routing profile label ({', '.join(PROFILES)}, or your own)")
     p.add_argument("--session-affinity", dest="affinity", action=argparse.BooleanOptionalAction,
                    default=None, help=f"send {SESSION_HEADER} per video (default: the profile's)")
-    src = p.add_argument_group("dataset (a file, or built in the run directory)")
-    src.add_argument("--dataset", type=Path, default=None, help="dataset made by `dataset`")
+    src = p.add_argument_group("dataset (built in the run directory)")
     src.add_argument("--videos", type=Path, default=None, help="directory made by `videos`")
     src.add_argument("--video-base-url", default=None, help="URL the videos are served from")
     src.add_argument("--video-count", type=int, default=None, help="videos to use")
@@ -638,16 +633,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path | None]:
-    """The measured dataset (given, or built in the run directory from the video options)
-    and the warm-up one: one question about each of the `--warmup-videos` videos that
-    follow the measured ones and the smoke test's."""
-    if args.dataset is not None:
-        if (args.videos or args.video_base_url or args.text_standin_tokens is not None
-                or args.warmup_videos):
-            raise InputError("bad sweep settings", [
-                "--dataset excludes --videos/--video-base-url/--text-standin-tokens/"
-                "--warmup-videos"])
-        return args.dataset, None
+    """The measured dataset, built in the run directory from the video options, and the
+    warm-up one: one question about each of the `--warmup-videos` videos that follow the
+    measured ones and the smoke test's."""
     if args.warmup_videos < 0:
         raise InputError("bad sweep settings",
                          [f"--warmup-videos must be >= 0 (got {args.warmup_videos})"])

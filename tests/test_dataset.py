@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from benchmarks import dataset as dataset_command
 from benchmarks import report, smoke, sweep, videos
+from benchmarks.__main__ import build_parser
 from benchmarks.dataset import (
     MODE_TEXT_STANDIN,
     build_dataset,
@@ -27,6 +27,7 @@ from benchmarks.dataset import (
 )
 from benchmarks.prompts import QUESTIONS, REASONING_SUFFIX, sampling_fields, standin_text
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
+from infra.rules import InputError
 
 BASE = "http://videos.example.internal:8080/"
 
@@ -135,22 +136,26 @@ def test_bad_input_names_the_option(tmp_path: Path) -> None:
         video_references(base_url="videos:8080", count=1)
 
 
-def test_cli_writes_dataset_and_sidecar_from_a_video_directory(tmp_path: Path, capsys) -> None:
+def test_the_sweep_builds_its_dataset_and_sidecar_from_a_video_directory(
+        tmp_path: Path) -> None:
     videos_dir = tmp_path / "videos"
     assert _cli(videos, "videos", "--out", str(videos_dir), "--count", "2", "--duration", "2",
                 "--width", "96", "--height", "64") == 0
-    out = tmp_path / "dataset.jsonl"
-    assert _cli(dataset_command, "dataset", "--videos", str(videos_dir), "--video-base-url",
-                BASE, "--questions-per-video", "3", "--out", str(out)) == 0
-    assert "6 requests (2 videos x 3 questions" in capsys.readouterr().out
+    parser = build_parser("sweep")
+    args = parser.parse_args(["sweep", "--url", "http://127.0.0.1:9", "--videos",
+                              str(videos_dir), "--video-base-url", BASE,
+                              "--questions-per-video", "3"])
+    out, warmup = sweep._datasets_for(args, tmp_path / "run")
+    assert warmup is None and load_dataset_info(out).requests == 6  # 2 videos x 3 questions
     info = load_dataset_info(out)
     assert info.video_source == BASE and info.video_settings["width"] == 96
     urls = {json.loads(x)["messages"][0]["content"][0]["video_url"]["url"]
             for x in out.read_text().splitlines()}
     assert urls == {BASE + "video_0000.mp4", BASE + "video_0001.mp4"}
-    assert _cli(dataset_command, "dataset", "--out", str(out), "--questions-per-video",
-                "99", "--video-base-url", BASE, "--video-count", "1") == 2
-    assert "--questions-per-video" in capsys.readouterr().err
+    too_many = parser.parse_args(["sweep", "--url", "http://127.0.0.1:9", "--questions-per-video",
+                                  "99", "--video-base-url", BASE, "--video-count", "1"])
+    with pytest.raises(InputError, match="--questions-per-video"):
+        sweep._datasets_for(too_many, tmp_path / "run-2")
 
 
 def test_video_settings_come_from_the_video_server_when_only_a_url_is_given(
@@ -175,7 +180,7 @@ def test_video_settings_come_from_the_video_server_when_only_a_url_is_given(
 
 
 @pytest.mark.parametrize("module,name", [
-    (videos, "videos"), (dataset_command, "dataset"), (smoke, "smoke"), (sweep, "sweep"),
+    (videos, "videos"), (smoke, "smoke"), (sweep, "sweep"),
     (report, "report"),
 ])
 def test_every_command_has_help(module, name, capsys) -> None:

@@ -345,12 +345,10 @@ def test_a_run_of_another_deployment_is_never_resumed(sweep_runs: SweepRuns) -> 
 
 
 def _small_sweep(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
-    dataset = tmp_path / "dataset.jsonl"
-    build_dataset(dataset, video_refs=[f"http://127.0.0.1:9/v{i}.mp4" for i in range(2)],
-                  questions_per_video=2, output_tokens=8)
     return subprocess.run(
         [sys.executable, "-m", "benchmarks", "sweep", "--url", url, "--model", "m",
-         "--dataset", str(dataset), "--profile", "round-robin", "--concurrency", "1",
+         "--video-base-url", "http://127.0.0.1:9/", "--video-count", "2",
+         "--questions-per-video", "2", "--profile", "round-robin", "--concurrency", "1",
          "--output-tokens", "8", "--out", str(tmp_path / "run"),
          "--request-timeout", "5", *extra],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
