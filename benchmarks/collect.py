@@ -1,16 +1,12 @@
 """`collect`: bring a cluster run's results home and print its report.
 
-`pulumi up` runs this command itself (its results hook, after the sweep Job, passes the
-stack's `benchmark` output on stdin); run it yourself when `up` could not (a sweep left
-running by choice, a lost connection, a laptop that slept). It finds the run from that
-output: `pulumi stack output` when the Pulumi CLI is there, else the stack's config files
-(Pulumi.yaml defaults under Pulumi.<stack>.yaml), and copies `benchmarks/<stack>/<run-id>/`
-from the cache claim to `results/<stack>/<run-id>/`, with `report/` beside it
-(report.md/.csv/.json and plots).
-
-Everything that talks to the cluster sits behind `ClusterIO`, one narrow interface, so the
-tests run the rest on real files; `KubernetesClusterIO` is the real one (the `kubernetes`
-client and the kubeconfig the Pulumi provider uses).
+What `pulumi up`'s results hook runs after the sweep Job (with the stack's `benchmark`
+output on stdin), and what you run when `up` could not (README, "After deploy"): it finds
+the run from that output (`pulumi stack output`, else the stack's files) and copies
+`benchmarks/<stack>/<run-id>/` from the cache claim to `results/<stack>/<run-id>/`, with
+`report/` beside it. Everything that talks to the cluster sits behind `ClusterIO`, one
+narrow interface, so the tests run the rest on real files; `KubernetesClusterIO` is the
+real one (the `kubernetes` client and the kubeconfig the Pulumi provider uses).
 """
 
 from __future__ import annotations

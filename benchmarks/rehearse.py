@@ -1,27 +1,12 @@
 """`rehearse`: the whole benchmark on this machine, against a real Dynamo frontend.
 
 For each routing profile (stack) it starts NATS, `dynamo.mocker` with the stack's worker
-count and `dynamo.frontend` with the stack's routing flags, all on 127.0.0.1 (see
-benchmarks/local_dynamo.py), runs the same AIPerf sweep as the cluster on a scaled-down
-dataset, and attributes every response to the worker that served it. Then it writes the
-comparison report, with how sticky each profile was.
-
-Modelling choices (also written into each run's manifest notes):
-- A text-only mock model ignores video, so each video is a deterministic per-video text
-  block of about `standin_tokens` tokens (a 30 s, 2 FPS video is thousands of visual
-  tokens) before the question. The mocker's prefix cache reuses it only on a worker that
-  already processed it: the work session affinity saves.
-- Every concurrency level runs on a freshly started frontend and mocker (cold caches).
-  The mock workers' caches hold every video of a rehearsal many times over; carried from
-  one level to the next they would hand round robin every video on every worker, and the
-  comparison would measure cache warm-up instead of routing. A real worker's processor
-  cache holds far fewer videos than the seed's 200.
-
-Layout: `results/rehearsal/<run-id>/` holds `report.md` (+ csv, json, png),
-`rehearsal.json` (wall time, peak memory, per-level numbers), `dataset.jsonl`, `model/`
-(the tiny model dir for the mocker and AIPerf), and one sweep run directory per profile
-(`<profile>/`, with the stack's logs under `stack/`).
-Rerunning with the same `--run-id` resumes: finished levels are kept.
+count and `dynamo.frontend` with the stack's routing flags, all on 127.0.0.1
+(benchmarks/local_dynamo.py), fresh for every level (cold caches: a mock worker's cache
+holds every video of a rehearsal), and runs the cluster's sweep on a scaled-down text
+stand-in dataset through the sweep's `level_target` hook; then the comparison report,
+beside the seed's table. What it models, its layout and limits: docs/rehearsal.md (each
+run's manifest notes say the same). Rerunning with the same `--run-id` resumes.
 """
 
 from __future__ import annotations

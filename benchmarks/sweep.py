@@ -1,20 +1,11 @@
 """`sweep`: AIPerf at each concurrency level, resumable, with a manifest of what ran.
 
-Layout of a run (`results/<profile>/<run-id>/` unless `--out` names it):
-    manifest.json            what produced the results (see `manifest_base`) + level states
-    dataset.jsonl            when the sweep built the dataset itself (+ dataset.meta.json)
-    tokenizer/               the tiny local tokenizer, when none was given
-    concurrency-<N>/         AIPerf's artifact directory of one level
-        profile_export_aiperf.json   summary (what `report` reads)
-        profile_export.jsonl         one record per request (export level records/raw)
-        profile_export_raw.jsonl     requests and responses verbatim (export level raw)
-        aiperf_console.log           AIPerf's own output
-
-Resume: a level is complete when the manifest says so and its summary export exists.
-Rerunning with the same run directory keeps complete levels and redoes any other level
-from scratch (an interrupted level's partial artifacts are removed first). A rerun with
-different settings (endpoint, dataset, profile...) is refused: results of two setups
-never mix in one run.
+The sweep owns each level's life: it brings up the level's target (`level_target`; the
+cluster's frontend needs none), warms up, runs AIPerf, reads its summary once and records
+it with the level's evidence in the run's `manifest.json`, the one record the report,
+`collect` and the rehearsal read. A rerun of the same run directory keeps finished levels
+and redoes any other from scratch; a rerun with other settings is refused, so results of
+two setups never mix. Layout and options: docs/benchmark-toolkit.md.
 
 Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
 """
