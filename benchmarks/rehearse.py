@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from benchmarks.sweep import (
     LevelRun,
     SweepConfig,
     SweepError,
+    dist_version,
     level_complete,
     run_sweep,
     write_json,
@@ -401,7 +401,7 @@ class Rehearsal:
                 "frontend_command": local_frontend_command("python", stack.routing, 0),
                 "routing": " ".join(routing_args(stack.routing)),
                 "mock_workers": stack.workers.replicas,
-                "ai_dynamo": _version("ai-dynamo"),
+                "ai_dynamo": dist_version("ai-dynamo"),
                 "cold_caches_per_level": True,
                 "shape": cfg.shape(),
             },
@@ -476,13 +476,6 @@ class Rehearsal:
         if baseline is None or sticky is None:
             return []
         return direction_notes(baseline, sticky, self.stacks[sticky.profile].workers.replicas)
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome],

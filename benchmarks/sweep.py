@@ -240,13 +240,14 @@ def check_output_tokens(config: SweepConfig, scan: DatasetScan) -> None:
             f"{config.output_tokens}, or pass the dataset's value to --output-tokens"])
 
 
-def tool_versions() -> dict[str, str | None]:
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
+def dist_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
+
+def tool_versions() -> dict[str, str | None]:
     commit = None
     try:
         commit = subprocess.run(
@@ -255,7 +256,7 @@ def tool_versions() -> dict[str, str | None]:
         ).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"aiperf": version("aiperf"), "openai": version("openai"),
+    return {"aiperf": dist_version("aiperf"), "openai": dist_version("openai"),
             "python": platform.python_version(), "toolkit_commit": commit}
 
 
