@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import base64
 import enum
-import io
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -31,7 +31,7 @@ from urllib3.exceptions import HTTPError
 
 from benchmarks.report import build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
-from infra.benchmark_manifests import CACHE_DIR, results_reader_pod
+from infra.benchmark_manifests import CACHE_DIR, SCRATCH_DIR, results_reader_pod
 from infra.benchmark_names import (
     SWEEP_RUNNING_EXIT_CODE,
     collect_command,
@@ -214,29 +214,47 @@ def bring_results_home(
 # ---------------------------------------------------------------------------------------
 # The real cluster: the kubernetes client over the user's kubeconfig
 
-# Runs inside the reader pod: a gzipped tar of the folder, base64 on stdout (the exec
-# stream carries text). Exit 3 says the folder does not exist.
-TAR_SCRIPT = (
-    "import base64, io, os, sys, tarfile\n"
-    "root = sys.argv[1]\n"
+# Runs inside the reader pod: a gzipped tar of the run folder, written to the pod's
+# scratch volume, its size printed. Exit 3 says the folder does not exist.
+PACK_SCRIPT = (
+    "import os, sys, tarfile\n"
+    "root, archive = sys.argv[1:3]\n"
     "if not os.path.isdir(root):\n"
     "    sys.stderr.write('missing ' + root)\n"
     "    sys.exit(3)\n"
-    "buf = io.BytesIO()\n"
-    "with tarfile.open(fileobj=buf, mode='w:gz') as tar:\n"
+    "with tarfile.open(archive, 'w:gz') as tar:\n"
     "    tar.add(root, arcname='.')\n"
-    "sys.stdout.write(base64.b64encode(buf.getvalue()).decode())\n"
+    "print(os.path.getsize(archive))\n"
+)
+# One piece of that archive, base64 on stdout (the exec stream carries text).
+PIECE_SCRIPT = (
+    "import base64, sys\n"
+    "with open(sys.argv[1], 'rb') as f:\n"
+    "    f.seek(int(sys.argv[2]))\n"
+    "    sys.stdout.write(base64.b64encode(f.read(int(sys.argv[3]))).decode())\n"
 )
 MISSING_EXIT_CODE = 3
+# What one exec carries: neither side ever holds more of a run than this (plus base64).
+PIECE_BYTES = 8 * 2**20
 
 
-def extract_tar_b64(text: str, dest: Path) -> None:
-    """Unpack what TAR_SCRIPT printed: regular files and folders only, each inside `dest`
+def fetch_archive(run: Callable[[list[str]], str], root: str, scratch: str,
+                  archive: Path) -> None:
+    """Pack `root` in the pod (at `scratch`) and stream the archive to `archive` piece by
+    piece: `run` executes one command in the pod and returns its stdout."""
+    size = int(run(["python", "-c", PACK_SCRIPT, root, scratch]).strip())
+    with open(archive, "wb") as out:
+        for offset in range(0, size, PIECE_BYTES):
+            piece = run(["python", "-c", PIECE_SCRIPT, scratch, str(offset), str(PIECE_BYTES)])
+            out.write(base64.b64decode(piece.strip()))
+
+
+def extract_archive(archive: Path, dest: Path) -> None:
+    """Unpack a fetched archive: regular files and folders only, each inside `dest`
     (checked here, as `extractall(filter=...)` needs Python 3.11.4 and set-up takes 3.11)."""
-    data = base64.b64decode(text.strip())
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+    with tarfile.open(archive, mode="r:gz") as tar:
         for member in tar.getmembers():
             target = (root / member.name).resolve()
             if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
@@ -248,7 +266,8 @@ def extract_tar_b64(text: str, dest: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             source = tar.extractfile(member)
             assert source is not None
-            target.write_bytes(source.read())
+            with open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
 
 
 def job_status_from(job: dict[str, Any] | None) -> JobStatus:
@@ -364,9 +383,12 @@ class KubernetesClusterIO:
                                        "`create` on pods")) from None
         try:
             self._wait_running(location.namespace, name)
-            text = self._exec(location.namespace, name,
-                              ["python", "-c", TAR_SCRIPT, f"{CACHE_DIR}/{location.subpath}"])
-            extract_tar_b64(text, dest)
+            with tempfile.TemporaryDirectory() as tmp:
+                archive = Path(tmp) / "run.tgz"
+                fetch_archive(lambda command: self._exec(location.namespace, name, command),
+                              f"{CACHE_DIR}/{location.subpath}", f"{SCRATCH_DIR}/run.tgz",
+                              archive)
+                extract_archive(archive, dest)
         except ApiException as error:
             raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
                                        "`create` on pods/exec")) from None
@@ -410,7 +432,7 @@ class KubernetesClusterIO:
             _preload_content=False,
         )
         try:
-            # Buffers stdout and stderr until the command ends (or the timeout passes).
+            # Buffers one piece's stdout until the command ends (or the timeout passes).
             ws.run_forever(timeout=self.COPY_TIMEOUT_SECS)
             timed_out = ws.is_open()
             out, err = ws.read_stdout(), ws.read_stderr()
@@ -420,7 +442,7 @@ class KubernetesClusterIO:
             raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
         code = ws.returncode
         if code == MISSING_EXIT_CODE:
-            raise CollectError(f"no results folder {command[-1]} on the claim: "
+            raise CollectError(f"no results folder on the claim ({err.strip()}): "
                                "the sweep has not started writing this run yet")
         if code not in (0, None):
             raise CollectError(f"reading the results failed: {err[-500:]}")

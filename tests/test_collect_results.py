@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,15 @@ from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1O
 from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
     MISSING_EXIT_CODE,
+    PIECE_SCRIPT,
     REPORT_FOLDER,
-    TAR_SCRIPT,
     CollectError,
     JobState,
     JobStatus,
     RunLocation,
     bring_results_home,
-    extract_tar_b64,
+    extract_archive,
+    fetch_archive,
     finished_levels,
     job_status_from,
 )
@@ -40,10 +42,22 @@ LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="benc
                        cache_claim="shared-model-cache", image="python:3.11.14-slim")
 
 
-def tar_b64(folder: Path) -> subprocess.CompletedProcess:
-    """What the reader pod prints for a folder: the real script, run by a real Python."""
-    return subprocess.run([sys.executable, "-c", TAR_SCRIPT, str(folder)],
-                          capture_output=True, text=True, timeout=60)
+def in_pod(command: list[str]) -> str:
+    """One command as the reader pod runs it (the real scripts, a real Python); a failure
+    is raised as the real exec raises it."""
+    result = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
+                            timeout=60)
+    if result.returncode == MISSING_EXIT_CODE:
+        raise CollectError(f"no results folder on the claim ({result.stderr.strip()})")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def transfer(source: Path, dest: Path, scratch: Path) -> None:
+    """The copy `KubernetesClusterIO` makes, with this machine playing the pod."""
+    archive = scratch / "local.tgz"
+    fetch_archive(in_pod, str(source), str(scratch / "pod.tgz"), archive)
+    extract_archive(archive, dest)
 
 
 class FolderCluster:
@@ -71,45 +85,53 @@ class FolderCluster:
 
     def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
         self.copies += 1
-        result = tar_b64(self.claim / location.subpath)
-        if result.returncode == MISSING_EXIT_CODE:
-            raise CollectError(f"no results folder {location.subpath}")
-        assert result.returncode == 0, result.stderr
-        extract_tar_b64(result.stdout, dest)
+        with tempfile.TemporaryDirectory() as scratch:
+            transfer(self.claim / location.subpath, dest, Path(scratch))
 
 
-def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
+def test_transfer_round_trip_keeps_every_file_piece_by_piece(tmp_path, monkeypatch) -> None:
     source = tmp_path / "run"
     (source / "c1").mkdir(parents=True)
     (source / "c1" / SUMMARY_EXPORT).write_text('{"x": 1}')
     (source / "manifest.json").write_bytes(bytes(range(256)))
-    result = tar_b64(source)
-    assert result.returncode == 0
-    extract_tar_b64(result.stdout, tmp_path / "copy")
+    (source / "big.bin").write_bytes(os.urandom(50_000))  # does not compress: many pieces
+    pieces: list[str] = []
+    monkeypatch.setattr("benchmarks.collect.PIECE_BYTES", 4096)
+
+    def counted(command: list[str]) -> str:
+        pieces.append(command[2])
+        return in_pod(command)
+
+    (tmp_path / "scratch").mkdir()
+    fetch_archive(counted, str(source), str(tmp_path / "scratch" / "pod.tgz"),
+                  tmp_path / "run.tgz")
+    extract_archive(tmp_path / "run.tgz", tmp_path / "copy")
     assert (tmp_path / "copy" / "c1" / SUMMARY_EXPORT).read_text() == '{"x": 1}'
     assert (tmp_path / "copy" / "manifest.json").read_bytes() == bytes(range(256))
+    assert (tmp_path / "copy" / "big.bin").read_bytes() == (source / "big.bin").read_bytes()
+    assert pieces.count(PIECE_SCRIPT) >= 50_000 // 4096  # no exec carried the whole run
 
 
 def test_transfer_says_when_the_folder_is_missing(tmp_path) -> None:
-    assert tar_b64(tmp_path / "absent").returncode == MISSING_EXIT_CODE
+    with pytest.raises(CollectError, match="no results folder"):
+        transfer(tmp_path / "absent", tmp_path / "copy", tmp_path)
 
 
 def test_transfer_refuses_paths_outside_the_destination(tmp_path) -> None:
-    import base64
     import io
     import tarfile
 
     # Checked by hand, not `extractall(filter=...)`, which Python 3.11.0-3.11.3 lacks.
     for name, kind in (("../escape.txt", tarfile.REGTYPE), ("link", tarfile.SYMTYPE)):
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        archive = tmp_path / "bad.tgz"
+        with tarfile.open(archive, mode="w:gz") as tar:
             info = tarfile.TarInfo(name)
             info.type = kind
             info.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
             info.size = 1 if kind == tarfile.REGTYPE else 0
             tar.addfile(info, io.BytesIO(b"x") if info.size else None)
         with pytest.raises(CollectError, match="refusing"):
-            extract_tar_b64(base64.b64encode(buf.getvalue()).decode(), tmp_path / "dest")
+            extract_archive(archive, tmp_path / "dest")
         assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "dest/link").exists()
 
 
