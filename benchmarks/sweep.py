@@ -261,20 +261,19 @@ def tool_versions() -> dict[str, str | None]:
 
 
 def manifest_base(
-    config: SweepConfig, affinity: bool, scan: DatasetScan, sessions: int, tokenizer: str
+    config: SweepConfig, affinity: bool, scan: DatasetScan, tokenizer: str
 ) -> dict[str, Any]:
     """What produced a run (pure): the manifest without level states and timestamps."""
     info = load_dataset_info(Path(config.dataset))
-    questions = scan.questions_per_session
     return {
         "profile": config.profile,
         "session_header": SESSION_HEADER if affinity else None,
         "endpoint": config.url,
         "model": config.model,
         "concurrencies": list(config.concurrencies),
-        "requests_per_level": sessions * questions if questions else None,
-        "sessions_per_level": sessions,
-        "questions_per_video": questions,
+        "requests_per_level": scan.requests,
+        "sessions_per_level": scan.sessions,
+        "questions_per_video": scan.questions_per_session,
         "output_tokens": config.output_tokens,
         "warmup_requests": (scan_dataset(config.warmup_dataset).requests
                             if config.warmup_dataset else 0),
@@ -449,11 +448,10 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     affinity = resolve_affinity(config)
     scan = scan_dataset(Path(config.dataset))
     check_output_tokens(config, scan)
-    sessions = scan.sessions
     run_dir = resolve_run_dir(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _prepare_tokenizer(config, run_dir)
-    base = manifest_base(config, affinity, scan, sessions, tokenizer)
+    base = manifest_base(config, affinity, scan, tokenizer)
     manifest_path = run_dir / MANIFEST_NAME
     earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
     if earlier is not None:
@@ -471,7 +469,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
     say(
         f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
-        f"{sessions} videos x {scan.questions_per_session or '?'} questions per level, "
+        f"{scan.sessions} videos x {scan.questions_per_session or '?'} questions per level, "
         f"levels {list(config.concurrencies)}, results in {run_dir}"
     )
     for concurrency in config.concurrencies:
@@ -485,7 +483,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             shutil.rmtree(level_dir)
         spec = LevelSpec(
             url=config.url, model=config.model, dataset=Path(config.dataset).resolve(),
-            concurrency=concurrency, sessions=sessions, output_tokens=config.output_tokens,
+            concurrency=concurrency, sessions=scan.sessions, output_tokens=config.output_tokens,
             artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
             random_seed=config.random_seed,
             extra_body=config.extra_body, export_level=config.export_level,
