@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import enum
 import json
 import shutil
 import subprocess
@@ -39,7 +38,7 @@ from infra.benchmark_names import (
     results_subpath,
     sweep_job_name,
 )
-from infra.cluster import api_client
+from infra.cluster import JobState, JobStatus, api_client, job_status_of
 from infra.settings import SettingsError, kubectl_prefix
 from infra.stack_files import REPO_ROOT, stack_settings
 
@@ -49,19 +48,6 @@ Say = Callable[[str], None]
 
 class CollectError(RuntimeError):
     """Results could not be brought home; the message says why and what to do next."""
-
-
-class JobState(enum.Enum):
-    MISSING = "missing"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    state: JobState
-    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,22 +256,6 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 shutil.copyfileobj(source, out)
 
 
-def job_status_from(job: dict[str, Any] | None) -> JobStatus:
-    """Interpret a Job object (as the API returns it, camelCase) as a JobStatus."""
-    if job is None:
-        return JobStatus(JobState.MISSING)
-    for condition in (job.get("status") or {}).get("conditions") or []:
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Complete":
-            return JobStatus(JobState.SUCCEEDED)
-        if condition.get("type") == "Failed":
-            reason = ": ".join(x for x in (condition.get("reason"), condition.get("message"))
-                               if x)
-            return JobStatus(JobState.FAILED, reason)
-    return JobStatus(JobState.RUNNING)
-
-
 def refusal(error: Any, action: str, permission: str) -> str:
     """One line for an API refusal: what was refused, why, and the fix."""
     status, reason = getattr(error, "status", None), getattr(error, "reason", "")
@@ -332,12 +302,11 @@ class KubernetesClusterIO:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            obj = self._batch.read_namespaced_job_status(job, namespace)
+            return job_status_of(self._batch.read_namespaced_job_status(job, namespace))
         except ApiException as error:
             if self._not_found(error):
-                return job_status_from(None)
+                return job_status_of(None)
             raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
-        return job_status_from(self._api.sanitize_for_serialization(obj))
 
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
         deadline = time.monotonic() + timeout_secs

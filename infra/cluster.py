@@ -13,6 +13,7 @@ tested with the client's own model objects.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,14 +190,38 @@ def _download_content(container: dict[str, Any]) -> tuple[Any, ...]:
             str(limits.get(manifests.GPU_RESOURCE, 0)))
 
 
+class JobState(enum.Enum):
+    MISSING = "missing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    reason: str = ""
+
+
+def job_status_of(job: client.V1Job | None) -> JobStatus:
+    """A Job's state from the conditions Kubernetes sets (None: no such Job); one reading
+    for the next `up` (a failed sweep runs again) and for `collect`."""
+    if job is None:
+        return JobStatus(JobState.MISSING)
+    for condition in (job.status.conditions if job.status else None) or []:
+        if condition.status != "True":
+            continue
+        if condition.type == "Complete":
+            return JobStatus(JobState.SUCCEEDED)
+        if condition.type == "Failed":
+            reason = ": ".join(x for x in (condition.reason, condition.message) if x)
+            return JobStatus(JobState.FAILED, reason)
+    return JobStatus(JobState.RUNNING)
+
+
 def sweep_failed(live: LiveObjects | None) -> bool:
     """The stack's sweep Job failed in the cluster: the next `up` runs it again."""
-    return live is not None and live.sweep_job is not None and _job_failed(live.sweep_job)
-
-
-def _job_failed(job: client.V1Job) -> bool:
-    conditions = (job.status.conditions if job.status else None) or []
-    return any(c.type == "Failed" and c.status == "True" for c in conditions)
+    return live is not None and job_status_of(live.sweep_job).state is JobState.FAILED
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
@@ -294,7 +319,7 @@ def _cache(settings: Settings, live: LiveObjects) -> list[str]:
 
 def _download(settings: Settings, live: LiveObjects) -> list[str]:
     job, kubectl, name = live.download_job, settings.kubectl, settings.download_job_name
-    if job is not None and _job_failed(job):
+    if job_status_of(job).state is JobState.FAILED:
         return [f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
                 f"says why); fix the cause, then `{kubectl} delete job {name}` and "
                 "`pulumi up --refresh` to run it again"]

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from kubernetes.client import ApiClient, V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
+from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
 from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
@@ -25,16 +25,14 @@ from benchmarks.collect import (
     PIECE_SCRIPT,
     REPORT_FOLDER,
     CollectError,
-    JobState,
-    JobStatus,
     RunLocation,
     bring_results_home,
     extract_archive,
     fetch_archive,
     finished_levels,
-    job_status_from,
-)
+    )
 from benchmarks.sweep import level_dir_name
+from infra.cluster import JobState, JobStatus, job_status_of
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
@@ -135,25 +133,24 @@ def test_transfer_refuses_paths_outside_the_destination(tmp_path) -> None:
         assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "dest/link").exists()
 
 
-def job(conditions: list[V1JobCondition] | None) -> dict:
-    """A Job as the API server returns it (the client's own models, serialized)."""
-    obj = V1Job(metadata=V1ObjectMeta(name="j"), status=V1JobStatus(conditions=conditions))
-    return ApiClient().sanitize_for_serialization(obj)
+def job(conditions: list[V1JobCondition] | None) -> V1Job:
+    """A Job as the client reads it from the API server (its own models)."""
+    return V1Job(metadata=V1ObjectMeta(name="j"), status=V1JobStatus(conditions=conditions))
 
 
 def test_job_status_reads_the_conditions_kubernetes_sets() -> None:
-    assert job_status_from(None).state is JobState.MISSING
-    assert job_status_from(job(None)).state is JobState.RUNNING
-    assert job_status_from(job([V1JobCondition(type="Complete", status="True")])).state \
+    assert job_status_of(None).state is JobState.MISSING
+    assert job_status_of(job(None)).state is JobState.RUNNING
+    assert job_status_of(job([V1JobCondition(type="Complete", status="True")])).state \
         is JobState.SUCCEEDED
-    failed = job_status_from(job([V1JobCondition(
+    failed = job_status_of(job([V1JobCondition(
         type="Failed", status="True", reason="DeadlineExceeded",
         message="Job was active longer than specified deadline")]))
     assert failed == JobStatus(JobState.FAILED,
                                "DeadlineExceeded: Job was active longer than specified deadline")
     suspended = job([V1JobCondition(type="Suspended", status="True"),
                      V1JobCondition(type="Failed", status="False")])
-    assert job_status_from(suspended).state is JobState.RUNNING
+    assert job_status_of(suspended).state is JobState.RUNNING
 
 
 def test_a_running_sweep_is_left_alone_with_the_command_to_collect_later(tmp_path) -> None:
