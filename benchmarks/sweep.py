@@ -37,6 +37,7 @@ from benchmarks.aiperf_run import (
     SUMMARY_EXPORT,
     ExportError,
     LevelSpec,
+    LevelSummary,
     aiperf_command,
     aiperf_env,
     output_lengths,
@@ -475,7 +476,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     for concurrency in config.concurrencies:
         level_dir = run_dir / level_dir_name(concurrency)
         if level_complete(run_dir, manifest, concurrency):
-            kept = summarize_file(level_dir / SUMMARY_EXPORT)
+            kept = LevelSummary(**manifest["levels"][str(concurrency)]["summary"])
             say(f"{kept.line()} [kept from the earlier run]")
             continue
         if level_dir.exists():
