@@ -66,6 +66,7 @@ MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
                    - len(recipe.graph_name("")))
 MAX_TIMEOUT_SECS = 7 * 24 * 3600
 
+
 def quantity_amount(value: str) -> float | None:
     """A resource quantity as a number (bytes for memory), None when it isn't one
     (negative amounts included: no resource takes them)."""
@@ -79,7 +80,8 @@ def quantity_amount(value: str) -> float | None:
 
 
 class ConfigReader:
-    """Reads typed values by short key, remembering problems instead of raising."""
+    """Reads typed values by short key, remembering problems instead of raising: the one
+    reader of a stack's config (serving.py and benchmark_settings.py read through it too)."""
 
     def __init__(self, raw: Mapping[str, Any], project: str) -> None:
         self.raw = raw
