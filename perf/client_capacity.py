@@ -67,7 +67,7 @@ def main() -> int:
                 url=server.url, model=MODEL, dataset=dataset, concurrency=args.concurrency,
                 sessions=args.videos, output_tokens=args.output_tokens,
                 artifact_dir=work / "level", tokenizer=str(tokenizer), affinity=True,
-                warmup_requests=args.concurrency, random_seed=0,
+                random_seed=0,
             )
             load_before = os.getloadavg()[0]
             print(f"client capacity: AIPerf, {requests} requests x {args.output_tokens} "

@@ -401,3 +401,16 @@ def test_a_server_that_stops_early_is_flagged_and_fails_the_level(tmp_path: Path
     assert "FLAGGED: concurrency 1: 4 of 4 requests got other than 8 output tokens" in report
     rows = json.loads((tmp_path / "report" / "report.json").read_text())["rows"]
     assert rows[0]["output_tokens_other"] == 4
+
+
+def test_the_client_capacity_benchmark_runs_the_sweeps_own_aiperf_command() -> None:
+    """perf/client_capacity.py builds its level with the sweep's LevelSpec: a change there
+    must not leave the benchmark broken (it was, once, by a removed field). Its figures
+    are printed, not asserted; what is asserted is what it sent and counted."""
+    result = subprocess.run(
+        [sys.executable, "perf/client_capacity.py", "--videos", "2", "--questions-per-video",
+         "4", "--concurrency", "2", "--timeout", "120"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]
+    assert "(8 measured requests, 0 errors, 8 served in total" in result.stdout
