@@ -273,11 +273,11 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
         for c in levels:
             row = [str(c)]
             for lb in labels:
-                r = by_key.get((c, lb)) or {}
-                low, high = (r.get(k) for k in SPREAD_KEYS)
+                level = by_key.get((c, lb)) or {}
+                low, high = (level.get(k) for k in SPREAD_KEYS)
                 spread = "n/a" if low is None else (
-                    f"{r['stickiness_workers_seen']} ({low}-{high})")
-                row += [_fmt(r.get("prefix_cache_hit_pct"), 0, "%"), spread]
+                    f"{level['stickiness_workers_seen']} ({low}-{high})")
+                row += [_fmt(level.get("prefix_cache_hit_pct"), 0, "%"), spread]
             body.append(row)
         out += _table(header, body)
     if notes:
