@@ -42,7 +42,7 @@ from benchmarks.processes import (
     free_port,
     sigterm_as_interrupt,
 )
-from benchmarks.report import build_report
+from benchmarks.report import build_report, gain_pct
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
@@ -200,12 +200,6 @@ class ProfileOutcome:
     kept: set[int] = field(default_factory=set)
 
 
-def _gain(value: float | None, base: float | None) -> float | None:
-    if value is None or not base:
-        return None
-    return 100.0 * (value - base) / base
-
-
 def direction_notes(
     baseline: ProfileOutcome, affinity: ProfileOutcome, workers: int
 ) -> list[str]:
@@ -216,7 +210,7 @@ def direction_notes(
         return []
     top = common[-1]
     rr, af = baseline.levels[top], affinity.levels[top]
-    gain = _gain(af.summary.request_throughput, rr.summary.request_throughput)
+    gain = gain_pct(af.summary.request_throughput, rr.summary.request_throughput)
     ttft_rr, ttft_af = rr.summary.ttft_p50_ms, af.summary.ttft_p50_ms
     facts = (
         f"at concurrency {top}: {af.summary.request_throughput:.2f} vs "
