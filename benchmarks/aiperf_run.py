@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,12 +201,16 @@ def summarize_file(path: Path) -> LevelSummary:
         raise ExportError(f"{path}: {exc}") from exc
 
 
-def _measured(records: Path) -> list[dict[str, Any]]:
-    """AIPerf's per-request records of the measured phase (warm-up excluded)."""
+def measured_records(records: Path) -> Iterator[dict[str, Any]]:
+    """AIPerf's per-request records (the records or the raw export) of the measured phase,
+    warm-up excluded, one at a time (a raw export is large)."""
     with open(records) as lines:
-        rows = [json.loads(line) for line in lines if line.strip()]
-    return [r for r in rows
-            if (r.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling"]
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if (record.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling":
+                yield record
 
 
 def _metric(record: dict[str, Any], name: str) -> float | None:
@@ -216,14 +220,14 @@ def _metric(record: dict[str, Any], name: str) -> float | None:
 def output_lengths(records: Path) -> list[int]:
     """Output tokens of every measured request (a request without a count, e.g. a failed
     one, is left out)."""
-    values = (_metric(r, "output_sequence_length") for r in _measured(records))
+    values = (_metric(r, "output_sequence_length") for r in measured_records(records))
     return [int(v) for v in values if v is not None]
 
 
 def latencies_by_video(records: Path) -> dict[str, list[float]]:
     """Request latencies (ms) of the measured requests, by session (one per video)."""
     out: dict[str, list[float]] = {}
-    for record in _measured(records):
+    for record in measured_records(records):
         latency = _metric(record, "request_latency")
         if latency is not None:
             video = str((record.get("metadata") or {}).get("conversation_id"))

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_run import RAW_EXPORT
+from benchmarks.aiperf_run import RAW_EXPORT, measured_records
 
 CACHED_TOKENS = "dynamo_frontend_cached_tokens_sum"
 INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens_sum"
@@ -139,20 +139,13 @@ def attribute_raw_export(path: Path) -> Attribution:
     """
     by_video: dict[str, list[int]] = defaultdict(list)
     unattributed = 0
-    with path.open() as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            meta = record.get("metadata") or {}
-            if meta.get("benchmark_phase", "profiling") != "profiling":
-                continue
-            worker = worker_of_record(record)
-            video = meta.get("conversation_id")
-            if worker is None or video is None:
-                unattributed += 1
-            else:
-                by_video[str(video)].append(worker)
+    for record in measured_records(path):
+        worker = worker_of_record(record)
+        video = (record.get("metadata") or {}).get("conversation_id")
+        if worker is None or video is None:
+            unattributed += 1
+        else:
+            by_video[str(video)].append(worker)
     return Attribution(dict(by_video), unattributed)
 
 
