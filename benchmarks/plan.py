@@ -8,10 +8,10 @@ measured, then plans again on the hardware those runs measured.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from benchmarks.report import read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.calibration import (
     H200,
@@ -25,10 +25,9 @@ from infra.settings import Settings
 
 
 def measured_levels(run_dir: Path) -> dict[int, float]:
-    """Concurrency -> req/s of a sweep's complete levels (its manifest)."""
-    manifest = json.loads((run_dir / MANIFEST_NAME).read_text())
-    return {int(c): level["summary"]["request_throughput"]
-            for c, level in manifest["levels"].items() if level.get("status") == "complete"}
+    """Concurrency -> req/s of a sweep's finished levels, as its manifest records them."""
+    run = read_run(run_dir / MANIFEST_NAME)
+    return {c: summary.request_throughput for c, summary in run.levels.items()}
 
 
 def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str], Hardware]:

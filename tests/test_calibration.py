@@ -8,11 +8,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
+from benchmarks.aiperf_run import LevelSummary
 from benchmarks.local_dynamo import LocalDynamo, MockFleet, mocker_command
 from benchmarks.prompts import standin_text
 from benchmarks.rehearse import STANDIN_TOKENS, RehearsalConfig, seed_comparison
@@ -81,7 +82,8 @@ def _run_dir(tmp_path: Path, name: str, levels: dict[int, float]) -> Path:
     run = tmp_path / name
     run.mkdir()
     (run / "manifest.json").write_text(json.dumps({"levels": {
-        str(c): {"status": "complete", "summary": {"request_throughput": r}}
+        str(c): {"status": "complete", "summary": asdict(LevelSummary(c, 100, 0, r, None, None,
+                                                                      None, None))}
         for c, r in levels.items()}}))
     return run
 
