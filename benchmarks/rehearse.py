@@ -54,6 +54,7 @@ from benchmarks.sweep import (
     write_json,
 )
 from benchmarks.tiny_model import mock_model_dir
+from infra.benchmark_names import first_warmup_video
 from infra.benchmark_shape import SEED_SHAPE
 from infra.calibration import (
     SEED_16_LATENCY_P50_MS,
@@ -357,7 +358,8 @@ class Rehearsal:
         if cfg.warmup_videos:
             build_dataset(self.warmup_dataset, video_count=cfg.warmup_videos,
                           text_standin_tokens=cfg.standin_tokens, questions_per_video=1,
-                          output_tokens=cfg.output_tokens, first_video=cfg.videos + 1)
+                          output_tokens=cfg.output_tokens,
+                          first_video=first_warmup_video(cfg.videos))
         return model, dataset
 
     @property

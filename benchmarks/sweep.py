@@ -59,6 +59,7 @@ from benchmarks.evidence import (
 )
 from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
+from infra.benchmark_names import first_warmup_video
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
@@ -652,8 +653,8 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
     try:
         dataset = build(run_dir / "dataset.jsonl", args.video_count, 0,
                         args.questions_per_video)
-        warmup = build(run_dir / "warmup.jsonl", args.warmup_videos, args.video_count + 1,
-                       1) if args.warmup_videos else None
+        warmup = build(run_dir / "warmup.jsonl", args.warmup_videos,
+                       first_warmup_video(args.video_count), 1) if args.warmup_videos else None
     except ValueError as exc:
         raise InputError("bad sweep settings", [f"cannot build the dataset: {exc}"]) from exc
     return dataset, warmup

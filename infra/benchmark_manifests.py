@@ -37,9 +37,11 @@ from infra.benchmark_names import (
     code_config_map_name,
     results_subpath,
     smoke_job_name,
+    smoke_video,
     sweep_job_name,
     video_name,
     video_server_name,
+    videos_to_make,
 )
 from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
@@ -189,14 +191,14 @@ def runner_command(benchmark_args: list[str]) -> list[str]:
 def videos_args(settings: BenchmarkSettings) -> list[str]:
     """The measured videos, then one for the smoke test alone, then the warm-up's."""
     return ["videos", "--out", VIDEOS_DIR,
-            "--count", str(settings.videos + 1 + settings.warmup_videos)]
+            "--count", str(videos_to_make(settings.videos, settings.warmup_videos))]
 
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
         "smoke", "--url", target.frontend_url, "--model", target.model,
         # Not a measured video: the smoke test leaves nothing cached for the sweep.
-        "--video-url", target.video_base_url + video_name(settings.videos),
+        "--video-url", target.video_base_url + video_name(smoke_video(settings.videos)),
     ]
 
 

@@ -22,6 +22,20 @@ def video_name(index: int) -> str:
     return f"video_{index:04d}.mp4"
 
 
+# A run's videos in index order: the measured ones, one for the smoke test alone (nothing
+# it caches is measured), then the warm-up's.
+def smoke_video(videos: int) -> int:
+    return videos
+
+
+def first_warmup_video(videos: int) -> int:
+    return smoke_video(videos) + 1
+
+
+def videos_to_make(videos: int, warmup_videos: int) -> int:
+    return first_warmup_video(videos) + warmup_videos
+
+
 def code_config_map_name(profile: str) -> str:
     return f"{recipe.GRAPH_NAME_PREFIX}-bench-code-{profile}"
 
