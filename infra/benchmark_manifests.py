@@ -45,6 +45,7 @@ from infra.benchmark_names import (
 )
 from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
+    COMPONENT_LABEL,
     PROFILE_LABEL,
     REPLACE_UNREADY,
     TIMEOUT_SECONDS,
@@ -129,7 +130,7 @@ def labels(component: str, profile: str, run_id: str | None = None) -> dict[str,
     out = {
         **common_labels(),
         PROFILE_LABEL: profile,
-        "app.kubernetes.io/component": component,
+        COMPONENT_LABEL: component,
     }
     if run_id is not None:
         out[RUN_ID_LABEL] = run_id

@@ -49,6 +49,8 @@ SKIP_AWAIT = "pulumi.com/skipAwait"
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 
 PROFILE_LABEL = "cosmos3-routing/profile"
+# What a pod of ours is (download, videos, smoke, sweep...): NetworkPolicies select on it.
+COMPONENT_LABEL = "app.kubernetes.io/component"
 CACHE_VOLUME = "model-cache"
 # As NVIDIA's Cosmos3 NIM Dynamo manifest starts the worker: a login shell sets up the
 # image's environment, then exec hands PID 1 to the server so it receives SIGTERM.
@@ -266,7 +268,7 @@ def _gpu_placement(settings: Settings) -> dict[str, Any]:
 
 def download_pod_labels(settings: Settings) -> dict[str, str]:
     """The download pod's labels: this stack's Job by name (its NetworkPolicy selects it)."""
-    return {**common_labels(), "app.kubernetes.io/component": "model-download",
+    return {**common_labels(), COMPONENT_LABEL: "model-download",
             "app.kubernetes.io/instance": settings.download_job_name}
 
 

@@ -30,13 +30,12 @@ from typing import Any
 
 from infra import recipe
 from infra.benchmark_manifests import VIDEO_SERVER_PORT, labels
-from infra.manifests import PROFILE_LABEL, common_labels, download_pod_labels
+from infra.manifests import COMPONENT_LABEL, PROFILE_LABEL, common_labels, download_pod_labels
 from infra.rules import cidr
 from infra.settings import Settings
 
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
-COMPONENT_LABEL = "app.kubernetes.io/component"
 # Our pods that take no inbound traffic, and the two that call the frontend.
 CLOSED_COMPONENTS = ("benchmark-smoke", "benchmark-sweep", "benchmark-results-reader")
 CLIENT_COMPONENTS = ("benchmark-smoke", "benchmark-sweep")
