@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from infra.benchmark_names import max_run_id_len
 from infra.benchmark_shape import SEED_SHAPE
-from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN, levels_problems
+from infra.rules import (
+    IMAGE,
+    MAX_TIMEOUT_SECS,
+    MIN_TIMEOUT_SECS,
+    RUN_ID,
+    RUN_ID_MAX_LEN,
+    levels_problems,
+)
 
 if TYPE_CHECKING:  # settings imports this module: the reader is only a type here
     from infra.settings import ConfigReader
@@ -24,8 +31,6 @@ if TYPE_CHECKING:  # settings imports this module: the reader is only a type her
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
-MIN_TIMEOUT_SECS = 60
-MAX_TIMEOUT_SECS = 7 * 24 * 3600
 MAX_VIDEOS = 10_000
 MAX_QUESTIONS = 1000
 

@@ -27,6 +27,9 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # A run id names Jobs, labels and folders: a DNS label (the stack may shorten it further).
 RUN_ID = DNS_LABEL
 RUN_ID_MAX_LEN = 30
+# Every wait a stack sets (download, graph, smoke test, sweep...): a minute to a week.
+MIN_TIMEOUT_SECS = 60
+MAX_TIMEOUT_SECS = 7 * 24 * 3600
 MAX_CONCURRENCY = 1024
 
 

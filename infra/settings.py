@@ -38,6 +38,8 @@ from infra.rules import (
     IMAGE,
     LABEL_KEY,
     LABEL_VALUE,
+    MAX_TIMEOUT_SECS,
+    MIN_TIMEOUT_SECS,
     PLACEHOLDER,
     SEMVER,
     TAINT_EFFECTS,
@@ -64,7 +66,6 @@ SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
                    - len(recipe.graph_name("")))
-MAX_TIMEOUT_SECS = 7 * 24 * 3600
 
 
 def quantity_amount(value: str) -> float | None:
@@ -595,9 +596,11 @@ def _read_workers(r: ConfigReader, placement: PlacementSettings) -> WorkerSettin
 
 def _read_timeouts(r: ConfigReader) -> TimeoutSettings:
     return TimeoutSettings(
-        download_secs=r.integer("downloadTimeoutSecs", 60, MAX_TIMEOUT_SECS, " seconds"),
+        download_secs=r.integer("downloadTimeoutSecs", MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
+                                " seconds"),
         download_retries=r.integer("downloadRetries", 0, 10, " retries"),
-        graph_secs=r.integer("graphTimeoutSecs", 60, MAX_TIMEOUT_SECS, " seconds"),
+        graph_secs=r.integer("graphTimeoutSecs", MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
+                             " seconds"),
     )
 
 
