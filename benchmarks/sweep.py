@@ -71,6 +71,7 @@ STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
 # A level whose failed requests exceed this share of its requests is failed, not kept.
 MAX_ERROR_SHARE = 0.01
+BAD_SETTINGS = "bad sweep settings"
 Say = Callable[[str], None]
 
 
@@ -195,7 +196,7 @@ def resolve_affinity(config: SweepConfig) -> bool:
         return config.affinity
     if config.profile in PROFILES:
         return PROFILES[config.profile].affinity
-    raise InputError("bad sweep settings", [
+    raise InputError(BAD_SETTINGS, [
         f"profile {config.profile!r} is not one of {sorted(PROFILES)}: say whether it sends "
         f"{SESSION_HEADER} with --session-affinity or --no-session-affinity"])
 
@@ -236,7 +237,7 @@ def config_problems(config: SweepConfig) -> list[str]:
 
 def check_output_tokens(config: SweepConfig, scan: DatasetScan) -> None:
     if scan.output_tokens and scan.output_tokens != {config.output_tokens}:
-        raise InputError("bad sweep settings", [
+        raise InputError(BAD_SETTINGS, [
             f"the dataset asks for {sorted(scan.output_tokens)} output tokens but the sweep "
             f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
             f"{config.output_tokens}, or pass the dataset's value to --output-tokens"])
@@ -443,7 +444,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     """
     problems = config_problems(config)
     if problems:
-        raise InputError("bad sweep settings", problems)
+        raise InputError(BAD_SETTINGS, problems)
     if config.attribute_workers:
         config = replace(config, export_level="raw",
                          extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
@@ -491,7 +492,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             extra_body=config.extra_body, export_level=config.export_level,
             request_timeout_secs=config.request_timeout_secs,
         )
-        manifest["levels"][str(concurrency)] = {
+        level = manifest["levels"][str(concurrency)] = {
             "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now()}
         write_json(manifest_path, manifest)
         try:
@@ -507,17 +508,15 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 summary = summarize_file(level_dir / SUMMARY_EXPORT)
                 now = scrape_frontend(level_run.url)
         except (SweepError, ExportError) as exc:
-            manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=str(exc))
-            write_json(manifest_path, manifest)
+            failed = _record_failure(manifest_path, manifest, level, str(exc))
             if isinstance(exc, SweepError):
-                raise LevelFailed(str(exc)) from exc
+                raise failed from exc
             raise LevelFailed(
                 f"concurrency {concurrency}: {exc}\nAIPerf's last lines:\n"
                 f"{_tail(level_dir / LEVEL_LOG)}"
             ) from exc
         say(summary.line())
         lengths = _length_check(level_dir, config.output_tokens)
-        level = manifest["levels"][str(concurrency)]
         evidence = level_evidence(level_dir, counted, now, config.attribute_workers,
                                   config.keep_raw)
         if evidence:
@@ -533,18 +532,14 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             error = (f"concurrency {concurrency}: {summary.errors} of {sent} "
                      f"requests failed, over the {MAX_ERROR_SHARE:.0%} a level may "
                      f"lose (details: {level_dir / SUMMARY_EXPORT}, error_summary)")
-            manifest["levels"][str(concurrency)].update(status=STATUS_FAILED, error=error)
-            write_json(manifest_path, manifest)
-            raise LevelFailed(error)
+            raise _record_failure(manifest_path, manifest, level, error)
         if lengths and not config.accept_other_lengths:
             error = (f"concurrency {concurrency}: {lengths['other']} requests got other than "
                      f"{config.output_tokens} output tokens (min {lengths['min']}, max "
                      f"{lengths['max']}): the server stops early or ignores the length "
                      "fields; fix it, or pass --accept-other-lengths to keep such levels")
-            level.update(status=STATUS_FAILED, error=error)
-            write_json(manifest_path, manifest)
-            raise LevelFailed(error)
-        manifest["levels"][str(concurrency)].update(
+            raise _record_failure(manifest_path, manifest, level, error)
+        level.update(
             status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
             **({"measured": level_run.measured} if level_run.measured else {}))
         write_json(manifest_path, manifest)
@@ -554,6 +549,14 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
         f"{run_dir} ... --out REPORT)")
     return run_dir
+
+
+def _record_failure(manifest_path: Path, manifest: dict[str, Any], level: dict[str, Any],
+                    error: str) -> LevelFailed:
+    """Mark a level failed in the manifest (the run resumes from it); the error to raise."""
+    level.update(status=STATUS_FAILED, error=error)
+    write_json(manifest_path, manifest)
+    return LevelFailed(error)
 
 
 def _now() -> str:
@@ -629,10 +632,10 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
     warm-up one: one question about each of the `--warmup-videos` videos that follow the
     measured ones and the smoke test's."""
     if args.warmup_videos < 0:
-        raise InputError("bad sweep settings",
+        raise InputError(BAD_SETTINGS,
                          [f"--warmup-videos must be >= 0 (got {args.warmup_videos})"])
     if args.warmup_videos and args.video_count is None:
-        raise InputError("bad sweep settings", [
+        raise InputError(BAD_SETTINGS, [
             "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
     common = dict(output_tokens=args.output_tokens, seed=args.seed,
                   reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
@@ -656,7 +659,7 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
         warmup = build(run_dir / "warmup.jsonl", args.warmup_videos,
                        first_warmup_video(args.video_count), 1) if args.warmup_videos else None
     except ValueError as exc:
-        raise InputError("bad sweep settings", [f"cannot build the dataset: {exc}"]) from exc
+        raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
     return dataset, warmup
 
 
@@ -679,7 +682,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
             if problems:
-                raise InputError("bad sweep settings", problems)
+                raise InputError(BAD_SETTINGS, problems)
             run_dir = resolve_run_dir(config)
             run_dir.mkdir(parents=True, exist_ok=True)
             dataset, warmup = _datasets_for(args, run_dir)
@@ -690,7 +693,7 @@ def _run(args: argparse.Namespace) -> int:
             # `pulumi up`) shows; the details and the way to resume come before it.
             first, _, details = str(exc).partition("\n")
             if isinstance(exc, InputError):
-                first, details = f"bad sweep settings: {'; '.join(exc.problems)}", ""
+                first, details = f"{BAD_SETTINGS}: {'; '.join(exc.problems)}", ""
             if details:
                 print(f"sweep: {details}", file=sys.stderr, flush=True)
             if isinstance(exc, LevelFailed) and run_dir is not None:
