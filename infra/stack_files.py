@@ -26,6 +26,7 @@ SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-h
 PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
                          "vllmImage": "stand-in.invalid/no-vllm-image:none"}
 
+
 def cli_value(value: Any) -> str:
     """A config value as the CLI hands it to the program."""
     if isinstance(value, bool):
