@@ -31,9 +31,10 @@ import argparse
 import base64
 import json
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.prompts import (
     QUESTIONS,
@@ -43,7 +44,7 @@ from benchmarks.prompts import (
     standin_text,
 )
 from benchmarks.videos import MANIFEST_NAME, load_manifest
-from infra.benchmark_names import video_name
+from infra.benchmark_names import first_warmup_video, video_name
 from infra.benchmark_shape import SEED_SHAPE
 
 MODE_VIDEO = "video"
@@ -286,3 +287,29 @@ def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
                         help="append the cookbook's <think> answer format to each question")
     parser.add_argument("--sampling-preset", choices=list(SAMPLING_PRESETS), default="none",
                         help="sampling fields added to every request (default none)")
+
+
+DATASET_FILE = "dataset.jsonl"
+WARMUP_FILE = "warmup.jsonl"
+
+
+def build_run_datasets(
+    folder: Path, videos: int | None, questions_per_video: int, warmup_videos: int,
+    references: Callable[[int | None, int], Sequence[str]] | None = None, **options: Any,
+) -> tuple[Path, Path | None]:
+    """A run's measured dataset and its warm-up one (None without warm-up videos): one
+    question about each of the `warmup_videos` videos that follow the measured ones and the
+    smoke test's. Videos come from `references(count, first)`; without it they are text
+    stand-ins (`options` then hold `text_standin_tokens`). `options` go to `build_dataset`."""
+
+    def build(name: str, count: int | None, first: int, questions: int) -> Path:
+        refs = None if references is None else references(count, first)
+        build_dataset(folder / name, video_refs=refs, video_count=count,
+                      questions_per_video=questions, first_video=first, **options)
+        return folder / name
+
+    dataset = build(DATASET_FILE, videos, 0, questions_per_video)
+    if not warmup_videos:
+        return dataset, None
+    assert videos is not None, "warm-up videos follow a known number of measured ones"
+    return dataset, build(WARMUP_FILE, warmup_videos, first_warmup_video(videos), 1)

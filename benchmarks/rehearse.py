@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.aiperf_run import RAW_EXPORT, LevelSummary
-from benchmarks.dataset import build_dataset
+from benchmarks.dataset import build_run_datasets
 from benchmarks.evidence import Stickiness
 from benchmarks.local_dynamo import (
     MOCK_BLOCK_SIZE,
@@ -54,7 +54,6 @@ from benchmarks.sweep import (
     write_json,
 )
 from benchmarks.tiny_model import mock_model_dir
-from infra.benchmark_names import first_warmup_video
 from infra.benchmark_shape import SEED_SHAPE
 from infra.calibration import (
     SEED_16_LATENCY_P50_MS,
@@ -89,6 +88,8 @@ DEFAULT_PROFILES = tuple(PROFILES)
 MOCK_REQUEST_SECS = 1.2
 
 Say = Callable[[str], None]
+# A run's measured dataset and its warm-up one (None without warm-up videos).
+Datasets = tuple[Path, Path | None]
 
 
 @dataclass(frozen=True)
@@ -345,26 +346,16 @@ class Rehearsal:
             kwargs["memory_needed"] = self.config.memory_needed
         run_preflight(self.nats, ports=ports, out_dir=self.run_dir, **kwargs)
 
-    def prepare(self) -> tuple[Path, Path]:
-        """The tiny model dir and the stand-in dataset (deterministic; rebuilt each time)."""
+    def prepare(self) -> tuple[Path, Datasets]:
+        """The tiny model dir and the stand-in datasets, measured and warm-up
+        (deterministic; rebuilt each time)."""
         cfg = self.config
         model = mock_model_dir(self.run_dir / "model")
-        dataset = self.run_dir / "dataset.jsonl"
-        build_dataset(
-            dataset, video_count=cfg.videos, text_standin_tokens=cfg.standin_tokens,
-            questions_per_video=cfg.questions_per_video, output_tokens=cfg.output_tokens,
-            video_source="text stand-in (local rehearsal)",
-        )
-        if cfg.warmup_videos:
-            build_dataset(self.warmup_dataset, video_count=cfg.warmup_videos,
-                          text_standin_tokens=cfg.standin_tokens, questions_per_video=1,
-                          output_tokens=cfg.output_tokens,
-                          first_video=first_warmup_video(cfg.videos))
-        return model, dataset
-
-    @property
-    def warmup_dataset(self) -> Path:
-        return self.run_dir / "warmup.jsonl"
+        datasets = build_run_datasets(
+            self.run_dir, cfg.videos, cfg.questions_per_video, cfg.warmup_videos,
+            text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
+            video_source="text stand-in (local rehearsal)")
+        return model, datasets
 
     def stack_config(self, stack: Settings, model: Path, port: int, level: int
                      ) -> LocalDynamoConfig:
@@ -381,14 +372,15 @@ class Rehearsal:
             ready_timeout_secs=self.config.ready_timeout_secs,
         )
 
-    def sweep_config(self, stack: Settings, model: Path, dataset: Path) -> SweepConfig:
+    def sweep_config(self, stack: Settings, model: Path, datasets: Datasets) -> SweepConfig:
         cfg = self.config
+        dataset, warmup = datasets
         return SweepConfig(
             # Each level gets its own frontend, on its own port (see `local_stack`).
             url=f"http://{LOOPBACK}", dataset=dataset, profile=stack.profile,
             affinity=stack.routing.affinity, concurrencies=cfg.concurrencies,
             output_tokens=cfg.output_tokens,
-            warmup_dataset=self.warmup_dataset if cfg.warmup_videos else None,
+            warmup_dataset=warmup,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, keep_raw=cfg.keep_raw,
             notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
@@ -419,13 +411,13 @@ class Rehearsal:
             yield run
             run.measured["cpu_busy"] = busy_share(before, cpu_times())
 
-    def run_profile(self, stack: Settings, model: Path, dataset: Path) -> ProfileOutcome:
+    def run_profile(self, stack: Settings, model: Path, datasets: Datasets) -> ProfileOutcome:
         cfg = self.config
         run_dir = self.run_dir / stack.profile
         outcome = ProfileOutcome(stack.profile, run_dir)
         outcome.kept = {c for c in cfg.concurrencies
                         if level_complete(run_dir, _read_manifest(run_dir), c)}
-        run_sweep(self.sweep_config(stack, model, dataset),
+        run_sweep(self.sweep_config(stack, model, datasets),
                   say=lambda line: self.say(f"{stack.profile}: {line}"))
         levels = _read_manifest(run_dir)["levels"]
         outcome.levels = {c: level_outcome(levels[str(c)]) for c in cfg.concurrencies}
@@ -442,8 +434,8 @@ class Rehearsal:
                 f"at concurrency {', '.join(map(str, self.config.concurrencies))}; "
                 f"results in {self.run_dir}"
             )
-            model, dataset = self.prepare()
-            outcomes = [self.run_profile(self.stacks[p], model, dataset)
+            model, datasets = self.prepare()
+            outcomes = [self.run_profile(self.stacks[p], model, datasets)
                         for p in self.config.profiles]
             notes = self.direction(outcomes)
             report = build_report([o.run_dir for o in outcomes], self.run_dir,

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from benchmarks.aiperf_run import (
 )
 from benchmarks.dataset import (
     add_prompt_style_options,
-    build_dataset,
+    build_run_datasets,
     load_dataset_info,
     video_references,
     video_settings_for,
@@ -59,7 +60,6 @@ from benchmarks.evidence import (
 )
 from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
-from infra.benchmark_names import first_warmup_video
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
 from infra.routing import PROFILES
@@ -637,30 +637,21 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
     if args.warmup_videos and args.video_count is None:
         raise InputError(BAD_SETTINGS, [
             "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
-    common = dict(output_tokens=args.output_tokens, seed=args.seed,
-                  reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
-
-    def build(out: Path, count: int | None, first: int, questions: int) -> Path:
-        if args.text_standin_tokens is not None:
-            build_dataset(out, video_count=count, text_standin_tokens=args.text_standin_tokens,
-                          questions_per_video=questions, first_video=first, **common)
-        else:
-            refs = video_references(args.videos, args.video_base_url, count, first)
-            build_dataset(
-                out, video_refs=refs, questions_per_video=questions, first_video=first,
-                video_settings=video_settings_for(args.videos, args.video_base_url),
-                video_source=args.video_base_url or "local files", **common,
-            )
-        return out
-
+    options: dict[str, Any] = dict(
+        output_tokens=args.output_tokens, seed=args.seed,
+        reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
+    references = None
     try:
-        dataset = build(run_dir / "dataset.jsonl", args.video_count, 0,
-                        args.questions_per_video)
-        warmup = build(run_dir / "warmup.jsonl", args.warmup_videos,
-                       first_warmup_video(args.video_count), 1) if args.warmup_videos else None
+        if args.text_standin_tokens is not None:
+            options["text_standin_tokens"] = args.text_standin_tokens
+        else:
+            references = partial(video_references, args.videos, args.video_base_url)
+            options.update(video_settings=video_settings_for(args.videos, args.video_base_url),
+                           video_source=args.video_base_url or "local files")
+        return build_run_datasets(run_dir, args.video_count, args.questions_per_video,
+                                  args.warmup_videos, references, **options)
     except ValueError as exc:
         raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
-    return dataset, warmup
 
 
 def _run(args: argparse.Namespace) -> int:
