@@ -178,7 +178,8 @@ def bring_results_home(
     say(f"copying {location.cache_claim}:{location.subpath}/ to {final}/")
     try:
         cluster.copy_dir_from_pvc(location, staged)
-        if not finished_levels(staged):
+        levels = finished_levels(staged)
+        if not levels:
             raise CollectError(
                 f"the sweep finished no level in {location.cache_claim}:{location.subpath}/. "
                 f"Check its log: {location.kubectl} logs job/{job}"
@@ -187,7 +188,7 @@ def bring_results_home(
     finally:
         if staged.exists():
             shutil.rmtree(staged)
-    say(f"copied {len(finished_levels(final))} level(s) in {time.monotonic() - started:.0f} s")
+    say(f"copied {len(levels)} level(s) in {time.monotonic() - started:.0f} s")
     build_and_print_report(final, say)
     others = other_runs(results_root, location)
     if others:
