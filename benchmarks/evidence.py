@@ -203,17 +203,15 @@ def worker_spread(attribution: Attribution) -> dict[str, Any]:
 
 
 def level_evidence(level_dir: Path, before: FrontendCounts | None,
-                   after: FrontendCounts | None, attribute_workers: bool,
-                   keep_raw: bool) -> dict[str, Any]:
+                   after: FrontendCounts | None, attribute_workers: bool) -> dict[str, Any]:
     """What a level's manifest entry records: the frontend's prefix-cache share, and
-    (attributing workers) the routing's spread, after which the large raw export may go."""
+    (attributing workers) the routing's spread, after which the large raw export goes."""
     evidence: dict[str, Any] = {}
     if before and after:
         evidence["prefix_cache_hit_pct"] = prefix_cache_hit_pct(before, after)
     if attribute_workers:
         evidence["routing"] = worker_spread(level_attribution(level_dir))
-        if not keep_raw:
-            (level_dir / RAW_EXPORT).unlink(missing_ok=True)
+        (level_dir / RAW_EXPORT).unlink(missing_ok=True)
     return evidence
 
 

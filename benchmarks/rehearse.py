@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_run import RAW_EXPORT, LevelSummary
+from benchmarks.aiperf_run import LevelSummary
 from benchmarks.dataset import build_run_datasets
 from benchmarks.evidence import Stickiness
 from benchmarks.local_dynamo import (
@@ -107,9 +107,7 @@ class RehearsalConfig:
     run_id: str | None = None
     frontend_port: int | None = None
     nats_port: int | None = None
-    ready_timeout_secs: float = 120.0
     level_timeout_secs: float | None = None
-    keep_raw: bool = False
     memory_needed: int | None = None
 
     @property
@@ -164,8 +162,6 @@ def config_problems(config: RehearsalConfig) -> list[str]:
         problems.append(f"--speedup-ratio and --decode-speedup-ratio must be above 0 (got "
                         f"{config.speedup_ratio}, {config.decode_speedup_ratio}); 1 keeps "
                         "the mocker's own timing")
-    if config.ready_timeout_secs <= 0:
-        problems.append("--ready-timeout must be above 0 seconds")
     if config.frontend_port is not None and config.frontend_port == config.nats_port:
         problems.append("--frontend-port and --nats-port must differ")
     return problems
@@ -369,7 +365,6 @@ class Rehearsal:
             frontend_port=port,
             nats_port=self.config.nats_port,
             nats_binary=self.nats,
-            ready_timeout_secs=self.config.ready_timeout_secs,
         )
 
     def sweep_config(self, stack: Settings, model: Path, datasets: Datasets) -> SweepConfig:
@@ -382,7 +377,7 @@ class Rehearsal:
             output_tokens=cfg.output_tokens,
             warmup_dataset=warmup,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
-            attribute_workers=True, keep_raw=cfg.keep_raw,
+            attribute_workers=True,
             notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
@@ -617,12 +612,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="fixed frontend port on 127.0.0.1 (default: a free one)")
     p.add_argument("--nats-port", type=int, default=None,
                    help="fixed NATS port on 127.0.0.1 (default: a free one)")
-    p.add_argument("--ready-timeout", type=float, default=d.ready_timeout_secs,
-                   help=f"seconds to wait for a stack to serve (default {d.ready_timeout_secs:g})")
     p.add_argument("--level-timeout", type=float, default=None,
                    help="seconds per level (default: three times the expected time + 5 min)")
-    p.add_argument("--keep-raw", action="store_true",
-                   help=f"keep AIPerf's {RAW_EXPORT} (about 100 MB per level)")
     p.set_defaults(func=_run)
 
 
@@ -634,8 +625,7 @@ def _run(args: argparse.Namespace) -> int:
         speedup_ratio=args.speedup_ratio, decode_speedup_ratio=args.decode_speedup_ratio,
         results_root=args.results_root, run_id=args.run_id,
         frontend_port=args.frontend_port, nats_port=args.nats_port,
-        ready_timeout_secs=args.ready_timeout, level_timeout_secs=args.level_timeout,
-        keep_raw=args.keep_raw,
+        level_timeout_secs=args.level_timeout,
     )
     rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
     resume = f"rerun with --run-id {rehearsal.run_dir.name} to resume (finished levels are kept)"

@@ -146,8 +146,6 @@ class SweepConfig:
     # Ask the frontend which worker served each request (AIPerf's raw export), and record
     # per level how sticky routing was and how requests spread over the workers.
     attribute_workers: bool = False
-    # Keep the raw export after attributing (about 100 MB per 1,000 requests).
-    keep_raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -517,8 +515,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             ) from exc
         say(summary.line())
         lengths = _length_check(level_dir, config.output_tokens)
-        evidence = level_evidence(level_dir, counted, now, config.attribute_workers,
-                                  config.keep_raw)
+        evidence = level_evidence(level_dir, counted, now, config.attribute_workers)
         if evidence:
             level.update(evidence)
             say(f"concurrency {concurrency}: {evidence_line(evidence)}")
