@@ -17,14 +17,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_run import LevelSummary
 from benchmarks.dataset import build_run_datasets
-from benchmarks.evidence import Stickiness
 from benchmarks.local_dynamo import (
     MOCK_BLOCK_SIZE,
     LocalDynamo,
@@ -42,7 +40,7 @@ from benchmarks.processes import (
     free_port,
     sigterm_as_interrupt,
 )
-from benchmarks.report import build_report, gain_pct
+from benchmarks.report import ProfileRun, build_report, gain_pct, read_run
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
@@ -180,40 +178,27 @@ def busy_share(before: tuple[float, float], after: tuple[float, float]) -> float
     return None if total <= 0 else (after[0] - before[0]) / total
 
 
-@dataclass(frozen=True)
-class LevelOutcome:
-    """One level of one profile: AIPerf's numbers, cache reuse, stickiness, machine load."""
-
-    summary: LevelSummary
-    stickiness: Stickiness
-    cpu_busy: float | None
+def cpu_busy(run: ProfileRun, concurrency: int) -> float | None:
+    """The share of the machine's CPU a level used, as its `local_stack` measured it."""
+    level = run.manifest["levels"][str(concurrency)]
+    return (level.get("measured") or {}).get("cpu_busy")
 
 
-@dataclass
-class ProfileOutcome:
-    profile: str
-    run_dir: Path
-    levels: dict[int, LevelOutcome] = field(default_factory=dict)
-    # Levels a resumed run took from the earlier attempt (not measured in this one's time).
-    kept: set[int] = field(default_factory=set)
-
-
-def direction_notes(
-    baseline: ProfileOutcome, affinity: ProfileOutcome, workers: int
-) -> list[str]:
+def direction_notes(baseline: ProfileRun, affinity: ProfileRun, workers: int) -> list[str]:
     """What the rehearsal shows at its highest concurrency, and why when it is not the
-    seed's direction (affinity: more req/s and lower TTFT p50). Pure: outcomes in."""
+    seed's direction (affinity: more req/s and lower TTFT p50). Pure: runs in."""
     common = sorted(set(baseline.levels) & set(affinity.levels))
     if not common:
         return []
     top = common[-1]
     rr, af = baseline.levels[top], affinity.levels[top]
-    gain = gain_pct(af.summary.request_throughput, rr.summary.request_throughput)
-    ttft_rr, ttft_af = rr.summary.ttft_p50_ms, af.summary.ttft_p50_ms
+    sticky_rr, sticky_af = baseline.stickiness[top], affinity.stickiness[top]
+    gain = gain_pct(af.request_throughput, rr.request_throughput)
+    ttft_rr, ttft_af = rr.ttft_p50_ms, af.ttft_p50_ms
     facts = (
-        f"at concurrency {top}: {af.summary.request_throughput:.2f} vs "
-        f"{rr.summary.request_throughput:.2f} req/s ({gain:+.1f}%), TTFT p50 "
-        f"{ttft_af or 0:.0f} vs {ttft_rr or 0:.0f} ms ({affinity.profile} vs {baseline.profile})"
+        f"at concurrency {top}: {af.request_throughput:.2f} vs "
+        f"{rr.request_throughput:.2f} req/s ({gain:+.1f}%), TTFT p50 "
+        f"{ttft_af or 0:.0f} vs {ttft_rr or 0:.0f} ms ({affinity.label} vs {baseline.label})"
     )
     notes = []
     faster = gain is not None and gain > 0
@@ -222,13 +207,13 @@ def direction_notes(
         notes.append(f"Direction as in the seed {facts}.")
     else:
         notes.append(f"NOT the seed's direction {facts}. Why, from the measurements:")
-        if af.stickiness.share_single_worker < 1.0:
+        if sticky_af["share_single_worker"] < 1.0:
             notes.append(
-                f"- affinity did not hold: only {af.stickiness.share_single_worker:.0%} of "
+                f"- affinity did not hold: only {sticky_af['share_single_worker']:.0%} of "
                 "videos stayed on one worker, so the frontend ignored or lost the session "
                 "binding (check the --router-session-affinity-ttl-secs flag in its log)."
             )
-        hits_af, hits_rr = af.summary.prompt_cache_read_pct, rr.summary.prompt_cache_read_pct
+        hits_af, hits_rr = af.prompt_cache_read_pct, rr.prompt_cache_read_pct
         if hits_af is not None and hits_rr is not None:
             if hits_af <= hits_rr:
                 notes.append(
@@ -240,7 +225,8 @@ def direction_notes(
                     f"- affinity did save work: {hits_af:.0f}% vs "
                     f"{hits_rr:.0f}% of prompt tokens came from the worker's cache."
                 )
-        busy = max(v for v in (af.cpu_busy, rr.cpu_busy, 0.0) if v is not None)
+        busy = max(v for v in (cpu_busy(affinity, top), cpu_busy(baseline, top), 0.0)
+                   if v is not None)
         if busy >= 0.85:
             notes.append(
                 f"- the machine was CPU-bound ({busy:.0%} of all cores busy during the level): "
@@ -248,16 +234,16 @@ def direction_notes(
                 "time affinity saved did not turn into throughput. Rerun with lower "
                 "--concurrency, or on a machine with more cores."
             )
-        if rr.stickiness.mean_workers_per_video < 2:
+        if sticky_rr["mean_workers_per_video"] < 2:
             notes.append(
-                f"- round robin kept videos on {rr.stickiness.mean_workers_per_video:.1f} "
+                f"- round robin kept videos on {sticky_rr['mean_workers_per_video']:.1f} "
                 f"workers on average (of {workers}), so it lost little cache reuse (see the "
                 "note on round robin's spread)."
             )
     return notes + spread_notes(baseline, workers)
 
 
-def spread_notes(baseline: ProfileOutcome, workers: int) -> list[str]:
+def spread_notes(baseline: ProfileRun, workers: int) -> list[str]:
     """Levels where round robin spread videos over fewer workers than it should (under
     three quarters of the fleet), and the likely cause.
 
@@ -269,14 +255,14 @@ def spread_notes(baseline: ProfileOutcome, workers: int) -> list[str]:
     (lockstep). Real workers' timing jitter breaks that; the mock's does not.
     """
     notes = []
-    for concurrency, level in sorted(baseline.levels.items()):
-        spread = level.stickiness
-        if spread.videos and spread.mean_workers_per_video < 0.75 * workers:
+    for concurrency in sorted(baseline.levels):
+        spread = baseline.stickiness[concurrency]
+        if spread["videos"] and spread["mean_workers_per_video"] < 0.75 * workers:
             lockstep = " (concurrency = fleet size)" if concurrency == workers else ""
             notes.append(
                 f"Round robin at concurrency {concurrency}{lockstep} kept "
-                f"{spread.share_single_worker:.0%} of videos on one worker "
-                f"({spread.mean_workers_per_video:.1f} workers per video of {workers}): the "
+                f"{spread['share_single_worker']:.0%} of videos on one worker "
+                f"({spread['mean_workers_per_video']:.1f} workers per video of {workers}): the "
                 "mock workers' identical request times let round robin's rotation fall into "
                 "step with the in-flight videos, so each video's next question reached the "
                 "worker that served its last one. Real workers' timing jitter breaks this "
@@ -297,15 +283,6 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
         "Each concurrency level ran on a freshly started frontend and mocker (cold caches), "
         "so no level inherits another level's cached videos.",
     ]
-
-
-def level_outcome(recorded: Mapping[str, Any]) -> LevelOutcome:
-    """A finished level as the sweep recorded it in its manifest (parsed once, there)."""
-    summary = LevelSummary(**recorded["summary"])
-    routing = recorded["routing"]
-    sticky = Stickiness(**{f.name: routing[f.name] for f in fields(Stickiness)})
-    return LevelOutcome(summary=summary, stickiness=sticky,
-                        cpu_busy=(recorded.get("measured") or {}).get("cpu_busy"))
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -406,17 +383,18 @@ class Rehearsal:
             yield run
             run.measured["cpu_busy"] = busy_share(before, cpu_times())
 
-    def run_profile(self, stack: Settings, model: Path, datasets: Datasets) -> ProfileOutcome:
-        cfg = self.config
+    def run_profile(self, stack: Settings, model: Path, datasets: Datasets
+                    ) -> tuple[ProfileRun, int]:
+        """The profile's run as its sweep recorded it (this rehearsal's levels), and how
+        many of them a resumed run kept from the earlier attempt."""
         run_dir = self.run_dir / stack.profile
-        outcome = ProfileOutcome(stack.profile, run_dir)
-        outcome.kept = {c for c in cfg.concurrencies
-                        if level_complete(run_dir, _read_manifest(run_dir), c)}
+        levels = self.config.concurrencies
+        kept = sum(level_complete(run_dir, _read_manifest(run_dir), c) for c in levels)
         run_sweep(self.sweep_config(stack, model, datasets),
                   say=lambda line: self.say(f"{stack.profile}: {line}"))
-        levels = _read_manifest(run_dir)["levels"]
-        outcome.levels = {c: level_outcome(levels[str(c)]) for c in cfg.concurrencies}
-        return outcome
+        run = read_run(run_dir / MANIFEST_NAME)
+        run.levels = {c: run.levels[c] for c in levels}
+        return run, kept
 
     def run(self) -> Path:
         self.check()
@@ -430,13 +408,13 @@ class Rehearsal:
                 f"results in {self.run_dir}"
             )
             model, datasets = self.prepare()
-            outcomes = [self.run_profile(self.stacks[p], model, datasets)
-                        for p in self.config.profiles]
-            notes = self.direction(outcomes)
-            report = build_report([o.run_dir for o in outcomes], self.run_dir,
+            runs, kept = zip(*(self.run_profile(self.stacks[p], model, datasets)
+                               for p in self.config.profiles), strict=True)
+            notes = self.direction(runs)
+            report = build_report([r.source for r in runs], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"), notes=notes)
         wall = time.monotonic() - started
-        summary = rehearsal_summary(self.config, outcomes, wall, memory.peak, notes)
+        summary = rehearsal_summary(self.config, runs, wall, memory.peak, notes, sum(kept))
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         for line in summary_lines(summary):
             self.say(line)
@@ -451,35 +429,35 @@ class Rehearsal:
         self.say(f"report: {report}")
         return self.run_dir
 
-    def direction(self, outcomes: Sequence[ProfileOutcome]) -> list[str]:
+    def direction(self, runs: Sequence[ProfileRun]) -> list[str]:
         """What the run shows about affinity against the baseline, for the report."""
-        baseline = next((o for o in outcomes if not self.stacks[o.profile].routing.affinity),
-                        None)
-        sticky = next((o for o in outcomes if self.stacks[o.profile].routing.affinity), None)
+        baseline = next((r for r in runs if not self.stacks[r.label].routing.affinity), None)
+        sticky = next((r for r in runs if self.stacks[r.label].routing.affinity), None)
         if baseline is None or sticky is None:
             return []
-        return direction_notes(baseline, sticky, self.stacks[sticky.profile].workers.replicas)
+        return direction_notes(baseline, sticky, self.stacks[sticky.label].workers.replicas)
 
 
-def rehearsal_summary(config: RehearsalConfig, outcomes: Sequence[ProfileOutcome],
-                      wall_secs: float, peak_bytes: int, notes: Sequence[str]) -> dict[str, Any]:
+def rehearsal_summary(config: RehearsalConfig, runs: Sequence[ProfileRun], wall_secs: float,
+                      peak_bytes: int, notes: Sequence[str], kept: int = 0) -> dict[str, Any]:
+    """`kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
     return {
         "settings": {k: (str(v) if isinstance(v, Path) else v)
                      for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
-        "levels_kept": sum(len(o.kept) for o in outcomes),
-        "levels_total": sum(len(o.levels) for o in outcomes),
+        "levels_kept": kept,
+        "levels_total": sum(len(r.levels) for r in runs),
         "profiles": {
-            o.profile: {
-                "run_dir": str(o.run_dir),
+            r.label: {
+                "run_dir": str(r.source),
                 "levels": {
-                    str(c): {**asdict(lv.summary), "cpu_busy": lv.cpu_busy,
-                             "stickiness": asdict(lv.stickiness)}
-                    for c, lv in sorted(o.levels.items())
+                    str(c): {**asdict(level), "cpu_busy": cpu_busy(r, c),
+                             "stickiness": r.stickiness[c]}
+                    for c, level in sorted(r.levels.items())
                 },
             }
-            for o in outcomes
+            for r in runs
         },
         "notes": list(notes),
     }

@@ -4,16 +4,14 @@ whether (and why not) the rehearsal shows the seed's direction."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.aiperf_run import LevelSummary
-from benchmarks.evidence import stickiness, worker_id_from_body
+from benchmarks.evidence import Stickiness, stickiness, worker_id_from_body
 from benchmarks.rehearse import (
-    LevelOutcome,
-    ProfileOutcome,
     Rehearsal,
     RehearsalConfig,
     config_problems,
@@ -24,6 +22,7 @@ from benchmarks.rehearse import (
     rerun_problems,
     summary_lines,
 )
+from benchmarks.report import ProfileRun
 from benchmarks.sweep import MANIFEST_NAME
 from benchmarks.tiny_model import MOCKER_MAX_TOKEN_ID, build_tiny_model_dir, pad_vocabulary
 from infra.rules import InputError
@@ -84,12 +83,22 @@ def test_level_timeout_scales_with_work() -> None:
     assert full > 200 * 20 * 1.0  # the full sweep at concurrency 1 is over an hour
 
 
+def _add_level(run: ProfileRun, concurrency: int, summary: LevelSummary, sticky: Stickiness,
+               cpu: float) -> None:
+    """A finished level as the sweep records it (summary, stickiness, measured CPU)."""
+    run.levels[concurrency] = summary
+    run.stickiness[concurrency] = asdict(sticky)
+    run.manifest["levels"][str(concurrency)] = {"measured": {"cpu_busy": cpu}}
+
+
 def _outcome(name: str, rps: float, ttft: float, single: float, workers: float,
-             hits: float, cpu: float) -> ProfileOutcome:
+             hits: float, cpu: float) -> ProfileRun:
     summary = LevelSummary(16, 800, 0, rps, ttft, ttft * 2, 900.0, rps * 128, hits)
     sticky = stickiness({f"v{i}": list(range(int(workers))) if single == 0 else [1]
                          for i in range(10)})
-    return ProfileOutcome(name, Path(name), {16: LevelOutcome(summary, sticky, cpu)})
+    run = ProfileRun(name, Path(name), {"levels": {}})
+    _add_level(run, 16, summary, sticky, cpu)
+    return run
 
 
 def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
@@ -98,8 +107,7 @@ def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
     fresh = summary_lines(rehearsal_summary(RehearsalConfig(), [rr, af], 390.0, 2**30, []))
     assert fresh[0].startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
     assert "resumed" not in fresh[0]
-    rr.kept.add(16)
-    resumed = rehearsal_summary(RehearsalConfig(), [rr, af], 70.0, 2**29, [])
+    resumed = rehearsal_summary(RehearsalConfig(), [rr, af], 70.0, 2**29, [], kept=1)
     assert (resumed["levels_kept"], resumed["levels_total"]) == (1, 2)
     assert "resumed: 1 of 2 levels kept from the earlier run" in summary_lines(resumed)[0]
 
@@ -144,7 +152,7 @@ def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
 def test_notes_explain_round_robin_in_lockstep() -> None:
     rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
     locked = stickiness({f"v{i}": [1] * 20 if i < 8 else [1, 2] for i in range(10)})
-    rr.levels[8] = LevelOutcome(rr.levels[16].summary, locked, 0.5)
+    _add_level(rr, 8, rr.levels[16], locked, 0.5)
     af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
     notes = direction_notes(rr, af, workers=8)
     assert notes[0].startswith("Direction as in the seed")
@@ -157,8 +165,7 @@ def test_notes_flag_round_robin_partly_in_step_too() -> None:
     (4.1 workers per video): flagged; 6 of 8 workers per video is round robin spreading."""
     rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
     partly = stickiness({f"v{i}": [1] * 20 if i < 2 else list(range(5)) * 4 for i in range(10)})
-    rr.levels[8] = LevelOutcome(replace(rr.levels[16].summary, prompt_cache_read_pct=79.0),
-                                partly, 0.5)
+    _add_level(rr, 8, replace(rr.levels[16], prompt_cache_read_pct=79.0), partly, 0.5)
     af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
     notes = direction_notes(rr, af, workers=8)
     assert len(notes) == 2
