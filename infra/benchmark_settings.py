@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING
 
 from infra.benchmark_names import max_run_id_len
 from infra.benchmark_shape import SEED_SHAPE
-from infra.rules import (
-    IMAGE,
-    MAX_TIMEOUT_SECS,
-    MIN_TIMEOUT_SECS,
-    RUN_ID,
-    RUN_ID_MAX_LEN,
-    levels_problems,
-)
+from infra.rules import IMAGE, RUN_ID, RUN_ID_MAX_LEN, levels_problems
 
 if TYPE_CHECKING:  # settings imports this module: the reader is only a type here
     from infra.settings import ConfigReader
@@ -33,21 +26,6 @@ DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
 
 MAX_VIDEOS = 10_000
 MAX_QUESTIONS = 1000
-
-# Config keys (the project namespace is added by Pulumi: `<project>:<key>`).
-KEY_SMOKE = "benchmarkSmoke"
-KEY_SWEEP = "benchmarkSweep"
-KEY_WAIT = "benchmarkWaitForSweep"
-KEY_RUN_ID = "benchmarkRunId"
-KEY_CONCURRENCIES = "benchmarkConcurrencies"
-KEY_VIDEOS = "benchmarkVideos"
-KEY_QUESTIONS = "benchmarkQuestionsPerVideo"
-KEY_WARMUP_VIDEOS = "benchmarkWarmupVideos"
-KEY_IMAGE = "benchmarkImage"
-KEY_SMOKE_TIMEOUT = "benchmarkSmokeTimeoutSecs"
-KEY_SWEEP_TIMEOUT = "benchmarkSweepTimeoutSecs"
-KEY_VIDEO_SERVER_TIMEOUT = "benchmarkVideoServerTimeoutSecs"
-KEY_PIP_INDEX = "benchmarkPipIndexUrl"
 
 
 @dataclass(frozen=True)
@@ -79,7 +57,7 @@ class BenchmarkSettings:
 
 
 def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
-    key = KEY_CONCURRENCIES
+    key = "benchmarkConcurrencies"
     text = r.string(key)
     fix = (f"; set the levels one by one, in order: `pulumi config set --path '{key}[0]' 1`, "
            f"then `--path '{key}[1]' 4`, ... (or list them under {key} in Pulumi.<stack>.yaml)")
@@ -99,43 +77,40 @@ def _concurrencies(r: ConfigReader) -> tuple[int, ...]:
 
 def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
     """Typed benchmark settings; each bad value is recorded on `r` with its key and fix."""
-    run_id = r.string(KEY_RUN_ID)
+    run_id = r.string("benchmarkRunId")
     longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
     if not RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem(
-            KEY_RUN_ID,
+            "benchmarkRunId",
             f"'{run_id}' is not a run id for stack '{profile}'; use lowercase letters, "
             f"digits and '-', at most {longest} characters (it names the Jobs and the "
-            f"results folder), e.g. `pulumi config set {KEY_RUN_ID} run-2`",
+            "results folder), e.g. `pulumi config set benchmarkRunId run-2`",
         )
-    image = r.string(KEY_IMAGE)
+    image = r.string("benchmarkImage")
     if not IMAGE.match(image) or image.endswith(":latest"):
         r.problem(
-            KEY_IMAGE,
+            "benchmarkImage",
             f"'{image}' is not a pinned image; write registry/repository:tag or "
             f"@sha256:<digest>, e.g. {DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with "
             "the client installed)",
         )
-    pip_index = r.string(KEY_PIP_INDEX)
+    pip_index = r.string("benchmarkPipIndexUrl")
     if pip_index and not re.match(r"^https?://[^\s/]+", pip_index):
-        r.problem(KEY_PIP_INDEX, f"'{pip_index}' is not an http(s) URL; give your package "
-                                 "mirror's simple index, e.g. https://pypi.example.com/simple")
-    secs = " seconds"
+        r.problem("benchmarkPipIndexUrl", f"'{pip_index}' is not an http(s) URL; give your "
+                  "package mirror's simple index, e.g. https://pypi.example.com/simple")
     return BenchmarkSettings(
-        smoke=r.boolean(KEY_SMOKE),
-        sweep=r.boolean(KEY_SWEEP),
-        wait_for_sweep=r.boolean(KEY_WAIT),
+        smoke=r.boolean("benchmarkSmoke"),
+        sweep=r.boolean("benchmarkSweep"),
+        wait_for_sweep=r.boolean("benchmarkWaitForSweep"),
         run_id=run_id,
         concurrencies=_concurrencies(r),
-        videos=r.integer(KEY_VIDEOS, 1, MAX_VIDEOS, " videos"),
-        questions_per_video=r.integer(KEY_QUESTIONS, 1, MAX_QUESTIONS, " questions"),
-        warmup_videos=r.integer(KEY_WARMUP_VIDEOS, 0, MAX_VIDEOS, " videos"),
+        videos=r.integer("benchmarkVideos", 1, MAX_VIDEOS, " videos"),
+        questions_per_video=r.integer("benchmarkQuestionsPerVideo", 1, MAX_QUESTIONS,
+                                      " questions"),
+        warmup_videos=r.integer("benchmarkWarmupVideos", 0, MAX_VIDEOS, " videos"),
         image=image,
-        smoke_timeout_secs=r.integer(KEY_SMOKE_TIMEOUT, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
-                                     secs),
-        sweep_timeout_secs=r.integer(KEY_SWEEP_TIMEOUT, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
-                                     secs),
-        video_server_timeout_secs=r.integer(KEY_VIDEO_SERVER_TIMEOUT, MIN_TIMEOUT_SECS,
-                                            MAX_TIMEOUT_SECS, secs),
+        smoke_timeout_secs=r.seconds("benchmarkSmokeTimeoutSecs"),
+        sweep_timeout_secs=r.seconds("benchmarkSweepTimeoutSecs"),
+        video_server_timeout_secs=r.seconds("benchmarkVideoServerTimeoutSecs"),
         pip_index_url=pip_index,
     )

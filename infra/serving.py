@@ -278,41 +278,26 @@ def hf_download_command(serving: Serving, weights_dir: str) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # Reading it from a stack's config: each problem names its key and the fix
 
-KEY_RUNTIME = "runtime"
-KEY_VARIANT = "modelVariant"
-KEY_PRECISION = "precision"
-KEY_REPLICAS = "workerReplicas"
-KEY_GPUS_PER_REPLICA = "gpusPerWorker"
-KEY_GPUS_PER_NODE = "gpusPerNode"
-KEY_GPU_PRODUCT = "gpuProduct"
-KEY_GPU_BUDGET = "gpuBudget"
-KEY_NODE_SELECTOR = "gpuNodeSelector"
-
 # `Serving` field -> config key (the names users see in messages).
 FIELD_KEYS = {
-    "runtime": KEY_RUNTIME,
-    "variant": KEY_VARIANT,
-    "precision": KEY_PRECISION,
-    "replicas": KEY_REPLICAS,
-    "gpus_per_replica": KEY_GPUS_PER_REPLICA,
-    "gpus_per_node": KEY_GPUS_PER_NODE,
-    "gpu_product": KEY_GPU_PRODUCT,
-    "gpu_budget": KEY_GPU_BUDGET,
+    "runtime": "runtime", "variant": "modelVariant", "precision": "precision",
+    "replicas": "workerReplicas", "gpus_per_replica": "gpusPerWorker",
+    "gpus_per_node": "gpusPerNode", "gpu_product": "gpuProduct", "gpu_budget": "gpuBudget",
 }
 
 
 def read_serving(r: ConfigReader, node_selector: tuple[tuple[str, str], ...]) -> Serving:
     """Read and check the serving keys; `node_selector` is the parsed gpuNodeSelector."""
     serving = Serving(
-        runtime=r.string(KEY_RUNTIME),
-        variant=r.string(KEY_VARIANT),
-        precision=r.string(KEY_PRECISION),
-        replicas=r.integer(KEY_REPLICAS, 1, MAX_REPLICAS, " workers"),
+        runtime=r.string("runtime"),
+        variant=r.string("modelVariant"),
+        precision=r.string("precision"),
+        replicas=r.integer("workerReplicas", 1, MAX_REPLICAS, " workers"),
         # A wide range: `serving_problems` names the tensor-parallel sizes it accepts.
-        gpus_per_replica=r.integer(KEY_GPUS_PER_REPLICA, 1, 64, " GPUs"),
-        gpus_per_node=r.integer(KEY_GPUS_PER_NODE, 1, 64, " GPUs"),
-        gpu_product=r.string(KEY_GPU_PRODUCT),
-        gpu_budget=r.integer(KEY_GPU_BUDGET, 1, 100_000, " GPUs"),
+        gpus_per_replica=r.integer("gpusPerWorker", 1, 64, " GPUs"),
+        gpus_per_node=r.integer("gpusPerNode", 1, 64, " GPUs"),
+        gpu_product=r.string("gpuProduct"),
+        gpu_budget=r.integer("gpuBudget", 1, 100_000, " GPUs"),
     )
     keys = {field: r.full(key) for field, key in FIELD_KEYS.items()}
     # A key the reader already rejected (not a number, say) is reported once.
@@ -323,7 +308,7 @@ def read_serving(r: ConfigReader, node_selector: tuple[tuple[str, str], ...]) ->
     selected = dict(node_selector).get(GPU_PRODUCT_LABEL)
     if selected in GPU_CLASSES and selected != serving.gpu_product:
         r.problems.append(
-            f"{r.full(KEY_NODE_SELECTOR)}/{r.full(KEY_GPU_PRODUCT)}: the workers select "
+            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
             f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
             f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
             f"{selected}`)"

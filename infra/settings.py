@@ -140,6 +140,10 @@ class ConfigReader:
             self.problem(key, f"{number} is out of range; use {low}..{high}{what}")
         return number
 
+    def seconds(self, key: str) -> int:
+        """A timeout: every long wait of the stack is bounded the same way."""
+        return self.integer(key, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS, " seconds")
+
     def string_list(self, key: str) -> tuple[str, ...]:
         value = self._value(key)
         if value is None:
@@ -594,16 +598,6 @@ def _read_workers(r: ConfigReader, placement: PlacementSettings) -> WorkerSettin
     )
 
 
-def _read_timeouts(r: ConfigReader) -> TimeoutSettings:
-    return TimeoutSettings(
-        download_secs=r.integer("downloadTimeoutSecs", MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
-                                " seconds"),
-        download_retries=r.integer("downloadRetries", 0, 10, " retries"),
-        graph_secs=r.integer("graphTimeoutSecs", MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS,
-                             " seconds"),
-    )
-
-
 def _read_preflight(r: ConfigReader) -> PreflightSettings:
     where = r.string("dynamoOperatorNamespace")
     if where and not DNS_LABEL.match(where):
@@ -661,7 +655,10 @@ def parse_settings(
         images=_read_images(r, runtime),
         placement=placement,
         workers=workers,
-        timeouts=_read_timeouts(r),
+        timeouts=TimeoutSettings(
+            download_secs=r.seconds("downloadTimeoutSecs"),
+            download_retries=r.integer("downloadRetries", 0, 10, " retries"),
+            graph_secs=r.seconds("graphTimeoutSecs")),
         benchmark=read_benchmark_settings(r, profile),
         benchmark_placement=_read_placement(r, "benchmark"),
         preflight=_read_preflight(r),
