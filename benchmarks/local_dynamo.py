@@ -35,6 +35,7 @@ from benchmarks.processes import (
     accepts_connections,
     free_port,
     listeners,
+    log_tail,
     process_group_members,
 )
 from infra import recipe
@@ -175,13 +176,6 @@ class ManagedProcess:
             return set()
         return process_group_members(self.pid)
 
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
     def stop(self, timeout: float) -> None:
         """SIGTERM to the group, wait up to `timeout`, then SIGKILL and wait again."""
         if self.popen is None:
@@ -301,7 +295,7 @@ class LocalDynamo:
             if not process.alive():
                 raise LocalDynamoError(
                     f"{process.name} exited (code {process.popen.returncode}) during start-up; "
-                    f"its log {process.log} ends with:\n{process.log_tail()}"
+                    f"its log {process.log} ends with:\n{log_tail(process.log)}"
                 )
 
     def _wait(
@@ -315,7 +309,7 @@ class LocalDynamo:
             time.sleep(0.1)
         raise LocalDynamoError(
             f"timed out after {timeout:.0f}s waiting for {what}; log {process.log} ends "
-            f"with:\n{process.log_tail()}"
+            f"with:\n{log_tail(process.log)}"
         )
 
     def _model_listed(self) -> bool:
@@ -366,7 +360,7 @@ class LocalDynamo:
             raise LocalDynamoError(
                 f"timed out after {timeout:.0f}s: requests reached {len(seen)} of {want} mock "
                 f"workers ({probes} probes); mocker log {self.processes[1].log} ends with:\n"
-                f"{self.processes[1].log_tail()}"
+                f"{log_tail(self.processes[1].log)}"
             )
         return tuple(sorted(seen))
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -44,6 +45,15 @@ def accepts_connections(port: int, host: str = LOOPBACK, timeout: float = 0.5) -
             return True
     except OSError:
         return False
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` non-blank lines of a log: what an error shows of a failed process."""
+    try:
+        text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no output)"
+    return "\n".join(text[-lines:]) or "(no output)"
 
 
 @dataclass(frozen=True)

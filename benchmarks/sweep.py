@@ -58,7 +58,7 @@ from benchmarks.evidence import (
     level_evidence,
     scrape_frontend,
 )
-from benchmarks.processes import sigterm_as_interrupt
+from benchmarks.processes import log_tail, sigterm_as_interrupt
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.benchmark_shape import SEED_SHAPE
 from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
@@ -330,15 +330,6 @@ def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int)
     )
 
 
-def _tail(path: Path, lines: int = 15) -> str:
-    """The last `lines` non-blank lines of a log."""
-    try:
-        text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "(no output)"
-    return "\n".join(text[-lines:]) or "(no output)"
-
-
 def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
     """Run AIPerf for one level; returns when its summary export exists, else raises."""
     spec.artifact_dir.mkdir(parents=True)
@@ -379,7 +370,7 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
     if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
         raise SweepError(
             f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}): "
-            f"{_tail(log, 1)}\nIts last lines:\n{_tail(log)}\nFull output: {log}"
+            f"{log_tail(log, 1)}\nIts last lines:\n{log_tail(log)}\nFull output: {log}"
         )
 
 
@@ -511,7 +502,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 raise failed from exc
             raise LevelFailed(
                 f"concurrency {concurrency}: {exc}\nAIPerf's last lines:\n"
-                f"{_tail(level_dir / LEVEL_LOG)}"
+                f"{log_tail(level_dir / LEVEL_LOG)}"
             ) from exc
         say(summary.line())
         lengths = _length_check(level_dir, config.output_tokens)
