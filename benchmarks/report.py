@@ -28,6 +28,7 @@ from benchmarks.aiperf_run import (
 from benchmarks.sweep import MANIFEST_NAME, STATUS_COMPLETE, level_dir_name
 from infra.rules import InputError
 
+BAD_INPUT = "bad report input"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 METRICS = (
@@ -80,7 +81,7 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
     runs = []
     for root in dirs:
         if not root.is_dir():
-            raise InputError("bad report input", [f"{root} is not a directory"])
+            raise InputError(BAD_INPUT, [f"{root} is not a directory"])
         manifests = run_manifests(root)
         if not manifests:
             warn(f"report: no sweep run ({MANIFEST_NAME}) under {root}")
@@ -170,7 +171,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # Requests that got other than the asked output tokens (the sweep flags them).
                 "output_tokens_other": (state.get("output_lengths") or {}).get("other", 0),
                 # Server-side evidence the sweep recorded: the frontend's prefix-cache count
-                # and the workers the responses name (see benchmarks/sweep.py `_evidence`).
+                # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
                 "export": str(run.export(concurrency)),
@@ -373,7 +374,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     `notes`: what the caller concluded across the runs (the rehearsal's direction)."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
-        raise InputError("bad report input", [
+        raise InputError(BAD_INPUT, [
             f"no finished level of a sweep under {', '.join(map(str, run_dirs))}: "
             "run `python -m benchmarks sweep` first"])
     rows = report_rows(runs)

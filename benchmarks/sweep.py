@@ -672,7 +672,7 @@ def _run(args: argparse.Namespace) -> int:
             # `pulumi up`) shows; the details and the way to resume come before it.
             first, _, details = str(exc).partition("\n")
             if isinstance(exc, InputError):
-                first, details = f"{BAD_SETTINGS}: {'; '.join(exc.problems)}", ""
+                first, details = f"{exc.heading}: {'; '.join(exc.problems)}", ""
             if details:
                 print(f"sweep: {details}", file=sys.stderr, flush=True)
             if isinstance(exc, LevelFailed) and run_dir is not None:

@@ -49,7 +49,7 @@ class InputError(ValueError):
     setting and the fix. The one error type of every check (stack, sweep, rehearsal)."""
 
     def __init__(self, heading: str, problems: list[str]) -> None:
-        self.problems = problems
+        self.heading, self.problems = heading, problems
         super().__init__(f"{heading}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
