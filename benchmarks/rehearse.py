@@ -389,7 +389,8 @@ class Rehearsal:
         many of them a resumed run kept from the earlier attempt."""
         run_dir = self.run_dir / stack.profile
         levels = self.config.concurrencies
-        kept = sum(level_complete(run_dir, _read_manifest(run_dir), c) for c in levels)
+        earlier = _read_manifest(run_dir)
+        kept = sum(level_complete(run_dir, earlier, c) for c in levels)
         run_sweep(self.sweep_config(stack, model, datasets),
                   say=lambda line: self.say(f"{stack.profile}: {line}"))
         run = read_run(run_dir / MANIFEST_NAME)

@@ -149,8 +149,6 @@ def pad_vocabulary(model_dir: Path, size: int = MOCKER_MAX_TOKEN_ID + 1) -> int:
 
 def mock_model_dir(path: Path) -> Path:
     """The tiny model directory at `path`, padded for the mocker."""
-    from benchmarks.tiny_model import build_tiny_model_dir
-
     build_tiny_model_dir(path)
     pad_vocabulary(path)
     return path

@@ -19,7 +19,6 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -38,8 +37,8 @@ from infra.calibration import stack_plan
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
 from infra.routing import routing_args
 from infra.settings import Settings
+from infra.stack_files import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"
 # Bounds the hook's `collect`: its reader pod start (300 s) and copy (900 s), with room.

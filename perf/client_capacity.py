@@ -28,7 +28,7 @@ from benchmarks.aiperf_run import (  # noqa: E402
     LevelSpec,
     aiperf_command,
     aiperf_env,
-    summarize_file,  # noqa: E402
+    summarize_file,
 )
 from benchmarks.dataset import build_dataset  # noqa: E402
 from benchmarks.processes import PeakMemory  # noqa: E402
