@@ -13,6 +13,7 @@ preview) copies the results to `results/<stack>/<run-id>/` and prints the report
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -101,8 +102,11 @@ def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
         with subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.PIPE, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
             assert child.stdin is not None and child.stdout is not None
-            child.stdin.write(given)
-            child.stdin.close()
+            # A collect that ends before reading its input still says why, below.
+            with contextlib.suppress(BrokenPipeError):
+                child.stdin.write(given)
+            with contextlib.suppress(BrokenPipeError):
+                child.stdin.close()
             timer = threading.Timer(timeout_secs, child.kill)
             timer.start()
             for line in child.stdout:

@@ -198,22 +198,46 @@ def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> N
     assert "not-a-real-token" not in " ".join(said + warnings)
 
 
-def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -> None:
-    """With `benchmarkWaitForSweep: false` the hook finds the sweep running: collect says
-    how to fetch it later and exits with SWEEP_RUNNING_EXIT_CODE, which is not a failure."""
+def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str,
+                            code: int, kubeconfig: str | None = None
+                            ) -> tuple[bool, list[str], list[str]]:
+    """The results hook run against a `collect` that prints `line` and exits with `code`
+    without reading its input: (what the hook returned, its lines, its warnings)."""
     from infra.benchmark_components import bring_results_home as hook
-    from infra.benchmark_names import SWEEP_RUNNING_EXIT_CODE
 
     collect = tmp_path / "collect"
-    collect.write_text(f"#!/bin/sh\necho 'still running'\nexit {SWEEP_RUNNING_EXIT_CODE}\n")
+    collect.write_text(f"#!/bin/sh\necho '{line}'\nexit {code}\n")
     collect.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(collect))
     output = {"stack": "session-affinity", "cacheClaim": "c", "resultsPath": "p",
               "collectCommand": "retry"}
     said: list[str] = []
     warnings: list[str] = []
-    assert hook(output, None, said.append, warnings.append, timeout_secs=30) is False
+    done = hook(output, kubeconfig, said.append, warnings.append, timeout_secs=30)
+    return done, said, warnings
+
+
+def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -> None:
+    """With `benchmarkWaitForSweep: false` the hook finds the sweep running: collect says
+    how to fetch it later and exits with SWEEP_RUNNING_EXIT_CODE, which is not a failure."""
+    from infra.benchmark_names import SWEEP_RUNNING_EXIT_CODE
+
+    done, said, warnings = _hook_with_fake_collect(tmp_path, monkeypatch, "still running",
+                                                   SWEEP_RUNNING_EXIT_CODE)
+    assert done is False
     assert said == ["still running"] and warnings == []
+
+
+def test_a_collect_that_ends_before_reading_its_input_is_reported_with_its_lines(
+        tmp_path, monkeypatch) -> None:
+    """A collect that fails before reading stdin (here: never reads it, and the input is
+    larger than a pipe holds) is a warning naming its exit code, its lines shown: not a
+    lost BrokenPipeError."""
+    done, said, warnings = _hook_with_fake_collect(tmp_path, monkeypatch, "cannot start", 7,
+                                                   kubeconfig="x" * 2**20)
+    assert done is False
+    assert said == ["cannot start"]
+    assert len(warnings) == 1 and "collect ended with 7" in warnings[0]
 
 
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
