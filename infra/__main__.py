@@ -39,7 +39,8 @@ def main() -> None:
         settings = settings_module.parse_settings(
             raw, pulumi.get_stack(), pulumi.get_project(), secret_keys
         )
-        live = cluster.observe(settings, raw.get("kubernetes:kubeconfig"))
+        live = cluster.observe(settings, raw.get("kubernetes:kubeconfig"),
+                               dry_run=pulumi.runtime.is_dry_run())
         problems = cluster.problems(settings, live)
         if problems:
             raise settings_module.SettingsError(settings.stack, problems)

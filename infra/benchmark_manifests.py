@@ -572,19 +572,3 @@ def results_reader_pod(
         metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
                                         "name": owner_job[0], "uid": owner_job[1]}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod}
-
-
-# ---------------------------------------------------------------------------------------
-# What the graph needs for in-cluster media
-
-# Dynamo refuses `http://` and private-address media unless this is set where the fetch
-# happens; `spec.env` reaches every component (frontend and workers alike).
-ALLOW_INTERNAL_MEDIA = {"name": "DYN_MM_ALLOW_INTERNAL", "value": "1"}
-
-
-def with_internal_media(graph: dict[str, Any]) -> dict[str, Any]:
-    """The graph manifest, allowed to fetch the videos from the in-cluster Service."""
-    spec = dict(graph["spec"])
-    env = [e for e in spec.get("env", []) if e.get("name") != ALLOW_INTERNAL_MEDIA["name"]]
-    spec["env"] = [*env, dict(ALLOW_INTERNAL_MEDIA)]
-    return {**graph, "spec": spec}

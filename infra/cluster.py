@@ -4,8 +4,9 @@ Mocks and schemas can't see what is already in the cluster, and the provider onl
 out when it applies, hours into `up`. So the program reads the few objects this stack
 would create or adopt (read-only, short timeouts) and decides from them, before anything
 is declared: what to adopt as it is, and what to refuse with the fix. Where the cluster
-can't be reached (an offline `pulumi preview` in a pull request) it says so in one line
-and declares the defaults.
+can't be read, a preview (an offline one in a pull request) says so in one line and
+declares the defaults; a real `up` stops with the cause, since unchecked it would adopt what
+the checks protect. `skipPreflight` reads nothing.
 
 `observe` is the thin I/O layer; the decisions below it are pure (API objects in) and
 tested with the client's own model objects.
@@ -14,6 +15,7 @@ tested with the client's own model objects.
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +29,12 @@ from urllib3.exceptions import HTTPError
 from infra import manifests
 from infra.benchmark_names import sweep_job_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
-from infra.settings import PROJECT, Settings, quantity_amount
+from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 
 # Connect and read timeouts of each request, seconds: no read may hang a preview.
 REQUEST_TIMEOUT = (3, 10)
+# Bounds all the reads together: a kubeconfig's exec credential plugin has no timeout.
+READ_DEADLINE_SECS = 60.0
 PART_OF = "app.kubernetes.io/part-of"
 GRAPH_GROUP, GRAPH_VERSION, GRAPH_PLURAL = "nvidia.com", "v1beta1", "dynamographdeployments"
 GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
@@ -41,10 +45,11 @@ RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 # The operator's label on every pod of a graph (internal/consts/consts.go at 0367e404).
 GRAPH_POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 # Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
+# Not `kubernetes.io/no-provisioner`: static volumes (on premises often RWX NFS) use it.
 RWO_ONLY_PROVISIONERS = frozenset({
     "ebs.csi.aws.com", "kubernetes.io/aws-ebs", "pd.csi.storage.gke.io",
     "kubernetes.io/gce-pd", "disk.csi.azure.com", "kubernetes.io/azure-disk",
-    "rancher.io/local-path", "kubernetes.io/no-provisioner",
+    "rancher.io/local-path",
 })
 
 
@@ -76,14 +81,41 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
     return config.new_client_from_config(config_file=kubeconfig or None, context=context)
 
 
-def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
-    """Read what the checks need; None (with one line printed why) when the cluster can't
-    be reached, so an offline preview goes on."""
+def observe(settings: Settings, kubeconfig: str | None, dry_run: bool) -> LiveObjects | None:
+    """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
+    on, or (a preview) when the cluster can't be read, with one line why; on `up` a failed
+    read raises `SettingsError` with the cause and the fix."""
+    if settings.preflight.skip:
+        pulumi.log.info("preflight skipped: skipPreflight is true; nothing is read, so an "
+                        "existing claim, a completed download Job or a failed sweep is not "
+                        "recognised and each is declared as if new")
+        return None
+    outcome: list[LiveObjects | str] = []
+    reader = threading.Thread(target=lambda: outcome.append(_read(settings, kubeconfig)),
+                              daemon=True)
+    reader.start()
+    reader.join(READ_DEADLINE_SECS)
+    why = (f"the cluster did not answer within {READ_DEADLINE_SECS:.0f} s (an exec "
+           "credential plugin waiting for a login?)" if not outcome else outcome[0])
+    if isinstance(why, LiveObjects):
+        return why
+    if not dry_run:
+        raise SettingsError(settings.stack, [
+            f"cluster: the preflight could not read the cluster: {why}. Unchecked, `up` would "
+            "adopt a namespace or claim it exists to protect. Fix the connection "
+            f"(kubernetes:kubeconfig, kubernetes:context; `{settings.kubectl} get pods` must "
+            "work), or `pulumi config set skipPreflight true` to deploy without the checks"])
+    pulumi.log.info(f"preflight skipped: {why}; the cluster is checked, and what exists "
+                    "adopted, when `pulumi up` can read it")
+    return None
+
+
+def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
+    """The reads themselves: the objects, or why they could not be read."""
     try:
         api = api_client(kubeconfig, settings.kube_context)
     except (ConfigException, OSError, yaml.YAMLError, TypeError, ValueError) as err:
-        _skipped(f"no usable kubeconfig ({type(err).__name__})")
-        return None
+        return f"no usable kubeconfig ({type(err).__name__})"
     api.configuration.retries = 1
     core, batch, apps = client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api)
     ns = settings.namespace.name
@@ -135,15 +167,9 @@ def observe(settings: Settings, kubeconfig: str | None) -> LiveObjects | None:
             unreadable=frozenset(refused),
         )
     except ApiException as err:
-        _skipped(f"the API refused a read ({err.status} {err.reason})")
+        return f"the API refused a read ({err.status} {err.reason})"
     except (HTTPError, OSError) as err:
-        _skipped(f"the cluster is not reachable ({type(err).__name__})")
-    return None
-
-
-def _skipped(why: str) -> None:
-    pulumi.log.info(f"preflight skipped: {why}; the cluster is checked, and what exists "
-                    "adopted, when `pulumi up` can read it")
+        return f"the cluster is not reachable ({type(err).__name__})"
 
 
 def _ours(metadata: client.V1ObjectMeta | None) -> bool:
@@ -182,12 +208,27 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
                                        requests.get("storage"))
 
 
-def _download_content(container: dict[str, Any]) -> tuple[Any, ...]:
-    """What decides the cache's content: image, command, model environment, GPUs."""
-    env = sorted((e["name"], str(e.get("value"))) for e in container.get("env") or ())
-    limits = (container.get("resources") or {}).get("limits") or {}
-    return (container["image"], container.get("command"), env,
-            str(limits.get(manifests.GPU_RESOURCE, 0)))
+def _covers(live: Any, wanted: Any) -> bool:
+    """`live` says all `wanted` says; the API server only adds defaults to what we sent."""
+    if isinstance(wanted, dict):
+        return isinstance(live, dict) and all(_covers(live.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return (isinstance(live, list) and len(live) == len(wanted)
+                and all(map(_covers, live, wanted)))
+    return live == wanted or str(live) == str(wanted)
+
+
+def download_differs(settings: Settings, job: client.V1Job) -> bool:
+    """The live download Job's pod template is not what these settings render, placement
+    aside (ignored by the stack): the provider would replace a Job that is not complete."""
+    def unplaced(template: dict[str, Any]) -> dict[str, Any]:
+        spec = {k: v for k, v in template.get("spec", {}).items()
+                if k not in manifests.PLACEMENT_KEYS}
+        return {**template, "spec": spec}
+
+    wanted = manifests.model_download_job(settings)["spec"]["template"]
+    live = client.ApiClient().sanitize_for_serialization(job.spec.template)
+    return not _covers(unplaced(live), unplaced(wanted))
 
 
 class JobState(enum.Enum):
@@ -217,6 +258,12 @@ def job_status_of(job: client.V1Job | None) -> JobStatus:
             reason = ": ".join(x for x in (condition.reason, condition.message) if x)
             return JobStatus(JobState.FAILED, reason)
     return JobStatus(JobState.RUNNING)
+
+
+def completed(job: client.V1Job | None) -> bool:
+    """The cluster reports the Job Complete: the stack declares it so the provider never
+    replaces it (its `.spec` changes are ignored), whatever the code renders today."""
+    return job_status_of(job).state is JobState.SUCCEEDED
 
 
 def sweep_failed(live: LiveObjects | None) -> bool:
@@ -323,15 +370,10 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
         return [f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
                 f"says why); fix the cause, then `{kubectl} delete job {name}` and "
                 "`pulumi up --refresh` to run it again"]
-    wanted = manifests.model_download_job(settings)["spec"]["template"]["spec"]
-    container = wanted["containers"][0]
+    container = manifests.model_download_job(settings)["spec"]["template"]["spec"][
+        "containers"][0]
     needs_gpu = manifests.GPU_RESOURCE in (container.get("resources") or {}).get("limits", {})
-    live_container = (
-        client.ApiClient().sanitize_for_serialization(job.spec.template.spec.containers[0])
-        if job is not None else None
-    )
-    rerun = live_container is None or _download_content(live_container) != _download_content(
-        container)
+    rerun = job is None or (not completed(job) and download_differs(settings, job))
     if needs_gpu and rerun and live.graph is not None:
         return [
             f"{_key('nimModelProfile')}: the model download must run (again) for these "
@@ -367,10 +409,8 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     ]
     used: dict[str, float] = {}
     for pod in live.pods:
-        labels = pod.metadata.labels or {}
-        if (pod.metadata.namespace == settings.namespace.name
-                and labels.get(GRAPH_POD_LABEL) == settings.graph_name):
-            continue  # this stack's own graph: its GPUs are the ones it will use
+        if _stack_owns(settings, pod):
+            continue  # its GPUs are the ones this stack will use
         for c in pod.spec.containers:
             requests = (c.resources.requests if c.resources else None) or {}
             used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
@@ -394,6 +434,16 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
                    f" not {serving.gpu_product}: narrow gpuNodeSelector to "
                    f"{GPU_PRODUCT_LABEL}={serving.gpu_product}, or set gpuProduct to theirs")
     return out
+
+
+def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
+    """A pod of this stack: its graph's (the operator's label), or one of ours (the download,
+    the benchmark) by our labels."""
+    labels = pod.metadata.labels or {}
+    return pod.metadata.namespace == settings.namespace.name and (
+        labels.get(GRAPH_POD_LABEL) == settings.graph_name
+        or labels.get(manifests.PROFILE_LABEL) == settings.profile
+        or labels == {**labels, **manifests.download_pod_labels(settings)})
 
 
 def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:

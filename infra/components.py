@@ -18,45 +18,54 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import benchmark_manifests, cluster, manifests, recipe
+from infra import cluster, manifests, recipe
 from infra.network_policies import network_policies
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 TYPE_PREFIX = "cosmos3-routing:infra"
 DOWNLOAD_PLACEMENT_FIELDS = [
-    f"spec.{field}" for field in (
-        "template.spec.imagePullSecrets", "template.spec.nodeSelector",
-        "template.spec.tolerations", "activeDeadlineSeconds", "backoffLimit",
-    )
+    *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
+    "spec.activeDeadlineSeconds", "spec.backoffLimit",
 ]
 
 
-def cluster_provider(settings: Settings) -> k8s.Provider:
-    """The one provider of every object the stack declares.
+@dataclass(frozen=True)
+class Providers:
+    """The stack's two providers, one cluster and one config but `upsertExistingObjects`.
 
-    It adopts an object that already exists under the stack's name
-    (`upsertExistingObjects`) instead of failing with AlreadyExists, as pulumi-kubernetes
-    does since 4.29 by default: what `destroy` kept (namespace, cache claim) and what an
-    interrupted `up` or `destroy` left. What exists but was made outside the project is
-    not adopted: `infra.cluster` uses it as it is or refuses it with the fix before this
-    point. Explicit providers don't read `kubernetes:*` stack config, so the context and
-    kubeconfig the user set are passed through (the kubeconfig as a secret).
+    Since pulumi-kubernetes 4.29 a create of an existing object fails with AlreadyExists
+    unless the provider upserts; upserting also turns a URN change without an alias into
+    "adopt, then delete" (its docs on the option). So `adopting` (named `cluster`, as the
+    one provider always was, so what existing stacks hold keeps its provider) serves only
+    what is meant to outlive a run: what `destroy` keeps (namespace, claim) and the download
+    an interrupted `up` leaves running. `creating` makes everything else, failing loudly on
+    a leftover. Moving an object between the two is no replacement: the engine asks the new
+    provider's DiffConfig (pulumi/pulumi step_generator.go `providerChanged`), which
+    replaces only when the cluster changes. Explicit providers don't read `kubernetes:*`
+    stack config, so context and kubeconfig are passed through (the kubeconfig a secret).
     """
-    cluster = pulumi.Config("kubernetes")
-    return k8s.Provider(
-        "cluster",
-        context=settings.kube_context,
-        kubeconfig=cluster.get_secret("kubeconfig"),
-        upsert_existing_objects=True,
-    )
+
+    adopting: k8s.Provider
+    creating: k8s.Provider
 
 
-def _kept(settings: Settings, child: pulumi.ResourceOptions, **more: Any
-          ) -> pulumi.ResourceOptions:
-    """Options of an object `cacheKeepOnDestroy` keeps: left in the cluster on destroy."""
-    return pulumi.ResourceOptions.merge(
-        child, pulumi.ResourceOptions(retain_on_delete=settings.cache.keep_on_destroy, **more)
-    )
+def cluster_providers(settings: Settings) -> Providers:
+    config = pulumi.Config("kubernetes")
+
+    def provider(name: str, upsert: bool) -> k8s.Provider:
+        return k8s.Provider(name, context=settings.kube_context,
+                            kubeconfig=config.get_secret("kubeconfig"),
+                            upsert_existing_objects=upsert)
+
+    return Providers(provider("cluster", True), provider("cluster-create", False))
+
+
+def _kept(settings: Settings, child: pulumi.ResourceOptions, adopting: k8s.Provider,
+          **more: Any) -> pulumi.ResourceOptions:
+    """Options of an object `cacheKeepOnDestroy` keeps: left in the cluster on destroy, and
+    adopted by the next `up`."""
+    return pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+        retain_on_delete=settings.cache.keep_on_destroy, provider=adopting, **more))
 
 
 def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
@@ -76,6 +85,7 @@ class RecipeNamespace(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         tokens: Mapping[str, pulumi.Input[str]],
+        adopting: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:RecipeNamespace", resource_name, None, opts)
@@ -87,7 +97,7 @@ class RecipeNamespace(pulumi.ComponentResource):
                 "namespace",
                 metadata=ns["metadata"],
                 # Deleting a namespace deletes the cache claim inside it.
-                opts=_kept(settings, child),
+                opts=_kept(settings, child, adopting),
             )
             self.name = namespace.metadata.apply(lambda m: m["name"])
             depends.append(namespace)
@@ -145,6 +155,7 @@ class ModelCache(pulumi.ComponentResource):
         settings: Settings,
         namespace: RecipeNamespace,
         live: cluster.LiveObjects | None,
+        adopting: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ModelCache", resource_name, None, opts)
@@ -162,7 +173,8 @@ class ModelCache(pulumi.ComponentResource):
                 spec=spec,
                 # The provider replaces a claim on any spec change, and a replacement
                 # empties the cache: the spec is set once, a later change only warns.
-                opts=_kept(settings, child, depends_on=[namespace], ignore_changes=["spec"]),
+                opts=_kept(settings, child, adopting, depends_on=[namespace],
+                           ignore_changes=["spec"]),
             )
             self.claim_name = claim.metadata.apply(lambda m: m["name"])
             depends.append(claim)
@@ -174,6 +186,15 @@ class ModelCache(pulumi.ComponentResource):
                     "by this stack", resource=self)
             self.claim_name = pulumi.Output.from_input(settings.cache.claim_name)
         job = manifests.model_download_job(settings)
+        live_job = live.download_job if live else None
+        done = cluster.completed(live_job)
+        if done and cluster.download_differs(settings, live_job):
+            kubectl, name = settings.kubectl, settings.download_job_name
+            pulumi.log.info(
+                f"download Job {name} completed for an earlier template and is kept as it is "
+                "(a completed Job is never replaced). If the model's settings changed (image, "
+                f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
+                "`pulumi up --refresh`", resource=self)
         self.download_job = k8s.batch.v1.Job(
             "download",
             metadata=job["metadata"],
@@ -182,11 +203,13 @@ class ModelCache(pulumi.ComponentResource):
                 child,
                 pulumi.ResourceOptions(
                     depends_on=depends,
+                    provider=adopting,
                     custom_timeouts=_timeouts(settings.timeouts.download_secs),
-                    # A Job's pod template is immutable: a change there replaces the Job,
-                    # and a download on a GPU would wait for the GPUs the graph holds.
-                    # Where the pods run and pull from does not change the cache's content.
-                    ignore_changes=DOWNLOAD_PLACEMENT_FIELDS,
+                    # The provider replaces a Job on any `.spec.template` change (deleting
+                    # it first: the name is fixed), and a download on a GPU would wait for
+                    # the GPUs the graph holds. A completed Job is kept as it is; placement
+                    # never changes the cache's content.
+                    ignore_changes=["spec"] if done else DOWNLOAD_PLACEMENT_FIELDS,
                 ),
             ),
         )
@@ -211,9 +234,6 @@ class ReasonerGraph(pulumi.ComponentResource):
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ReasonerGraph", resource_name, None, opts)
         manifest = manifests.graph(settings)
-        if settings.benchmark.any_enabled:
-            # The benchmark's videos come from an in-cluster http:// Service.
-            manifest = benchmark_manifests.with_internal_media(manifest)
         self.graph = k8s.apiextensions.CustomResource(
             "graph",
             api_version=manifest["apiVersion"],
@@ -238,6 +258,7 @@ class Deployment:
     namespace: RecipeNamespace
     cache: ModelCache
     graph: ReasonerGraph
+    # What the later steps create with (never adopting).
     provider: k8s.Provider
 
 
@@ -246,14 +267,15 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     """Declare the whole recipe for one stack, in order. `tokens` maps each secret config
     key the runtime needs (`settings.secrets.required`) to its Pulumi secret value; `live`
     is what `infra.cluster.observe` found (None: not reachable)."""
-    provider = cluster_provider(settings)
-    opts = pulumi.ResourceOptions(providers=[provider])
-    namespace = RecipeNamespace("namespace", settings, tokens, opts)
+    providers = cluster_providers(settings)
+    opts = pulumi.ResourceOptions(providers=[providers.creating])
+    namespace = RecipeNamespace("namespace", settings, tokens, providers.adopting, opts)
     policies = NetworkPolicies("network-policies", settings, namespace, opts)
-    cache = ModelCache("model-cache", settings, namespace, live, pulumi.ResourceOptions.merge(
-        opts, pulumi.ResourceOptions(depends_on=[policies])))
+    cache = ModelCache("model-cache", settings, namespace, live, providers.adopting,
+                       pulumi.ResourceOptions.merge(
+                           opts, pulumi.ResourceOptions(depends_on=[policies])))
     graph = ReasonerGraph("graph", settings, cache, opts)
-    return Deployment(namespace, cache, graph, provider)
+    return Deployment(namespace, cache, graph, providers.creating)
 
 
 def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:

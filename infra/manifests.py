@@ -15,7 +15,6 @@ vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from infra import recipe
@@ -60,7 +59,16 @@ NIM_HEALTH_PATH = "/v1/health/live"
 NIM_DISCOVERY_BACKEND = "kubernetes"
 DOWNLOAD_COMMAND = "download-to-cache"
 GPU_RESOURCE = "nvidia.com/gpu"
+# Where a pod runs and pulls from: never what it computes (the stack ignores them on Jobs).
+PLACEMENT_KEYS = ("imagePullSecrets", "nodeSelector", "tolerations")
+# A cold start (cache check, weight load, warm-up) may take 2 hours, the Dynamo operator's
+# own worker default (720 x 10 s). Fixed, not derived from graphTimeoutSecs: the operator
+# rolls every worker when their pod template changes, so a wait setting must not touch it.
 STARTUP_PROBE_PERIOD_SECS = 30
+STARTUP_PROBE_FAILURES = 240
+# Dynamo refuses `http://` and private-address media unless this is set where the fetch
+# happens; `spec.env` reaches every component. Always set (docs/security.md says why).
+ALLOW_INTERNAL_MEDIA = {"name": "DYN_MM_ALLOW_INTERNAL", "value": "1"}
 # The Cosmos3 NIM documentation's Dynamo settings ("Dynamo discovery and routing"): one
 # request transport on frontend and workers; workers serve their discovery metadata and
 # look media up early by UUID, derived from the URL (a video's questions share one).
@@ -421,10 +429,8 @@ def worker_component(settings: Settings) -> dict[str, Any]:
         "memory": workers.memory,
         GPU_RESOURCE: workers.serving.gpus_per_replica,
     }
-    # A cold start (cache check, weight load, warm-up) may take as long as the graph wait.
-    startup_failures = max(1, math.ceil(settings.timeouts.graph_secs / STARTUP_PROBE_PERIOD_SECS))
     container = (_vllm_worker_container if _runs_vllm(settings) else _nim_worker_container)(
-        settings, startup_failures
+        settings, STARTUP_PROBE_FAILURES
     )
     container["resources"] = {"requests": resources, "limits": resources}
     container["volumeMounts"] = [_cache_mount(settings)]
@@ -458,13 +464,14 @@ def graph(settings: Settings) -> dict[str, Any]:
             "name": settings.graph_name,
             "namespace": settings.namespace.name,
             "labels": profile_labels(settings),
-            "annotations": {
-                WAIT_FOR: "condition=Ready",
-                TIMEOUT_SECONDS: str(settings.timeouts.graph_secs),
-            },
+            # The wait's bound is the resource's customTimeouts (they take precedence over
+            # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/
+            # overrides.go at 00658428), so graphTimeoutSecs changes nothing declared here.
+            "annotations": {WAIT_FOR: "condition=Ready"},
         },
         "spec": {
             "backendFramework": BACKEND_FRAMEWORK,
+            "env": [ALLOW_INTERNAL_MEDIA],
             "components": [frontend_component(settings), worker_component(settings)],
         },
     }

@@ -104,7 +104,7 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
             *from_sources(recipe.FRONTEND_PORT),
         ]),
         "workers": (graph_pods(settings, frontend=False), [
-            {"from": [graph_pods(settings, frontend=True)]},
+            {"from": [graph]},
             *from_sources(recipe.WORKER_SYSTEM_PORT),
         ]),
         "videos": (videos, [

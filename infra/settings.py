@@ -673,6 +673,11 @@ def parse_settings(
                 f"is stored in plain text; set it again with `pulumi config set --secret "
                 f"{name}`",
             )
+    if routing.router_mode == "kv" and routing.kv_events and runtime == "nim":
+        r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
+                                    "settings document none), so a router waiting for them "
+                                    "routes without prefix awareness: use the router's own "
+                                    "prediction, `pulumi config set routerKvEvents false`")
     prefix = f"{project}:"
     for key in sorted(raw):
         if key.startswith(prefix) and key[len(prefix):] not in r.read:

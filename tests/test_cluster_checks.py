@@ -15,6 +15,7 @@ from kubernetes import client
 
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
+from infra.rules import InputError
 from infra.settings import Settings, parse_settings
 from tests.support_cluster import UNREACHABLE, as_api_returns, gpu_pod, healthy, node
 from tests.support_pulumi import run_program, stack_config
@@ -82,6 +83,45 @@ def test_a_download_that_needs_the_gpus_the_graph_holds_is_refused() -> None:
     assert cluster.problems(settings, base) == []
 
 
+def test_the_stacks_own_download_pod_is_not_a_stranger_holding_a_gpu() -> None:
+    """An interrupted first `up` leaves the download running on one GPU: the re-run must not
+    count that GPU as taken by someone else (it is free again before the graph starts)."""
+    settings = settings_of()
+    download = gpu_pod("gpu-1", 1, settings.namespace.name,
+                       manifests.download_pod_labels(settings))
+    assert cluster.problems(settings, replace(healthy(), pods=(download,))) == []
+    stranger = gpu_pod("gpu-1", 1, settings.namespace.name, {"app": "other"})
+    assert cluster.problems(settings, replace(healthy(), pods=(stranger,))) != []
+
+
+def _older_job(settings: Settings, complete: bool) -> client.V1Job:
+    """The download Job an older version of the project made: no security contexts, no
+    component labels (what a stack deployed before they were added still runs)."""
+    job = manifests.model_download_job(settings)
+    template = job["spec"]["template"]
+    template["metadata"]["labels"] = manifests.common_labels()
+    del template["spec"]["securityContext"]
+    del template["spec"]["containers"][0]["securityContext"]
+    if complete:
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return as_api_returns(job, "V1Job")
+
+
+def test_a_download_the_provider_would_replace_is_seen_from_its_whole_template() -> None:
+    """The provider replaces a Job on any change of `.spec.template`, not only of image,
+    command, env and GPUs: a running Job made by older code is replaced, so with the GPUs
+    held by the graph the new one would wait. A completed Job is never replaced."""
+    settings = settings_of()
+    base = replace(healthy(), graph=running_graph(settings))
+    [problem] = cluster.problems(settings, replace(base, download_job=_older_job(settings,
+                                                                                  False)))
+    assert problem.startswith("cosmos3-routing:nimModelProfile:")
+    assert cluster.problems(settings, replace(base, download_job=_older_job(settings,
+                                                                             True))) == []
+    assert cluster.completed(_older_job(settings, True))
+    assert not cluster.completed(_older_job(settings, False)) and not cluster.completed(None)
+
+
 def test_the_job_fields_a_change_may_not_replace_are_exactly_the_ignored_ones() -> None:
     from infra.components import DOWNLOAD_PLACEMENT_FIELDS
 
@@ -134,10 +174,47 @@ def test_an_unreachable_cluster_skips_the_checks_quickly(
     path.write_text(UNREACHABLE)
     value = {"content": UNREACHABLE, "path": str(path), "missing": str(tmp_path / "no")}[how]
     start = time.monotonic()
-    assert cluster.observe(settings_of(), value) is None
+    assert cluster.observe(settings_of(), value, dry_run=True) is None
     assert time.monotonic() - start < 30
     [line] = said
     assert line.startswith("preflight skipped: ")
+
+
+@pytest.mark.parametrize("how", ["content", "missing"])
+def test_on_up_a_cluster_that_cant_be_read_stops_with_the_cause_and_the_fix(
+        how: str, tmp_path: Any) -> None:
+    """On a real `up` a skipped preflight would adopt what the checks protect: it stops,
+    before anything is declared, without echoing the kubeconfig's content."""
+    value = {"content": UNREACHABLE, "missing": str(tmp_path / "no")}[how]
+    with pytest.raises(InputError) as raised:
+        cluster.observe(settings_of(), value, dry_run=False)
+    text = str(raised.value)
+    assert "nothing was created" in text and "kubernetes:kubeconfig" in text
+    assert "skipPreflight" in text and "not-a-real-token" not in text
+
+
+def test_a_hanging_read_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exec credential plugin runs without a timeout of its own: the whole read is
+    bounded, a preview goes on with one line and an `up` stops."""
+    said: list[str] = []
+    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
+    monkeypatch.setattr(cluster, "READ_DEADLINE_SECS", 0.5)
+    monkeypatch.setattr(cluster, "api_client", lambda *_: time.sleep(20))
+    start = time.monotonic()
+    assert cluster.observe(settings_of(), None, dry_run=True) is None
+    with pytest.raises(InputError, match="did not answer"):
+        cluster.observe(settings_of(), None, dry_run=False)
+    assert time.monotonic() - start < 5
+    assert len(said) == 1 and said[0].startswith("preflight skipped: ")
+
+
+def test_skip_preflight_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
+    monkeypatch.setattr(cluster, "api_client", lambda *_: pytest.fail("read the cluster"))
+    for dry_run in (True, False):
+        assert cluster.observe(settings_of(skipPreflight=True), None, dry_run=dry_run) is None
+    assert len(said) == 2 and "skipPreflight" in said[0]
 
 
 def _crd(version: str) -> client.V1CustomResourceDefinition:
@@ -198,6 +275,10 @@ PREFLIGHT = {
         "gpu-1", 8, "cosmos3-reasoner",
         {"nvidia.com/dynamo-graph-deployment-name": "cosmos3-session-affinity"}),)}, []),
     "GPUs on two nodes": ({"nodes": (node("gpu-1", 4), node("gpu-2", 4))}, []),
+    # The usual on-premises RWX: a static NFS PersistentVolume under a no-provisioner class.
+    "static volumes": ({"storage_class": as_api_returns(
+        {"metadata": {"name": "rwx-test"}, "provisioner": "kubernetes.io/no-provisioner"},
+        "V1StorageClass")}, []),
     "untolerated taint": ({"nodes": (node("gpu-1", taints=[
         {"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),)}, [
         f"{K}gpuNodeSelector: 0 schedulable node(s) match gpuNodeSelector and tolerations "

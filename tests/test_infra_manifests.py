@@ -81,9 +81,8 @@ def test_graph_shape_frontend_then_worker(stack: str) -> None:
     graph = manifests.graph(settings)
     assert (graph["apiVersion"], graph["kind"]) == ("nvidia.com/v1beta1", "DynamoGraphDeployment")
     assert graph["metadata"]["name"] == recipe.graph_name(stack)
-    assert graph["metadata"]["annotations"] == {
-        "pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "3600",
-    }
+    # The wait's bound is the resource's customTimeouts: graphTimeoutSecs leaves it alone.
+    assert graph["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Ready"}
     frontend, worker = graph["spec"]["components"]
     assert (frontend["name"], frontend["type"]) == (recipe.FRONTEND_COMPONENT, "frontend")
     assert (worker["name"], worker["type"]) == (recipe.WORKER_COMPONENT, "worker")

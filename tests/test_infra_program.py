@@ -14,12 +14,13 @@ from infra import recipe
 from infra.cluster import LiveObjects
 from infra.manifests import PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
-from tests.support_cluster import healthy
+from tests.support_cluster import as_api_returns, healthy
 from tests.support_pulumi import (
     SECRET_SIG,
     TEST_NGC_KEY,
     ProgramRun,
     Registration,
+    replaced_for,
     run_program,
     stack_config,
 )
@@ -140,18 +141,35 @@ def test_cache_survives_destroy_by_default(runs: dict[str, ProgramRun], stack: s
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_object_is_adopted_when_it_already_exists(runs: dict[str, ProgramRun],
+def test_only_what_is_meant_to_outlive_a_run_is_adopted(runs: dict[str, ProgramRun],
                                                         stack: str) -> None:
     """Since pulumi-kubernetes 4.29 a create fails with AlreadyExists where an object of
-    that name exists: what `destroy` kept, or an interrupted run left. One provider that
-    adopts (`upsertExistingObjects`) serves every object; only the namespace and the claim
-    outlive `destroy`."""
+    that name exists, unless the provider upserts. Upsert also turns a URN change into
+    "adopt, then delete": so only what `destroy` keeps (namespace, claim) and the download
+    an interrupted `up` leaves running are adopted, by the provider `cluster` they always
+    had (its URN and config unchanged); every other object is created by `cluster-create`."""
     run = runs[stack]
-    (provider,) = [r for r in run.resources if r.is_provider]
-    assert provider.inputs["upsertExistingObjects"] == "true"  # provider config is JSON text
-    assert all(r.provider.startswith(provider.urn + "::") for r in run.objects())
+    providers = {r.name: r for r in run.resources if r.is_provider}
+    assert set(providers) == {"cluster", "cluster-create"}
+    assert providers["cluster"].inputs["upsertExistingObjects"] == "true"
+    assert providers["cluster-create"].inputs.get("upsertExistingObjects") == "false"
+    adopting = {r.type for r in run.objects()
+                if r.provider.startswith(providers["cluster"].urn + "::")}
+    assert adopting == {NS, PVC, JOB}
+    assert [r.name for r in run.of_type(JOB)
+            if r.provider.startswith(providers["cluster"].urn + "::")] == ["download"]
     kept = [r for r in run.objects() if r.retain_on_delete]
     assert sorted(r.type for r in kept) == sorted([NS, PVC])
+    # What existing stacks hold keeps its URN (a changed one would need an alias).
+    prefix = f"urn:pulumi:{stack}::cosmos3-routing::cosmos3-routing:infra:"
+    assert {r.name: r.urn for r in run.objects() if r.type in (NS, PVC, GRAPH)} == {
+        "namespace": f"{prefix}RecipeNamespace${NS}::namespace",
+        "claim": f"{prefix}ModelCache${PVC}::claim",
+        "graph": f"{prefix}ReasonerGraph${GRAPH}::graph",
+    }
+    assert _download(run).urn == f"{prefix}ModelCache${JOB}::download"
+    assert providers["cluster"].urn == f"urn:pulumi:{stack}::cosmos3-routing::" \
+        "pulumi:pulumi:Stack$pulumi:providers:kubernetes::cluster"
 
 
 @pytest.mark.parametrize("keep", [True, False])
@@ -357,5 +375,91 @@ def test_printed_kubectl_commands_use_the_stacks_kube_context() -> None:
     prefix = "kubectl --context h200-cluster -n cosmos3-reasoner "
     assert run.outputs["portForwardCommand"].startswith(prefix + "port-forward service/")
     assert run.outputs["benchmark"]["followCommand"].startswith(prefix + "logs -f job/")
-    (provider,) = [r for r in run.resources if r.is_provider]
-    assert provider.inputs["context"] == "h200-cluster"
+    providers = [r for r in run.resources if r.is_provider]
+    assert len(providers) == 2
+    assert all(p.inputs["context"] == "h200-cluster" for p in providers)
+
+
+# Settings that steer only Pulumi (how long it waits, whether it benchmarks afterwards).
+PULUMI_ONLY = {
+    "graphTimeoutSecs": {"graphTimeoutSecs": 7200},
+    "downloadTimeoutSecs": {"downloadTimeoutSecs": 14400},
+    "benchmark off": {"benchmarkSmoke": False, "benchmarkSweep": False},
+    "no sweep wait": {"benchmarkWaitForSweep": False},
+}
+
+
+@pytest.mark.parametrize("change", sorted(PULUMI_ONLY))
+def test_a_setting_that_only_steers_pulumi_never_changes_the_graph(change: str) -> None:
+    """The operator rolls every worker when the hash of the workers' pod templates and
+    `spec.env` changes (ai-dynamo/dynamo deploy/operator/api/v1beta1/worker_hash.go at
+    955e7fef, ComputeDGDWorkersSpecHash): eight cold model loads for a wait setting."""
+    stack = "session-affinity"
+    before = run_program(stack, stack_config(stack))
+    after = run_program(stack, stack_config(stack, PULUMI_ONLY[change]))
+    assert before.error is None and after.error is None, (before.error, after.error)
+    assert after.one(GRAPH).inputs["spec"] == before.one(GRAPH).inputs["spec"]
+    assert after.one(GRAPH).inputs["metadata"] == before.one(GRAPH).inputs["metadata"]
+
+
+def _download(run: ProgramRun) -> Registration:
+    return next(r for r in run.of_type(JOB) if r.name == "download")
+
+
+def _job_in_cluster(job: Registration, condition: str | None) -> client.V1Job:
+    body = {**copy.deepcopy(job.inputs), "apiVersion": "batch/v1", "kind": "Job"}
+    if condition:
+        body["status"] = {"conditions": [{"type": condition, "status": "True"}]}
+    return as_api_returns(body, "V1Job")
+
+
+def _older_code(job: Registration) -> Registration:
+    """The download Job as an older version of this project declared it (before the
+    security contexts and the component labels): the state a `git pull` meets."""
+    inputs = copy.deepcopy(job.inputs)
+    template = inputs["spec"]["template"]
+    template["metadata"]["labels"] = common_labels()
+    del template["spec"]["securityContext"]
+    for container in template["spec"]["containers"]:
+        del container["securityContext"]
+    return replace(job, inputs=inputs)
+
+
+RERUNS = {
+    # Ctrl-C during the graph's wait: the download finished, the graph is not Ready yet.
+    "interrupted up": ({}, "Complete", False),
+    # A `git pull` of this project changed the download Job's template since it completed.
+    "git pull": ({}, "Complete", True),
+    # After a timed-out `up`, only the waits are raised.
+    "wait settings": ({"graphTimeoutSecs": 7200, "downloadTimeoutSecs": 14400}, "Complete",
+                      False),
+    # Interrupted while the download still ran: the same template, nothing to replace.
+    "interrupted download": ({}, None, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RERUNS))
+def test_a_rerun_replaces_no_download_and_leaves_the_graph_alone(case: str) -> None:
+    stack = "session-affinity"
+    change, condition, older = RERUNS[case]
+    first = run_program(stack, stack_config(stack), preview=False)
+    before = _older_code(_download(first)) if older else _download(first)
+    live = replace(healthy(), download_job=_job_in_cluster(before, condition),
+                   graph={"metadata": {"name": recipe.graph_name(stack)}})
+    again = run_program(stack, stack_config(stack, change), preview=False,
+                        cluster_objects=live)
+    assert again.error is None, again.error
+    assert replaced_for(before, _download(again)) == []
+    assert again.one(GRAPH).inputs["spec"] == first.one(GRAPH).inputs["spec"]
+
+
+def test_the_replace_model_sees_what_the_provider_replaces_for() -> None:
+    """The model itself: without the completed Job's protection, the older template or a
+    new image would replace it."""
+    stack = "session-affinity"
+    first = _download(run_program(stack, stack_config(stack)))
+    assert replaced_for(_older_code(first), first) == ["spec.template"]
+    image = _download(run_program(stack, stack_config(stack, {
+        "nimImage": "nvcr.io/nim/nvidia/cosmos3:9.9.9"})))
+    assert replaced_for(first, image) == ["spec.template"]
+    assert replaced_for(first, first) == []

@@ -72,8 +72,8 @@ def test_an_existing_claim_needs_no_storage_class() -> None:
 
 
 def test_custom_stack_routes_as_configured() -> None:
-    raw = stack_config("kv-trial", {"routerMode": "kv", "sessionAffinity": True,
-                                    "sessionAffinityMode": "soft"})
+    raw = stack_config("kv-trial", {"routerMode": "kv", "routerKvEvents": False,
+                                    "sessionAffinity": True, "sessionAffinityMode": "soft"})
     settings = parse_settings(raw, "kv-trial")
     assert settings.routing.router_mode == "kv"
     assert settings.routing.affinity_mode == "soft"
@@ -198,3 +198,14 @@ def test_kv_events_are_a_setting_of_kv_routing_only() -> None:
     assert (with_affinity.routing.kv_events, with_affinity.routing.affinity) == (False, True)
     with pytest.raises(SettingsError, match="routerKvEvents: only applies to routerMode kv"):
         parse_settings(stack_config("round-robin", {"routerKvEvents": False}), stack)
+
+
+def test_kv_routing_on_nim_workers_never_waits_for_kv_events() -> None:
+    """The Cosmos3 NIM documents no KV-event publishing for its Dynamo worker: a router that
+    listens for events would get none and route without prefix awareness, silently."""
+    config = stack_config("round-robin", {"routerMode": "kv"})
+    with pytest.raises(SettingsError, match="routerKvEvents: .*pulumi config set routerKvEvents "
+                                            "false"):
+        parse_settings(config, "kv-trial")
+    approximate = stack_config("round-robin", {"routerMode": "kv", "routerKvEvents": False})
+    assert not parse_settings(approximate, "kv-trial").routing.kv_events

@@ -243,9 +243,9 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
     # Were the operator to label the workers by another type (v1beta1's "decode"), the
     # graph's own traffic still flows and strangers stay out.
     decode = Pod("decode-worker", {**worker.labels, "nvidia.com/dynamo-component-type": "decode"})
-    opened += [(decode, frontend, 45678), (frontend, decode, 34567)]
-    closed_decode = [(stranger, decode, 9090), (pods["benchmark-sweep"], decode, 34567),
-                     (worker, decode, 34567)]  # workers take requests from the frontend only
+    # A graph's pods reach each other (the NIM's per-worker frontend may fetch from a peer).
+    opened += [(decode, frontend, 45678), (frontend, decode, 34567), (worker, decode, 34567)]
+    closed_decode = [(stranger, decode, 9090), (pods["benchmark-sweep"], decode, 34567)]
     for source, target, port in opened:
         assert is_open(source, target, port), f"{source.name} -> {target.name}:{port}"
     closed = [
