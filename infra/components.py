@@ -258,8 +258,10 @@ class Deployment:
     namespace: RecipeNamespace
     cache: ModelCache
     graph: ReasonerGraph
-    # What the later steps create with (never adopting).
+    # What the later steps create with (never adopting); `adopting` for a Job an
+    # interrupted `up` may leave running under its fixed name.
     provider: k8s.Provider
+    adopting: k8s.Provider
 
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
@@ -275,7 +277,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                        pulumi.ResourceOptions.merge(
                            opts, pulumi.ResourceOptions(depends_on=[policies])))
     graph = ReasonerGraph("graph", settings, cache, opts)
-    return Deployment(namespace, cache, graph, providers.creating)
+    return Deployment(namespace, cache, graph, providers.creating, providers.adopting)
 
 
 def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:

@@ -5,7 +5,8 @@ labels, ours by the profile label), so two stacks in one namespace stay apart. T
 
 - the frontend (HTTP port): from this stack's smoke test and sweep, and from
   `networkPolicySources` (your clients, your Prometheus);
-- the workers, any port, from this graph's frontend (requests, KV-event subscriptions);
+- the workers, any port, from this graph's pods (the frontend's requests and KV-event
+  subscriptions; the NIM's per-worker frontend may fetch from a peer);
   the frontend, any port, from this graph's pods (the workers stream responses back over
   connections of their own: Dynamo's TCP request plane). Workers are "the graph's pods but
   the frontend", so whatever type label the operator gives them, this traffic is never cut;
