@@ -91,8 +91,13 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool) -> LiveOb
                         "recognised and each is declared as if new")
         return None
     outcome: list[LiveObjects | str] = []
-    reader = threading.Thread(target=lambda: outcome.append(_read(settings, kubeconfig)),
-                              daemon=True)
+    def read() -> None:
+        try:
+            outcome.append(_read(settings, kubeconfig))
+        except Exception as err:  # noqa: BLE001 (said below, not lost in the thread)
+            outcome.append(f"the read failed ({type(err).__name__})")
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(READ_DEADLINE_SECS)
     why = (f"the cluster did not answer within {READ_DEADLINE_SECS:.0f} s (an exec "
