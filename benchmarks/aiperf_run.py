@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -217,11 +218,53 @@ def _metric(record: dict[str, Any], name: str) -> float | None:
     return ((record.get("metrics") or {}).get(name) or {}).get("value")
 
 
-def output_lengths(records: Path) -> list[int]:
-    """Output tokens of every measured request (a request without a count, e.g. a failed
-    one, is left out)."""
-    values = (_metric(r, "output_sequence_length") for r in measured_records(records))
-    return [int(v) for v in values if v is not None]
+def output_lengths(records: Path) -> tuple[list[int], int]:
+    """Output tokens of every answered measured request, and how many answered requests
+    carry no count (a server that sends no `usage`); failed requests are left out."""
+    lengths, missing = [], 0
+    for record in measured_records(records):
+        if record.get("error"):
+            continue
+        value = _metric(record, "output_sequence_length")
+        if value is None:
+            missing += 1
+        else:
+            lengths.append(int(value))
+    return lengths, missing
+
+
+def progress_counts(records: Path) -> tuple[int, int]:
+    """(answered, failed) measured requests so far, from the records AIPerf 0.13 appends to
+    its records export while it runs (flushed about every second); a line still being
+    written is skipped."""
+    answered = failed = 0
+    try:
+        with open(records) as lines:
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if (record.get("metadata") or {}).get("benchmark_phase") == "warmup":
+                    continue
+                failed += bool(record.get("error"))
+                answered += not record.get("error")
+    except OSError:
+        pass
+    return answered, failed
+
+
+def failure_cause(log: Path) -> str:
+    """The cause of a failed AIPerf run in its console output: its last ERROR message (its
+    very last line only names its log file), else its last line."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+             if line.strip()] if log.is_file() else []
+    for line in reversed(lines):
+        found = re.match(r"^[\d:.]+\s+(?:ERROR|CRITICAL)\s+(.*?)(?:\s+\([\w.]+:\d+\))?$", line)
+        if found:
+            return found.group(1)
+    return next((line for line in reversed(lines) if not line.startswith("Log File:")),
+                "no output")
 
 
 def latencies_by_video(records: Path) -> dict[str, list[float]]:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from urllib3.exceptions import HTTPError
 
-from benchmarks.report import build_report, read_run
+from benchmarks.report import binding_changes, build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_manifests import CACHE_DIR, SCRATCH_DIR, results_reader_pod
 from infra.benchmark_names import (
@@ -128,12 +128,15 @@ def build_and_print_report(run_dir: Path, say: Say) -> Path:
 
 
 def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
-    """Results of other stacks already at home, newest first: candidates to compare with."""
+    """Results of other stacks already at home, newest first: candidates to compare with
+    (only runs of this run's workload and deployment, routing aside: report.binding_changes)."""
+    mine = read_run(local_run_dir(results_root, location) / MANIFEST_NAME).manifest
     found = []
     for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
         if stack_dir.name == location.stack or not stack_dir.is_dir():
             continue
-        runs = [r for r in stack_dir.iterdir() if r.is_dir() and finished_levels(r)]
+        runs = [r for r in stack_dir.iterdir() if r.is_dir() and finished_levels(r)
+                and not binding_changes(mine, read_run(r / MANIFEST_NAME).manifest)]
         if runs:
             found.append(max(runs, key=lambda r: r.stat().st_mtime))
     return found

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
@@ -29,6 +30,9 @@ from typing import Any
 from benchmarks.aiperf_run import RAW_EXPORT, measured_records
 
 CACHED_TOKENS = "dynamo_frontend_cached_tokens_sum"
+# How many responses reported a cached count at all: none means the workers report
+# nothing, so the share is unknown (n/a), not 0%.
+CACHED_REPORTS = "dynamo_frontend_cached_tokens_count"
 INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens_sum"
 SCRAPE_TIMEOUT_SECS = 10.0
 
@@ -37,20 +41,18 @@ SCRAPE_TIMEOUT_SECS = 10.0
 class FrontendCounts:
     cached_tokens: float = 0.0
     input_tokens: float = 0.0
+    cached_reports: float = 0.0
 
 
 def frontend_counts(text: str) -> FrontendCounts:
-    """The counters we use from a /metrics page (summed over models)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    cached = total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == CACHED_TOKENS:
-                cached += sample.value
-            elif sample.name == INPUT_TOKENS:
-                total += sample.value
-    return FrontendCounts(cached, total)
+    """The counters we use from a /metrics page (summed over models); read with the
+    standard library, so the smoke Job (no AIPerf, no Prometheus client) reads them too."""
+    sums = dict.fromkeys((CACHED_TOKENS, INPUT_TOKENS, CACHED_REPORTS), 0.0)
+    for line in text.splitlines():
+        sample = re.match(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", line)
+        if sample and sample.group(1) in sums:
+            sums[sample.group(1)] += float(sample.group(2))
+    return FrontendCounts(sums[CACHED_TOKENS], sums[INPUT_TOKENS], sums[CACHED_REPORTS])
 
 
 def scrape_frontend(base_url: str) -> FrontendCounts | None:
@@ -64,9 +66,12 @@ def scrape_frontend(base_url: str) -> FrontendCounts | None:
 
 
 def prefix_cache_hit_pct(before: FrontendCounts, after: FrontendCounts) -> float | None:
-    """The share of a level's prompt tokens served from prefix caches, in percent."""
+    """The share of a level's prompt tokens served from prefix caches, in percent; None
+    when no response reported a cached count (the workers report nothing)."""
     prompt = after.input_tokens - before.input_tokens
-    return 100.0 * (after.cached_tokens - before.cached_tokens) / prompt if prompt > 0 else None
+    if prompt <= 0 or after.cached_reports <= before.cached_reports:
+        return None
+    return 100.0 * (after.cached_tokens - before.cached_tokens) / prompt
 
 
 # Body fields that make a Dynamo frontend report the worker on every response.
@@ -213,6 +218,26 @@ def level_evidence(level_dir: Path, before: FrontendCounts | None,
         evidence["routing"] = worker_spread(level_attribution(level_dir))
         (level_dir / RAW_EXPORT).unlink(missing_ok=True)
     return evidence
+
+
+def routing_problems(routing: Mapping[str, Any] | None, workers: int | None,
+                     affinity: bool) -> list[str]:
+    """Where a level's routing evidence contradicts its setup: more worker ids than the
+    graph has workers (replaced during the level), or, under session affinity, a video
+    whose questions went to more than one worker."""
+    if not routing:
+        return []
+    problems = []
+    if workers is not None and routing["workers_seen"] > workers:
+        problems.append(f"{routing['workers_seen']} worker ids answered but the graph has "
+                        f"{workers} workers: workers were replaced during the level (a "
+                        "rollout?); rerun it once the graph is settled")
+    if affinity and routing["videos"] and routing["share_single_worker"] < 1.0:
+        moved = round((1.0 - routing["share_single_worker"]) * routing["videos"])
+        problems.append(f"session affinity is on but {moved} of {routing['videos']} videos "
+                        "were served by more than one worker: the frontend did not keep its "
+                        "sessions (its affinity flags, or a restart during the level)")
+    return problems
 
 
 def evidence_line(evidence: Mapping[str, Any]) -> str:

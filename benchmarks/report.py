@@ -25,7 +25,13 @@ from benchmarks.aiperf_run import (
     LevelSummary,
     latencies_by_video,
 )
-from benchmarks.sweep import MANIFEST_NAME, STATUS_COMPLETE, level_dir_name
+from benchmarks.sweep import (
+    MANIFEST_NAME,
+    STATUS_COMPLETE,
+    changes,
+    dataset_identity,
+    level_dir_name,
+)
 from infra.rules import InputError
 
 BAD_INPUT = "bad report input"
@@ -91,6 +97,45 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
         if labels.count(run.label) > 1:
             run.label = f"{run.label} ({run.source.name})"
     return runs
+
+
+# Deployment facts that differ between the profiles of one comparison by design: the
+# routing, and each stack's own graph (its uid) and frontend command (its routing flags).
+ROUTING_FACTS = ("routing", "graph_uid", "frontend_command")
+
+
+def binding(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What runs must share to be compared: the workload and the deployment, routing aside.
+    The dataset by what its sidecar says it holds (each stack serves the same videos from
+    its own server, so their URLs differ), else by its contents' hash."""
+    dataset = manifest.get("dataset") or {}
+    return {
+        "model": manifest.get("model"),
+        "videos": manifest.get("sessions_per_level"),
+        "questions_per_video": manifest.get("questions_per_video"),
+        "output_tokens": manifest.get("output_tokens"),
+        "dataset": dataset_identity(dataset, ("path", "video_source")) or dataset.get("sha256"),
+        "deployment": {k: v for k, v in (manifest.get("deployment") or {}).items()
+                       if k not in ROUTING_FACTS},
+    }
+
+
+def binding_changes(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """How `other`'s run differs from `base`'s in anything but routing (manifests)."""
+    one, two = binding(base), binding(other)
+    return [c for key in one for c in changes(key, one[key], two[key])]
+
+
+def check_comparable(runs: Sequence[ProfileRun]) -> None:
+    """Refuse a comparison of runs of different workloads or deployments: its gains would
+    measure the difference, not the routing."""
+    problems = [f"{run.label} ({run.source}) differs from {runs[0].label} "
+                f"({runs[0].source}) in {c}"
+                for run in runs[1:] for c in binding_changes(runs[0].manifest, run.manifest)]
+    if problems:
+        raise InputError(BAD_INPUT, [*problems, "compare runs of one workload and deployment "
+                                     "(routing aside): the same videos, questions, output "
+                                     "tokens, dataset, images and topology"])
 
 
 def _level_state(run: ProfileRun, concurrency: int) -> dict[str, Any]:
@@ -377,6 +422,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
         raise InputError(BAD_INPUT, [
             f"no finished level of a sweep under {', '.join(map(str, run_dirs))}: "
             "run `python -m benchmarks sweep` first"])
+    check_comparable(runs)
     rows = report_rows(runs)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"

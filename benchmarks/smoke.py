@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import openai
 
 from benchmarks.dataset import add_prompt_style_options, video_url
+from benchmarks.evidence import FrontendCounts, scrape_frontend
 from benchmarks.prompts import QUESTIONS, question_text, sampling_fields
 from infra.recipe import SERVED_MODEL_NAME
 
@@ -99,8 +100,9 @@ def wait_for_model(config: SmokeConfig, say: Say) -> None:
         time.sleep(min(config.poll_secs, max(0.0, deadline - now)))
 
 
-def ask(config: SmokeConfig, video: str) -> str:
-    """One chat completion, `video` (a URL or data: URL) first; returns the answer."""
+def ask(config: SmokeConfig, video: str) -> tuple[str, int | None]:
+    """One chat completion, `video` (a URL or data: URL) first; returns the answer and the
+    prompt tokens the server's `usage` counted."""
     client = _client(config, timeout=config.request_timeout_secs)
     content = [
         {"type": "video_url", "video_url": {"url": video}},
@@ -133,7 +135,23 @@ def ask(config: SmokeConfig, video: str) -> str:
             f"empty answer: {config.model} returned no text for the video at "
             f"{config.video_url[:100]}"
         )
-    return " ".join(answer.split())
+    return " ".join(answer.split()), response.usage and response.usage.prompt_tokens
+
+
+def prompt_count_line(before: FrontendCounts | None, after: FrontendCounts | None,
+                      prompt_tokens: int | None) -> str:
+    """Checks once what the sweep's prefix-cache share divides by: the frontend's count of
+    this request's prompt against the server's own `usage.prompt_tokens`."""
+    if before is None or after is None or prompt_tokens is None:
+        return ("smoke: no frontend prompt count or no usage to check: the sweep's "
+                "prefix-cache share will read n/a")
+    counted = after.input_tokens - before.input_tokens
+    if counted == prompt_tokens:
+        return (f"smoke: the frontend counts this prompt as the server does ({prompt_tokens} "
+                "tokens): the sweep's prefix-cache share is over the prompts the workers saw")
+    return (f"smoke: WARNING the frontend counted {counted:.0f} prompt tokens, the server's "
+            f"usage {prompt_tokens}: the sweep's prefix-cache share divides by the "
+            "frontend's count, so it is not a share of what the workers processed")
 
 
 def _error_message(exc: openai.APIStatusError) -> str:
@@ -152,7 +170,10 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     video = _video(config.video_url)
     wait_for_model(config, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
-    return ask(config, video)
+    before = scrape_frontend(config.url)
+    answer, prompt_tokens = ask(config, video)
+    say(prompt_count_line(before, scrape_frontend(config.url), prompt_tokens))
+    return answer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -41,7 +42,9 @@ from benchmarks.aiperf_run import (
     LevelSummary,
     aiperf_command,
     aiperf_env,
+    failure_cause,
     output_lengths,
+    progress_counts,
     request_body_extras,
     summarize_file,
 )
@@ -56,6 +59,7 @@ from benchmarks.evidence import (
     WORKER_ID_REQUEST_FIELDS,
     evidence_line,
     level_evidence,
+    routing_problems,
     scrape_frontend,
 )
 from benchmarks.processes import log_tail, sigterm_as_interrupt
@@ -69,8 +73,9 @@ MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
 STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
-# A level whose failed requests exceed this share of its requests is failed, not kept.
-MAX_ERROR_SHARE = 0.01
+# Deployment facts that say how many workers serve the graph (the cluster's, the
+# rehearsal's): a level where more worker ids answer is failed (evidence.routing_problems).
+WORKER_COUNT_FACTS = ("replicas", "mock_workers")
 BAD_SETTINGS = "bad sweep settings"
 Say = Callable[[str], None]
 
@@ -306,10 +311,36 @@ FINGERPRINT_KEYS = (
 )
 
 
-def fingerprint(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: manifest.get(k) for k in FINGERPRINT_KEYS}
-    out["dataset_sha256"] = (manifest.get("dataset") or {}).get("sha256")
-    return out
+# What each attempt at a run records of its own: a resume keeps the earlier ones.
+PROVENANCE_KEYS = ("tools", "notes", "video_settings")
+
+
+def changes(name: str, old: Any, new: Any) -> list[str]:
+    """`name: old -> new` for each value that differs, nested ones as `name.key`."""
+    if old == new:
+        return []
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        return [c for k in sorted(old.keys() | new.keys(), key=str)
+                for c in changes(f"{name}.{k}", old.get(k), new.get(k))]
+    return [f"{name}: {old!r} -> {new!r}"]
+
+
+def dataset_identity(dataset: Mapping[str, Any], leave_out: tuple[str, ...]) -> dict[str, Any]:
+    """What a manifest's dataset sidecar says it holds, without the keys left out."""
+    return {k: v for k, v in (dataset.get("info") or {}).items() if k not in leave_out}
+
+
+def settings_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What a resume would change, each as `setting: old -> new` (nested ones by key; the
+    dataset by what its sidecar says it holds, its contents' hash when that says nothing)."""
+    found = [c for k in FINGERPRINT_KEYS for c in changes(k, old.get(k), new.get(k))]
+    old_set, new_set = old.get("dataset") or {}, new.get("dataset") or {}
+    if old_set.get("sha256") != new_set.get("sha256"):
+        old_info, new_info = (dataset_identity(d, ("path",)) for d in (old_set, new_set))
+        found += changes("dataset", old_info, new_info) or [
+            f"dataset contents: sha256 {str(old_set.get('sha256'))[:12]} -> "
+            f"{str(new_set.get('sha256'))[:12]}"]
+    return found
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -330,10 +361,16 @@ def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int)
     )
 
 
-def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
-    """Run AIPerf for one level; returns when its summary export exists, else raises."""
+def run_level(spec: LevelSpec, config: SweepConfig, say: Say, requests: int) -> None:
+    """Run AIPerf for one level; returns when its summary export exists, else raises.
+
+    Each heartbeat relays how many of the level's `requests` were answered and failed
+    (AIPerf's records export, as it is written) and stops the level at its first failed
+    request: such a level fails anyway (see `run_sweep`), so a stalled endpoint costs one
+    request timeout, not the level timeout."""
     spec.artifact_dir.mkdir(parents=True)
     log = spec.artifact_dir / LEVEL_LOG
+    records = spec.artifact_dir / RECORDS_EXPORT
     started = time.monotonic()
     with open(log, "w") as out:
         process = subprocess.Popen(
@@ -357,8 +394,16 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
                 except subprocess.TimeoutExpired:
                     if time.monotonic() >= next_beat:
                         next_beat += config.heartbeat_secs
-                        say(f"concurrency {spec.concurrency}: running for "
+                        answered, failed = progress_counts(records)
+                        say(f"concurrency {spec.concurrency}: {answered + failed} of {requests} "
+                            f"requests done ({answered} answered, {failed} failed, up to "
+                            f"{spec.concurrency} in flight), "
                             f"{(time.monotonic() - started) / 60:.1f} min")
+                        if failed:
+                            raise SweepError(
+                                f"concurrency {spec.concurrency}: stopped early, {failed} "
+                                f"request(s) failed (a level keeps none; see `error` in "
+                                f"{records}); check the endpoint, then resume") from None
         finally:
             if process.poll() is None:
                 process.terminate()
@@ -370,20 +415,21 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say) -> None:
     if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
         raise SweepError(
             f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}): "
-            f"{log_tail(log, 1)}\nIts last lines:\n{log_tail(log)}\nFull output: {log}"
+            f"{failure_cause(log)}\nIts last lines:\n{log_tail(log)}\nFull output: {log}"
         )
 
 
 def _length_check(level_dir: Path, wanted: int) -> dict[str, int] | None:
-    """How many measured requests got other than `wanted` output tokens (None: all got
-    it, or the level kept no per-request records)."""
+    """How many answered requests got other than `wanted` output tokens, or no count at
+    all (None: all got it, or the level kept no per-request records)."""
     records = level_dir / RECORDS_EXPORT
-    lengths = output_lengths(records) if records.is_file() else []
+    lengths, missing = output_lengths(records) if records.is_file() else ([], 0)
     other = [n for n in lengths if n != wanted]
-    if not other:
+    if not other and not missing:
         return None
-    return {"requests": len(lengths), "other": len(other), "min": min(lengths),
-            "max": max(lengths)}
+    return {"requests": len(lengths) + missing, "other": len(other),
+            **({"missing": missing} if missing else {}),
+            "min": min(lengths, default=0), "max": max(lengths, default=0)}
 
 
 def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
@@ -425,12 +471,11 @@ def warm_up(url: str, config: SweepConfig, affinity: bool, concurrency: int, say
         f"measured set, {time.monotonic() - started:.1f} s (not measured)")
 
 
-def run_sweep(config: SweepConfig, say: Say = print) -> Path:
-    """Run (or resume) the sweep; returns the run directory.
-
-    Each finished level prints its summary line through `say` at once. Raises SweepError
-    with what to do when a setting is bad or a level fails.
-    """
+def open_run(config: SweepConfig) -> tuple[
+        SweepConfig, bool, DatasetScan, str, dict[str, Any], dict[str, Any] | None]:
+    """Check a sweep's settings against the run directory's earlier run, before anything
+    there changes: (config as run, affinity, dataset scan, tokenizer, manifest base,
+    earlier manifest). Raises SweepError naming each setting that differs."""
     problems = config_problems(config)
     if problems:
         raise InputError(BAD_SETTINGS, problems)
@@ -446,17 +491,31 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     base = manifest_base(config, affinity, scan, tokenizer)
     manifest_path = run_dir / MANIFEST_NAME
     earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
-    if earlier is not None:
-        old, new = fingerprint(earlier), fingerprint(base)
-        changed = [f"{k}: {old[k]!r} -> {new[k]!r}" for k in new if old.get(k) != new[k]]
-        if changed:
-            raise SweepError(
-                f"{run_dir} holds a run of other settings or another deployment "
-                f"({'; '.join(changed)}); {config.new_run_hint}"
-            )
+    changed = settings_changes(earlier, base) if earlier is not None else []
+    if changed:
+        raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
+                         f"({'; '.join(changed)}); {config.new_run_hint}")
+    return config, affinity, scan, tokenizer, base, earlier
+
+
+def run_sweep(config: SweepConfig, say: Say = print) -> Path:
+    """Run (or resume) the sweep; returns the run directory.
+
+    Each finished level prints its summary line through `say` at once. Raises SweepError
+    with what to do when a setting is bad or a level fails.
+    """
+    config, affinity, scan, tokenizer, base, earlier = open_run(config)
+    run_dir = resolve_run_dir(config)
+    manifest_path = run_dir / MANIFEST_NAME
+    attempts = list((earlier or {}).get("attempts")
+                    or ([{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
+    attempt = len(attempts)
+    attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
     manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
-                "levels": dict((earlier or {}).get("levels") or {})}
+                "attempts": attempts, "levels": dict((earlier or {}).get("levels") or {})}
     write_json(manifest_path, manifest)
+    workers = next((int(config.deployment[k]) for k in WORKER_COUNT_FACTS
+                    if str(config.deployment.get(k, "")).isdigit()), None)
     target = config.level_target or (lambda *_: nullcontext(LevelRun(config.url)))
     header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
     say(
@@ -482,7 +541,8 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             request_timeout_secs=config.request_timeout_secs,
         )
         level = manifest["levels"][str(concurrency)] = {
-            "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now()}
+            "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now(),
+            "attempt": attempt}
         write_json(manifest_path, manifest)
         try:
             with target(concurrency, level_dir) as level_run:
@@ -493,7 +553,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
                 counted = scrape_frontend(level_run.url)
                 bound = level_run.timeout_secs or config.level_timeout_secs
                 run_level(replace(spec, url=level_run.url),
-                          replace(config, level_timeout_secs=bound), say)
+                          replace(config, level_timeout_secs=bound), say, scan.requests)
                 summary = summarize_file(level_dir / SUMMARY_EXPORT)
                 now = scrape_frontend(level_run.url)
         except (SweepError, ExportError) as exc:
@@ -514,29 +574,41 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             level["output_lengths"] = lengths
             say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
                 f"{lengths['requests']} requests got other than {config.output_tokens} "
-                f"output tokens (min {lengths['min']}, max {lengths['max']})")
-        sent = summary.requests + summary.errors  # AIPerf counts the successful ones
-        if summary.errors > MAX_ERROR_SHARE * sent:
-            error = (f"concurrency {concurrency}: {summary.errors} of {sent} "
-                     f"requests failed, over the {MAX_ERROR_SHARE:.0%} a level may "
-                     f"lose (details: {level_dir / SUMMARY_EXPORT}, error_summary)")
-            raise _record_failure(manifest_path, manifest, level, error)
-        if lengths and not config.accept_other_lengths:
-            error = (f"concurrency {concurrency}: {lengths['other']} requests got other than "
-                     f"{config.output_tokens} output tokens (min {lengths['min']}, max "
-                     f"{lengths['max']}): the server stops early or ignores the length "
-                     "fields; fix it, or pass --accept-other-lengths to keep such levels")
-            raise _record_failure(manifest_path, manifest, level, error)
+                f"output tokens (min {lengths['min']}, max {lengths['max']})"
+                + (f", {lengths['missing']} without a count" if "missing" in lengths else ""))
+        problems = _level_problems(summary, lengths, config, level_dir)
+        problems += routing_problems(evidence.get("routing"), workers, affinity)
+        if problems:
+            raise _record_failure(manifest_path, manifest, level,
+                                  f"concurrency {concurrency}: {'; '.join(problems)}")
         level.update(
             status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
             **({"measured": level_run.measured} if level_run.measured else {}))
         write_json(manifest_path, manifest)
-        if summary.errors:
-            say(f"concurrency {concurrency}: WARNING {summary.errors} requests failed "
-                f"(details: {level_dir / SUMMARY_EXPORT}, error_summary)")
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
         f"{run_dir} ... --out REPORT)")
     return run_dir
+
+
+def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
+                    config: SweepConfig, level_dir: Path) -> list[str]:
+    """Why a measured level is not kept: any failed request (docs/benchmark-toolkit.md,
+    "Failed requests"), answers without a token count, other lengths unless accepted."""
+    problems = []
+    if summary.errors:
+        problems.append(f"{summary.errors} of {summary.requests + summary.errors} requests "
+                        f"failed, and a level keeps none (details: {level_dir / SUMMARY_EXPORT}"
+                        ", error_summary)")
+    if lengths and lengths.get("missing"):
+        problems.append(f"{lengths['missing']} answers carry no output token count (the "
+                        "server sent no `usage`), so their length is unchecked: make the "
+                        "server report usage in its stream")
+    if lengths and lengths["other"] and not config.accept_other_lengths:
+        problems.append(f"{lengths['other']} requests got other than {config.output_tokens} "
+                        f"output tokens (min {lengths['min']}, max {lengths['max']}): the "
+                        "server stops early or ignores the length fields; fix it, or pass "
+                        "--accept-other-lengths to keep such levels")
+    return problems
 
 
 def _record_failure(manifest_path: Path, manifest: dict[str, Any], level: dict[str, Any],
@@ -610,6 +682,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="keep levels where requests got other than --output-tokens tokens")
     p.add_argument("--resume-hint", default=None,
                    help="what a failed run tells you to do (default: rerun this command)")
+    p.add_argument("--follow-command", default=None,
+                   help="the command that follows this sweep's log, printed at its start")
     p.add_argument("--new-run-hint", default=None,
                    help="what a refused resume tells you to do (default: a new --run-id)")
     p.set_defaults(func=_run)
@@ -664,8 +738,17 @@ def _run(args: argparse.Namespace) -> int:
                 raise InputError(BAD_SETTINGS, problems)
             run_dir = resolve_run_dir(config)
             run_dir.mkdir(parents=True, exist_ok=True)
+            if (run_dir / MANIFEST_NAME).is_file():
+                # A resume: check the settings on datasets built aside, so a refusal
+                # leaves the earlier run's files as they were.
+                with tempfile.TemporaryDirectory(dir=run_dir, prefix=".check-") as aside:
+                    dataset, warmup = _datasets_for(args, Path(aside))
+                    open_run(replace(config, run_dir=run_dir, dataset=dataset,
+                                     warmup_dataset=warmup))
             dataset, warmup = _datasets_for(args, run_dir)
             config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
+            if args.follow_command:
+                print(f"follow this sweep: {args.follow_command}", flush=True)
             run_sweep(config, say=lambda line: print(line, flush=True))
         except (SweepError, InputError) as exc:
             # The cause comes last, on one line: it is the line a Job's failure (and so

@@ -11,7 +11,11 @@ Usage:
 
 Behaviour knobs are plain attributes and may change while the server runs:
 `models`, `answer`, `fail_status` (answer chat requests with this HTTP status),
-`empty_answer`, `delay_secs` (before answering a chat request), `record` (keep requests).
+`empty_answer`, `delay_secs` (before answering a chat request), `record` (keep requests),
+`usage` (False: no token counts, as a server that sends no usage), `sticky` (a worker per
+session header, as Dynamo's session affinity), `workers` (how many worker ids answer),
+`frontend_prompt_tokens` (serve a Dynamo frontend's `/metrics` counting this many prompt
+tokens per answered request; its `usage` always says 1).
 A chat request whose body asks `"nvext": {"extra_fields": ["worker_id"]}` gets a
 Dynamo-like `nvext.worker_id` in its first streamed chunk (or the non-streamed body), so
 code that reads worker ids from AIPerf's raw export can be tested without Dynamo.
@@ -71,6 +75,9 @@ class RecordingOpenAIServer:
         # A server that stops early: at most this many output tokens (None: as asked).
         self.max_tokens: int | None = None
         self.delay_secs = 0.0
+        self.usage = True
+        self.sticky = False
+        self.frontend_prompt_tokens: int | None = None
         self.record = record
         self.workers = workers
         self._requests: list[RecordedRequest] = []
@@ -130,6 +137,7 @@ class RecordingOpenAIServer:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -172,6 +180,13 @@ class RecordingOpenAIServer:
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.frontend_prompt_tokens is None:
+            return web.Response(status=404)
+        counted = self._served * self.frontend_prompt_tokens
+        return web.Response(text=f'dynamo_frontend_input_sequence_tokens_sum{{model="m"}} '
+                                 f"{counted}\n")
+
     async def _models(self, request: web.Request) -> web.Response:
         self._keep(request, None)
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models]
@@ -196,6 +211,9 @@ class RecordingOpenAIServer:
         with self._lock:
             self._served += 1
             worker = self._served % self.workers
+        session = request.headers.get("X-Dynamo-Session-ID")
+        if self.sticky and session:
+            worker = sum(session.encode()) % self.workers
         tokens = min(requested_output_tokens(body) or 16, self.max_tokens or 10**9)
         pieces = [] if self.empty_answer else self._answer_pieces(tokens)
         nvext = self._nvext(body, worker)
@@ -208,9 +226,10 @@ class RecordingOpenAIServer:
             "created": int(time.time()),
             "model": body.get("model"),
             "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": len(pieces),
-                      "total_tokens": 1 + len(pieces)},
         }
+        if self.usage:
+            payload["usage"] = {"prompt_tokens": 1, "completion_tokens": len(pieces),
+                                "total_tokens": 1 + len(pieces)}
         if nvext:
             payload["nvext"] = nvext
         return web.json_response(payload)
@@ -236,7 +255,8 @@ class RecordingOpenAIServer:
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = self.usage and bool((body.get("stream_options") or {}).get(
+            "include_usage"))
         # One write for the whole answer, rendered once per shape: the server costs next
         # to nothing per request, so a client's own speed shows.
         await response.write(sse_body(

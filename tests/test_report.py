@@ -145,3 +145,30 @@ def test_a_gain_comes_with_its_bootstrap_interval_over_videos() -> None:
            "throughput_gain_ci95_high": high}
     assert _gain_cell(row).endswith("(no measurable difference)")
     assert _gain_cell({**row, "throughput_gain_ci95_low": 2.0}) == f"+1% [+2%, {high:+.0f}%]"
+
+
+def test_runs_of_another_workload_or_deployment_are_not_compared(
+        sweep_runs: SweepRuns, tmp_path: Path) -> None:  # noqa: F811
+    """Routing may differ (the frontend's flags, the graph); anything else is refused and
+    named: a 10-video, 64-token run on 4 replicas is not a baseline for a 3-video one."""
+    other = tmp_path / "other"
+    shutil.copytree(sweep_runs.round_robin.run_dir, other)
+    path = other / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    manifest["deployment"] = {"routing": "--router-mode kv", "graph_uid": "another-graph"}
+    path.write_text(json.dumps(manifest))
+    build_report([sweep_runs.affinity.run_dir, other], tmp_path / "routing-only",
+                 warn=lambda _: None)
+    manifest.update(sessions_per_level=10, output_tokens=64,
+                    deployment={**manifest["deployment"], "replicas": "4"})
+    manifest["dataset"]["info"]["videos"] = 10
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError) as refused:
+        build_report([sweep_runs.affinity.run_dir, other], tmp_path / "refused",
+                     warn=lambda _: None)
+    problems = "\n".join(refused.value.problems)
+    for change in ("videos: 3 -> 10", "output_tokens: 128 -> 64", "dataset.videos: 3 -> 10",
+                   "deployment.replicas: None -> '4'"):
+        assert change in problems
+    assert "routing" not in problems.split("compare runs")[0]
+    assert not (tmp_path / "refused").exists()

@@ -119,3 +119,19 @@ def test_a_missing_video_file_is_named_before_any_wait(server, capsys) -> None:
     assert code == 2
     assert "--video-url no/such/video.mp4: not a URL and no such file" in capsys.readouterr().err
     assert not server.requests(), "it asked the server before checking its own input"
+
+
+@pytest.mark.parametrize(("counted", "expected"), [
+    (None, "prefix-cache share will read n/a"),
+    (1, "the frontend counts this prompt as the server does (1 tokens)"),
+    (7, "WARNING the frontend counted 7 prompt tokens, the server's usage 1"),
+])
+def test_the_frontends_prompt_count_is_checked_once_against_usage(
+        server, counted: int | None, expected: str) -> None:
+    """The sweep's prefix-cache share divides by the frontend's prompt count: the smoke
+    request compares it with the server's own `usage.prompt_tokens`."""
+    server.frontend_prompt_tokens = counted
+    said: list[str] = []
+    run_smoke(SmokeConfig(url=server.url, video_url=VIDEO, model=MODEL, wait_secs=5),
+              say=said.append)
+    assert any(expected in line for line in said), said

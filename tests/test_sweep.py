@@ -377,6 +377,8 @@ def test_a_failing_aiperf_names_its_own_last_line_as_the_cause(tmp_path: Path) -
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("sweep: error: AIPerf failed at concurrency 1 (exit code 1): ")
     assert not last.endswith(": ")
+    # AIPerf's own last line names its log file; the cause is its ERROR line above it.
+    assert "Log File" not in last and "All 4 inference request(s) failed" in last
 
 
 def test_a_server_that_stops_early_is_flagged_and_fails_the_level(tmp_path: Path) -> None:
@@ -414,3 +416,131 @@ def test_the_client_capacity_benchmark_runs_the_sweeps_own_aiperf_command() -> N
     )
     assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]
     assert "(8 measured requests, 0 errors, 8 served in total" in result.stdout
+
+
+def _tiny_sweep(tmp_path: Path, url: str, videos: int, questions: int, **options: object
+                ) -> list[str]:
+    """run_sweep on a small dataset of its own (8 output tokens); returns what it said."""
+    dataset = tmp_path / "dataset.jsonl"
+    build_dataset(dataset, video_refs=[f"http://127.0.0.1:9/v{i}.mp4" for i in range(videos)],
+                  questions_per_video=questions, output_tokens=8)
+    tokenizer = build_tiny_model_dir(tmp_path.parent / "tokenizer")
+    said: list[str] = []
+    config = dict(url=url, dataset=dataset, model="m", concurrencies=(1,), output_tokens=8,
+                  tokenizer=str(tokenizer), run_dir=tmp_path / "run")
+    run_sweep(SweepConfig(**{**config, **options}), say=said.append)
+    return said
+
+
+def test_a_level_is_checked_against_its_own_routing_evidence(tmp_path: Path) -> None:
+    """More worker ids than the graph's workers, or affinity with a video on two workers:
+    the level fails with the cause; sticky sessions on the graph's workers pass."""
+    with RecordingOpenAIServer(models=["m"]) as server:  # 8 worker ids, round robin
+        with pytest.raises(SweepError, match="8 worker ids answered but the graph has 4"):
+            _tiny_sweep(tmp_path / "rollout", server.url, 2, 4, attribute_workers=True,
+                        deployment={"replicas": "4"})
+        with pytest.raises(SweepError, match="2 of 2 videos were served by more than one"):
+            _tiny_sweep(tmp_path / "unsticky", server.url, 2, 4, attribute_workers=True,
+                        profile="session-affinity", deployment={"replicas": "8"})
+        server.sticky = True
+        _tiny_sweep(tmp_path / "sticky", server.url, 2, 4, attribute_workers=True,
+                    profile="session-affinity", deployment={"replicas": "8"})
+    for name, status in (("rollout", "failed"), ("unsticky", "failed"), ("sticky", "complete")):
+        manifest = json.loads((tmp_path / name / "run" / MANIFEST_NAME).read_text())
+        assert manifest["levels"]["1"]["status"] == status, name
+        assert manifest["levels"]["1"]["routing"]["videos"] == 2
+
+
+def test_answers_without_a_token_count_fail_the_level(tmp_path: Path) -> None:
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.usage = False
+        with pytest.raises(SweepError, match="4 answers carry no output token count"):
+            _tiny_sweep(tmp_path, server.url, 2, 2)
+    level = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())["levels"]["1"]
+    assert level["status"] == "failed" and level["output_lengths"]["missing"] == 4
+
+
+def test_one_failed_request_in_over_a_hundred_fails_the_level(tmp_path: Path) -> None:
+    """No failure share is kept as a complete level (docs/benchmark-toolkit.md)."""
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.fail_status, server.fail_count = 500, 1
+        with pytest.raises(SweepError, match="1 of 120 requests failed"):
+            _tiny_sweep(tmp_path, server.url, 6, 20)
+
+
+def test_progress_is_relayed_and_a_level_stops_at_its_first_failed_request(
+        tmp_path: Path) -> None:
+    """A slow failing endpoint (40 requests, 0.5 s each): the level stops at a heartbeat
+    after the first failure instead of running on, and each heartbeat says how far it is."""
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.fail_status, server.delay_secs = 500, 0.5
+        started = time.monotonic()
+        with pytest.raises(SweepError, match="stopped early, [0-9]+ request"):
+            _tiny_sweep(tmp_path, server.url, 2, 20, heartbeat_secs=1.0)
+        elapsed = time.monotonic() - started
+        sent = len(server.chat_requests())
+    assert sent < 40, f"the level ran on after its first failure ({sent} requests)"
+    assert elapsed < 60
+    manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
+    assert "stopped early" in manifest["levels"]["1"]["error"]
+
+
+def test_progress_lines_count_answered_and_failed_requests(tmp_path: Path) -> None:
+    with RecordingOpenAIServer(models=["m"]) as server:
+        server.delay_secs = 0.3
+        said = _tiny_sweep(tmp_path, server.url, 1, 20, heartbeat_secs=1.0)
+    progress = [s for s in said if "requests done (" in s]
+    assert progress, said
+    assert all(s.startswith("concurrency 1: ") and " of 20 requests done" in s
+               and "failed" in s for s in progress)
+
+
+def test_a_refused_resume_leaves_the_earlier_run_untouched_and_names_what_differs(
+        tmp_path: Path) -> None:
+    with RecordingOpenAIServer(models=["m"]) as server:
+        first = _small_sweep(tmp_path, server.url, "--follow-command", "kubectl logs -f job/x")
+        assert first.returncode == 0, first.stderr
+        run_dir = tmp_path / "run"
+        before = {p.name: p.read_bytes() for p in run_dir.glob("dataset*")}
+        second = _small_sweep(tmp_path, server.url, "--questions-per-video", "3")
+    assert first.stdout.splitlines()[0] == "follow this sweep: kubectl logs -f job/x"
+    assert second.returncode == 1
+    assert {p.name: p.read_bytes() for p in run_dir.glob("dataset*")} == before
+    assert not list(run_dir.glob(".check-*"))
+    last = second.stderr.strip().splitlines()[-1]
+    assert "dataset.questions_per_video: 2 -> 3" in last and "dataset.requests: 4 -> 6" in last
+    assert "{" not in last and "sha256" not in last
+
+
+def test_a_resume_keeps_the_provenance_of_each_attempt(tmp_path: Path) -> None:
+    with RecordingOpenAIServer(models=["m"]) as server:
+        _tiny_sweep(tmp_path, server.url, 1, 2, notes=("first attempt",))
+        path = tmp_path / "run" / MANIFEST_NAME
+        manifest = json.loads(path.read_text())
+        # As a sweep before attempts were recorded wrote it, under another client image.
+        del manifest["attempts"]
+        manifest["tools"]["aiperf"] = "0.12.0"
+        path.write_text(json.dumps(manifest))
+        _tiny_sweep(tmp_path, server.url, 1, 2, notes=("second attempt",),
+                    concurrencies=(1, 2))
+    manifest = json.loads(path.read_text())
+    first, second = manifest["attempts"]
+    assert first["tools"]["aiperf"] == "0.12.0" and first["notes"] == ["first attempt"]
+    assert second["tools"]["aiperf"] == "0.13.0" and second["notes"] == ["second attempt"]
+    assert [manifest["levels"][c]["attempt"] for c in ("1", "2")] == [0, 1]
+
+
+def test_prefix_cache_share_is_na_when_no_response_reported_a_cached_count() -> None:
+    from benchmarks.evidence import frontend_counts, prefix_cache_hit_pct
+
+    page = ('dynamo_frontend_input_sequence_tokens_sum{model="m"} {n}\n'
+            'dynamo_frontend_cached_tokens_sum{model="m"} {c}\n'
+            'dynamo_frontend_cached_tokens_count{model="m"} {k}\n')
+    def counts(n: int, c: int, k: int):  # noqa: ANN202
+        return frontend_counts(page.replace("{n}", str(n)).replace("{c}", str(c))
+                               .replace("{k}", str(k)))
+
+    before = counts(100, 0, 0)
+    assert prefix_cache_hit_pct(before, counts(900, 0, 0)) is None, "workers told nothing"
+    told = counts(900, 400, 8)
+    assert prefix_cache_hit_pct(before, told) == pytest.approx(50.0)
