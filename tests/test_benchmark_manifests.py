@@ -274,14 +274,16 @@ def test_the_cli_runs_from_the_mounted_config_map(tmp_path, sources) -> None:
     volume = mounted_volume(tmp_path, sources)
     assert (volume / "benchmarks" / "__init__.py").exists()
     assert (volume / "constraints.txt").exists()
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--help"], cwd=tmp_path,
-        env={"PYTHONPATH": str(volume), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    # A pod's tree holds what the pods run: each in-cluster command loads from it alone.
     for command in IN_CLUSTER_COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-m", "benchmarks", command, "--help"], cwd=tmp_path,
+            env={"PYTHONPATH": str(volume), "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
         assert command in result.stdout
+    assert not (volume / "infra" / "cluster.py").exists()  # the Pulumi program stays out
 
 
 def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str]):
@@ -481,3 +483,13 @@ def test_the_video_server_listens_on_ipv4_and_ipv6(sources) -> None:
     command = objects["video-server"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--bind") + 1] == "::"
     assert objects["video-service"]["spec"]["ipFamilyPolicy"] == "PreferDualStack"
+
+
+def test_the_video_server_stops_holding_off_drains_once_the_sweep_finished(sources) -> None:
+    """Its budget (maxUnavailable 0) and do-not-disrupt annotations protect a sweep, not
+    the stack's lifetime: the `up` that finds the run's sweep finished drops both."""
+    objects = bj.benchmark_objects(TARGET, BenchmarkSettings(), sources, sweep_done=True)
+    assert "video-budget" not in objects
+    annotations = objects["video-server"]["spec"]["template"]["metadata"]["annotations"]
+    assert not set(bj.DO_NOT_DISRUPT) & set(annotations)
+    assert "video-budget" in manifests(BenchmarkSettings(), sources)
