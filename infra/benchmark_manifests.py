@@ -229,10 +229,21 @@ def code_config_map(
 # Commands
 
 
-def runner_command(benchmark_args: list[str]) -> list[str]:
-    """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap."""
+def runner_command(benchmark_args: list[str], on_stop: str) -> list[str]:
+    """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap;
+    `on_stop` is the last line's cause and fix when the pod is stopped (SIGTERM)."""
     return ["python", f"{CODE_DIR}/infra/job_runner.py", "--src", CODE_DIR,
-            "--venv", f"{WORK_DIR}/venv", "--", *benchmark_args]
+            "--venv", f"{WORK_DIR}/venv", "--on-stop", on_stop, "--", *benchmark_args]
+
+
+def job_on_stop(timeout_key: str, timeout_secs: int, then: str) -> str:
+    """What a stopped Job pod means: its deadline, or the Job's deletion, or an eviction."""
+    return (f"the Job's deadline ({timeout_key} ({timeout_secs} s)) passed, or the Job was "
+            "deleted (`pulumi destroy`, a replaced Job) or the pod evicted; " + then)
+
+
+VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
+                  "drain or `pulumi destroy`); its next pod makes them again")
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
@@ -292,6 +303,9 @@ def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
            "PYTHONUNBUFFERED": "1"}
     if settings.pip_index_url:
         env["PIP_INDEX_URL"] = settings.pip_index_url
+        # pip ignores a plain-http index unless its host is trusted; the user named it.
+        if settings.pip_index_url.startswith("http://"):
+            env["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -318,13 +332,13 @@ def _work_volume() -> dict[str, Any]:
 
 def _runner_container(
     name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
-    extra_mounts: list[dict[str, Any]] | None = None,
+    extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
 ) -> dict[str, Any]:
     return {
         "name": name,
         "image": settings.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": runner_command(args),
+        "command": runner_command(args, on_stop),
         "workingDir": WORK_DIR,
         "env": _env(settings),
         "resources": resources,
@@ -504,6 +518,8 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     deployment's hash: a new deployment replaces the Job, so the smoke test runs again."""
     container = _runner_container(
         "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi", "2"),
+        on_stop=job_on_stop("benchmarkSmokeTimeoutSecs", settings.smoke_timeout_secs,
+                            "if the deadline passed, raise it, then `pulumi up`"),
     )
     return _job(
         smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
@@ -525,7 +541,10 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     cache_mount = {"name": "cache", "mountPath": CACHE_DIR}
     container = _runner_container(
         "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi", "8"),
-        [cache_mount],
+        [cache_mount], job_on_stop(
+            "benchmarkSweepTimeoutSecs", settings.sweep_timeout_secs,
+            "finished levels stay on the claim; if the deadline passed, raise it, then "
+            "`pulumi up` with the same benchmarkRunId resumes the run"),
     )
     pod = _pod_spec(
         target, [container],
