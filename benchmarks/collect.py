@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -257,10 +258,20 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 shutil.copyfileobj(source, out)
 
 
+# How the client raises a refused exec (kubernetes/stream/ws_client.py: status 0, the
+# websocket library's "Handshake status <code> <reason> -+-+- <headers> -+-+- <body>").
+_HANDSHAKE = re.compile(r"Handshake status (\d+) (.*?) -\+-\+- .* -\+-\+- (.*)", re.DOTALL)
+
+
 def refusal(error: Any, action: str, permission: str) -> str:
-    """One line for an API refusal: what was refused, why, and the fix."""
+    """One line for an API refusal: what was refused, why, and the fix (never the raw
+    HTTP headers a refused exec carries)."""
     status, reason = getattr(error, "status", None), getattr(error, "reason", "")
     body = str(getattr(error, "body", "") or "")
+    handshake = _HANDSHAKE.match(str(reason or "")) if status == 0 else None
+    if handshake:
+        status, reason, body = int(handshake[1]), handshake[2], handshake[3]
+    body = " ".join(body.split())
     if status in (401, 403) and "violates PodSecurity" in body:
         return (f"the namespace's Pod Security admission refused to {action} ({body[:200]}); "
                 "the reader already meets the restricted profile: check the namespace's "
@@ -352,7 +363,11 @@ class KubernetesClusterIO:
             raise CollectError(refusal(error, f"create pod {name} in {location.namespace}",
                                        "`create` on pods")) from None
         try:
-            self._wait_running(location.namespace, name)
+            try:
+                self._wait_running(location.namespace, name)
+            except ApiException as error:
+                raise CollectError(refusal(error, f"read pod {name} in {location.namespace}",
+                                           "`get` on pods")) from None
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
                 fetch_archive(lambda command: self._exec(location.namespace, name, command),
