@@ -63,6 +63,8 @@ class RunLocation:
     image_pull_secrets: tuple[str, ...] = field(default=())
     # The stack's `kubernetes:context`: where to look, and what the printed commands say.
     kube_context: str | None = None
+    # Where the benchmark pods may run (node selector, tolerations): the reader runs there.
+    placement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kubectl(self) -> str:
@@ -356,7 +358,8 @@ class KubernetesClusterIO:
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
         manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
                                       location.image, name, location.image_pull_secrets,
-                                      self._job_owner(location.namespace, location.sweep_job))
+                                      self._job_owner(location.namespace, location.sweep_job),
+                                      location.placement)
         try:
             self._core.create_namespaced_pod(location.namespace, manifest)
         except ApiException as error:
@@ -468,6 +471,7 @@ def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | 
         image=str(info["image"]),
         image_pull_secrets=tuple(info.get("imagePullSecrets") or ()),
         kube_context=info.get("kubeContext") or None,
+        placement=dict(info.get("podPlacement") or {}),
     )
 
 

@@ -289,6 +289,9 @@ def benchmark_output(settings: Settings) -> dict[str, Any]:
         "smokeJob": smoke,
         "sweepJob": sweep_job_name(profile, b.run_id) if b.sweep else "",
         "kubeContext": settings.kube_context or "",
+        "podPlacement": benchmark_manifests.user_placement(
+            settings.benchmark_placement.node_selector,
+            tuple(t.manifest() for t in settings.benchmark_placement.tolerations)),
         "followCommand": follow_command(settings.kubectl, profile, b.run_id) if b.sweep else "",
         "collectCommand": collect_command(profile, b.run_id) if b.sweep else "",
     }

@@ -353,19 +353,26 @@ def _runner_container(
     }
 
 
-def _placement(target: BenchmarkTarget) -> dict[str, Any]:
-    """The user's node selector and tolerations; by default a preference for nodes
-    without GPUs, so the client never competes with a worker for its node's CPUs (a
-    preference, not a rule: a cluster of GPU nodes only still runs it)."""
-    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
-    out: dict[str, Any] = {"affinity": {"nodeAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}}}
-    if target.node_selector:
-        out["nodeSelector"] = dict(target.node_selector)
-    if target.tolerations:
-        out["tolerations"] = list(target.tolerations)
+def user_placement(node_selector: tuple[tuple[str, str], ...],
+                   tolerations: tuple[dict[str, str], ...]) -> dict[str, Any]:
+    """Where every benchmark pod (the results reader too) may run: the user's node selector
+    and tolerations, where set."""
+    out: dict[str, Any] = {}
+    if node_selector:
+        out["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        out["tolerations"] = list(tolerations)
     return out
+
+
+def _placement(target: BenchmarkTarget) -> dict[str, Any]:
+    """The user's placement; by default a preference for nodes without GPUs, so the client
+    never competes with a worker for its node's CPUs (a preference, not a rule: a cluster
+    of GPU nodes only still runs it)."""
+    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
+    return {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
+        **user_placement(target.node_selector, target.tolerations)}
 
 
 def _pod_spec(
@@ -604,13 +611,15 @@ def benchmark_objects(
 def results_reader_pod(
     namespace: str, profile: str, claim: str, image: str, name: str,
     image_pull_secrets: tuple[str, ...] = (), owner_job: tuple[str, str] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
     Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
     with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
     only sleeps (bounded) until the copy is done and it is deleted. Its scratch volume
-    holds the packed run while `collect` copies it out. `owner_job` (name, uid)
+    holds the packed run while `collect` copies it out; `placement` is the Jobs' (a
+    cluster whose every node is tainted runs it too). `owner_job` (name, uid)
     makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
     destroy` deletes that Job.
     """
@@ -619,6 +628,7 @@ def results_reader_pod(
         "securityContext": pod_security(),
         "automountServiceAccountToken": False,
         "activeDeadlineSeconds": 3600,
+        **(placement or {}),
         "containers": [{
             "name": "main",
             "image": image,
