@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,8 @@ class RunLocation:
     image_pull_secrets: tuple[str, ...] = field(default=())
     # The stack's `kubernetes:context`: where to look, and what the printed commands say.
     kube_context: str | None = None
+    # Where the benchmark pods may run (node selector, tolerations): the reader runs there.
+    placement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kubectl(self) -> str:
@@ -260,10 +263,20 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 shutil.copyfileobj(source, out)
 
 
+# How the client raises a refused exec (kubernetes/stream/ws_client.py: status 0, the
+# websocket library's "Handshake status <code> <reason> -+-+- <headers> -+-+- <body>").
+_HANDSHAKE = re.compile(r"Handshake status (\d+) (.*?) -\+-\+- .* -\+-\+- (.*)", re.DOTALL)
+
+
 def refusal(error: Any, action: str, permission: str) -> str:
-    """One line for an API refusal: what was refused, why, and the fix."""
+    """One line for an API refusal: what was refused, why, and the fix (never the raw
+    HTTP headers a refused exec carries)."""
     status, reason = getattr(error, "status", None), getattr(error, "reason", "")
     body = str(getattr(error, "body", "") or "")
+    handshake = _HANDSHAKE.match(str(reason or "")) if status == 0 else None
+    if handshake:
+        status, reason, body = int(handshake[1]), handshake[2], handshake[3]
+    body = " ".join(body.split())
     if status in (401, 403) and "violates PodSecurity" in body:
         return (f"the namespace's Pod Security admission refused to {action} ({body[:200]}); "
                 "the reader already meets the restricted profile: check the namespace's "
@@ -348,14 +361,19 @@ class KubernetesClusterIO:
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
         manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
                                       location.image, name, location.image_pull_secrets,
-                                      self._job_owner(location.namespace, location.sweep_job))
+                                      self._job_owner(location.namespace, location.sweep_job),
+                                      location.placement)
         try:
             self._core.create_namespaced_pod(location.namespace, manifest)
         except ApiException as error:
             raise CollectError(refusal(error, f"create pod {name} in {location.namespace}",
                                        "`create` on pods")) from None
         try:
-            self._wait_running(location.namespace, name)
+            try:
+                self._wait_running(location.namespace, name)
+            except ApiException as error:
+                raise CollectError(refusal(error, f"read pod {name} in {location.namespace}",
+                                           "`get` on pods")) from None
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
                 fetch_archive(lambda command: self._exec(location.namespace, name, command),
@@ -456,6 +474,7 @@ def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | 
         image=str(info["image"]),
         image_pull_secrets=tuple(info.get("imagePullSecrets") or ()),
         kube_context=info.get("kubeContext") or None,
+        placement=dict(info.get("podPlacement") or {}),
     )
 
 

@@ -48,7 +48,9 @@ Say = Callable[[str], None]
 
 
 def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
-    """What a run measures, beside the graph's uid and the code: a run is bound to it."""
+    """What a run measures, in words (a refused resume and the report show them); what
+    binds it is the graph's hash beside them, the benchmark image, the graph's uid and the
+    code (`benchmark_manifests`), so no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image,
@@ -57,6 +59,10 @@ def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.workers.served_model,
         "routing": " ".join(routing_args(routing)),
+        # The graph as the program declares it (components.ReasonerGraph does the same).
+        "graph": benchmark_manifests.graph_hash(
+            benchmark_manifests.with_internal_media(manifests.graph(settings))),
+        "benchmark_image": settings.benchmark.image,
     }
     return tuple((k, str(v)) for k, v in facts.items())
 
@@ -157,21 +163,33 @@ class BenchmarkRun(pulumi.ComponentResource):
         resource_name: str,
         settings: Settings,
         deployment: Deployment,
-        rerun_sweep: bool = False,
+        sweep: cluster.JobStatus,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:BenchmarkRun", resource_name, None, opts)
         b = settings.benchmark
         target = benchmark_target(settings)
         sources = benchmark_manifests.shipped_sources(REPO_ROOT)
-        objects = benchmark_manifests.benchmark_objects(target, b, sources, rerun_sweep)
+        failed, done = (sweep.state is s for s in (cluster.JobState.FAILED,
+                                                   cluster.JobState.SUCCEEDED))
+        objects = benchmark_manifests.benchmark_objects(target, b, sources, failed, done)
         # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new
         # deployment even with the same settings.
         jobs = deployment.graph.graph.metadata.apply(
             lambda m: benchmark_manifests.benchmark_objects(
                 replace(target, deployment=(*target.deployment,
                                             ("graph_uid", (m or {}).get("uid") or ""))),
-                b, sources, rerun_sweep))
+                b, sources, failed, done))
+        # A sweep that started is never replaced: the provider replaces a Job on any pod
+        # template change, deleting it first (its name is fixed), which would kill a
+        # running sweep or throw a finished one away for a new Job that refuses to resume.
+        # Only a failed one is rerun (it resumes its run). A later binding needs a new run id.
+        kept = sweep.state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+        if kept and b.sweep:
+            pulumi.log.info(
+                f"sweep Job {objects['sweep']['metadata']['name']} is {sweep.state.value} in "
+                "the cluster: kept as it is (a started sweep is never replaced); to measure "
+                "this deployment or code again, set a new benchmarkRunId", resource=self)
 
         def child(*depends: pulumi.Resource, awaited: dict[str, Any] | None = None,
                   **extra: Any) -> pulumi.ResourceOptions:
@@ -197,10 +215,11 @@ class BenchmarkRun(pulumi.ComponentResource):
             "video-service", metadata=service_manifest["metadata"],
             spec=service_manifest["spec"], opts=child(namespace, server, awaited=service_manifest),
         )
-        budget = objects["video-budget"]
-        k8s.policy.v1.PodDisruptionBudget(
-            "video-budget", metadata=budget["metadata"], spec=budget["spec"],
-            opts=child(namespace))
+        if "video-budget" in objects:
+            budget = objects["video-budget"]
+            k8s.policy.v1.PodDisruptionBudget(
+                "video-budget", metadata=budget["metadata"], spec=budget["spec"],
+                opts=child(namespace))
         ready: list[pulumi.Resource] = [deployment.graph.graph, server, service]
         self.smoke_job = None
         if b.smoke:
@@ -217,7 +236,8 @@ class BenchmarkRun(pulumi.ComponentResource):
             self.sweep_job = k8s.batch.v1.Job(
                 "sweep", metadata=sweep["metadata"], spec=jobs.apply(lambda o: o["sweep"]["spec"]),
                 opts=child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
-                    after_create=[hook], after_update=[hook])),
+                    after_create=[hook], after_update=[hook]),
+                    ignore_changes=["spec"] if kept else None),
             )
         self.register_outputs({})
 
@@ -225,11 +245,12 @@ class BenchmarkRun(pulumi.ComponentResource):
 def deploy_benchmark(settings: Settings, deployment: Deployment,
                      live: cluster.LiveObjects | None = None) -> BenchmarkRun | None:
     """Declare the benchmark after the recipe; nothing when the smoke test and sweep are off.
-    A sweep Job that failed in the cluster (`live`) is run again, resuming its run."""
+    The sweep Job's state in the cluster (`live`) decides what a change may do to it: one
+    that failed is run again (resuming its run), one running or finished is kept."""
     if not settings.benchmark.any_enabled:
         return None
     return BenchmarkRun("benchmark", settings, deployment,
-                        rerun_sweep=cluster.sweep_failed(live),
+                        cluster.job_status_of(live.sweep_job if live else None),
                         opts=pulumi.ResourceOptions(providers=[deployment.provider]))
 
 
@@ -268,6 +289,9 @@ def benchmark_output(settings: Settings) -> dict[str, Any]:
         "smokeJob": smoke,
         "sweepJob": sweep_job_name(profile, b.run_id) if b.sweep else "",
         "kubeContext": settings.kube_context or "",
+        "podPlacement": benchmark_manifests.user_placement(
+            settings.benchmark_placement.node_selector,
+            tuple(t.manifest() for t in settings.benchmark_placement.tolerations)),
         "followCommand": follow_command(settings.kubectl, profile, b.run_id) if b.sweep else "",
         "collectCommand": collect_command(profile, b.run_id) if b.sweep else "",
     }

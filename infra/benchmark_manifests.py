@@ -4,19 +4,23 @@ PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
 Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
 `collect` command build exactly the same things. Why this shape:
 
-- The project's own code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap that
-  every pod mounts as a source tree (`items[].path`); it runs in a stock, pinned Python
-  image through `infra/job_runner.py`, which installs what its one command needs first.
-  No image to build.
+- The project's own code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; every
+  pod mounts what the pods run (`pod_sources`: the in-cluster commands' modules, the
+  runner, the pins) as a source tree (`items[].path`) and runs it in a stock, pinned
+  Python image through `infra/job_runner.py`, which installs what its one command needs
+  first. No image to build.
 - Videos are made inside the cluster by `python -m benchmarks videos` and served over
   HTTP by a Service, so traffic and media never leave the cluster.
 - The smoke Job and the sweep Job are awaited by the Kubernetes provider (to completion,
   with `pulumi.com/timeoutSeconds`); a failed Job fails `pulumi up` with the command's last
   log line, which the runner writes to the termination log that the provider reports.
-- A run is bound to the deployment it measures (`deployment_facts`: images, topology,
-  routing, model, the graph's uid and a hash of the shipped code): the smoke Job's pod
-  template carries their hash, so every new deployment reruns it, and the sweep records
-  them in its manifest and refuses to resume a run measured against other ones.
+- A run is bound to what it measures: the rendered graph's hash (`graph_hash`), the
+  graph's uid (a recreated graph is a new deployment), the benchmark image and the hash of
+  what the pods run (`code_hash`; the Pulumi program's own modules are not part of it).
+  The smoke Job's pod template carries the binding's hash, so a new binding reruns it;
+  the sweep records it and refuses to resume a run bound to another one.
+- A sweep Job that started is never replaced by a later `up` (only a failed one is rerun):
+  see `infra.benchmark_components`.
 - The sweep writes to the model-cache claim under `benchmarks/<stack>/<run-id>/`, which
   outlives the Job (and `pulumi destroy`, by default) until the hook or `collect` fetches it.
 - The run id is part of both Job names: a new run id replaces both Jobs (the smoke test
@@ -25,6 +29,7 @@ Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the test
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from collections.abc import Mapping
@@ -84,6 +89,10 @@ CODE_ANNOTATION = "cosmos3-routing/code"
 # Source the Jobs need: both packages and the pins (a pod imports only what it runs).
 SHIPPED_PACKAGES = ("benchmarks", "infra")
 SHIPPED_FILES = ("constraints.txt",)
+# What the pods run: these commands (through the runner), and every module they import.
+POD_COMMANDS = ("videos", "smoke", "sweep")
+POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in POD_COMMANDS),
+                     "infra.job_runner")
 # A ConfigMap holds at most 1 MiB.
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
@@ -148,9 +157,46 @@ def shipped_sources(repo_root: Path) -> dict[str, str]:
     return {**files, **{name: (repo_root / name).read_text() for name in SHIPPED_FILES}}
 
 
+def _imported(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update({node.module, *(f"{node.module}.{a.name}" for a in node.names)})
+    return names
+
+
+def pod_sources(sources: Mapping[str, str]) -> dict[str, str]:
+    """The files the pods run: the entry modules, every module they import (anywhere in
+    the module, transitively), the packages' `__init__`s and the pins."""
+    modules = {path[:-3].replace("/", "."): path for path in sources if path.endswith(".py")}
+    seen: set[str] = set()
+    todo = [*POD_ENTRY_MODULES, *(f"{p}.__init__" for p in SHIPPED_PACKAGES)]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        todo += _imported(ast.parse(sources[modules[module]]))
+    paths = [*sorted(modules[m] for m in seen), *SHIPPED_FILES]
+    return {path: sources[path] for path in paths if path in sources}
+
+
+def digest(value: Any) -> str:
+    """A short, stable hash of plain data."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def code_hash(sources: Mapping[str, str]) -> str:
-    """What code a pod runs, recorded with every run."""
-    return hashlib.sha256(json.dumps(sorted(sources.items())).encode()).hexdigest()[:12]
+    """What code the pods run (the Pulumi program's own modules are not part of it)."""
+    return digest(sorted(pod_sources(sources).items()))
+
+
+def graph_hash(graph: Mapping[str, Any]) -> str:
+    """What the graph is: its rendered spec, as the program declares it. Any change to it
+    rolls the graph's pods (fresh caches), so a run never spans two of them."""
+    return digest(graph["spec"])
 
 
 def config_map_key(path: str) -> str:
@@ -183,10 +229,21 @@ def code_config_map(
 # Commands
 
 
-def runner_command(benchmark_args: list[str]) -> list[str]:
-    """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap."""
+def runner_command(benchmark_args: list[str], on_stop: str) -> list[str]:
+    """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap;
+    `on_stop` is the last line's cause and fix when the pod is stopped (SIGTERM)."""
     return ["python", f"{CODE_DIR}/infra/job_runner.py", "--src", CODE_DIR,
-            "--venv", f"{WORK_DIR}/venv", "--", *benchmark_args]
+            "--venv", f"{WORK_DIR}/venv", "--on-stop", on_stop, "--", *benchmark_args]
+
+
+def job_on_stop(timeout_key: str, timeout_secs: int, then: str) -> str:
+    """What a stopped Job pod means: its deadline, or the Job's deletion, or an eviction."""
+    return (f"the Job's deadline ({timeout_key} ({timeout_secs} s)) passed, or the Job was "
+            "deleted (`pulumi destroy`, a replaced Job) or the pod evicted; " + then)
+
+
+VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
+                  "drain or `pulumi destroy`); its next pod makes them again")
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
@@ -231,7 +288,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
 
 
 def deployment_hash(target: BenchmarkTarget) -> str:
-    return hashlib.sha256(json.dumps(target.deployment).encode()).hexdigest()[:12]
+    return digest(target.deployment)
 
 
 # ---------------------------------------------------------------------------------------
@@ -246,6 +303,9 @@ def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
            "PYTHONUNBUFFERED": "1"}
     if settings.pip_index_url:
         env["PIP_INDEX_URL"] = settings.pip_index_url
+        # pip ignores a plain-http index unless its host is trusted; the user named it.
+        if settings.pip_index_url.startswith("http://"):
+            env["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -254,12 +314,14 @@ def _container_security() -> dict[str, Any]:
 
 
 def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
-    """The code ConfigMap as a source tree: each key back at its path."""
+    """What the pods run, from the code ConfigMap, as a source tree: each key back at its
+    path. Only those files, so an edit of the rest never touches a pod template."""
     def path(key: str) -> str:
         package = next((p for p in SHIPPED_PACKAGES if key.startswith(f"{p}.")), None)
         return f"{package}/{key[len(package) + 1:]}" if package else key
 
-    items = [{"key": key, "path": path(key)} for key in sorted(code["data"])]
+    sources = {path(key): text for key, text in code["data"].items()}
+    items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
     return {"name": "code", "configMap": {"name": code["metadata"]["name"], "items": items}}
 
 
@@ -270,13 +332,13 @@ def _work_volume() -> dict[str, Any]:
 
 def _runner_container(
     name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
-    extra_mounts: list[dict[str, Any]] | None = None,
+    extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
 ) -> dict[str, Any]:
     return {
         "name": name,
         "image": settings.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": runner_command(args),
+        "command": runner_command(args, on_stop),
         "workingDir": WORK_DIR,
         "env": _env(settings),
         "resources": resources,
@@ -291,19 +353,26 @@ def _runner_container(
     }
 
 
-def _placement(target: BenchmarkTarget) -> dict[str, Any]:
-    """The user's node selector and tolerations; by default a preference for nodes
-    without GPUs, so the client never competes with a worker for its node's CPUs (a
-    preference, not a rule: a cluster of GPU nodes only still runs it)."""
-    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
-    out: dict[str, Any] = {"affinity": {"nodeAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}}}
-    if target.node_selector:
-        out["nodeSelector"] = dict(target.node_selector)
-    if target.tolerations:
-        out["tolerations"] = list(target.tolerations)
+def user_placement(node_selector: tuple[tuple[str, str], ...],
+                   tolerations: tuple[dict[str, str], ...]) -> dict[str, Any]:
+    """Where every benchmark pod (the results reader too) may run: the user's node selector
+    and tolerations, where set."""
+    out: dict[str, Any] = {}
+    if node_selector:
+        out["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        out["tolerations"] = list(tolerations)
     return out
+
+
+def _placement(target: BenchmarkTarget) -> dict[str, Any]:
+    """The user's placement; by default a preference for nodes without GPUs, so the client
+    never competes with a worker for its node's CPUs (a preference, not a rule: a cluster
+    of GPU nodes only still runs it)."""
+    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
+    return {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
+        **user_placement(target.node_selector, target.tolerations)}
 
 
 def _pod_spec(
@@ -337,13 +406,15 @@ def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str) -> dict
 
 
 def video_server_deployment(
-    target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
+    target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
+    protected: bool = True,
 ) -> dict[str, Any]:
     """Makes the videos (init container), then serves them read-only over HTTP.
 
     The server binds `::`: Python's http.server then takes IPv4 too (its DualStackServer
     clears IPV6_V6ONLY), so IPv4, dual-stack and IPv6-only pod networks all reach it. The
-    code's hash in the pod template rolls the server when the code changes.
+    code's hash in the pod template rolls the server when the code changes. `protected`
+    (until the run's sweep has finished) keeps it through consolidation.
     """
     selector = labels("benchmark-videos", target.profile)
     server = {
@@ -368,8 +439,8 @@ def video_server_deployment(
     pod = _pod_spec(target, [server], [_code_volume(code),
                                        {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}],
                     "Always", [maker])
-    annotations = {**DO_NOT_DISRUPT, CODE_ANNOTATION: code["metadata"]["annotations"][
-        CODE_ANNOTATION]}
+    annotations = {**(DO_NOT_DISRUPT if protected else {}),
+                   CODE_ANNOTATION: code["metadata"]["annotations"][CODE_ANNOTATION]}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -454,6 +525,8 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     deployment's hash: a new deployment replaces the Job, so the smoke test runs again."""
     container = _runner_container(
         "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi", "2"),
+        on_stop=job_on_stop("benchmarkSmokeTimeoutSecs", settings.smoke_timeout_secs,
+                            "if the deadline passed, raise it, then `pulumi up`"),
     )
     return _job(
         smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
@@ -475,7 +548,10 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     cache_mount = {"name": "cache", "mountPath": CACHE_DIR}
     container = _runner_container(
         "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi", "8"),
-        [cache_mount],
+        [cache_mount], job_on_stop(
+            "benchmarkSweepTimeoutSecs", settings.sweep_timeout_secs,
+            "finished levels stay on the claim; if the deadline passed, raise it, then "
+            "`pulumi up` with the same benchmarkRunId resumes the run"),
     )
     pod = _pod_spec(
         target, [container],
@@ -504,20 +580,23 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
 
 def benchmark_objects(
     target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
-    rerun_sweep: bool = False,
+    rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Every object the enabled parts need, by role, in the order they must come up.
-    The shipped code's hash is part of the deployment a run is bound to."""
+    The pods' code hash is part of what a run is bound to. Once the run's sweep has
+    finished (`sweep_done`, read from the cluster), the video server no longer holds off
+    node drains and consolidation: the next `up` drops its budget and annotations."""
     if not settings.any_enabled:
         return {}
     code = code_config_map(target.namespace, target.profile, sources)
     target = replace(target, deployment=(*target.deployment, ("code", code_hash(sources))))
     out = {
         "code": code,
-        "video-server": video_server_deployment(target, settings, code),
+        "video-server": video_server_deployment(target, settings, code, not sweep_done),
         "video-service": video_service(target, settings),
-        "video-budget": video_disruption_budget(target),
     }
+    if not sweep_done:
+        out["video-budget"] = video_disruption_budget(target)
     if settings.smoke:
         out["smoke"] = smoke_job(target, settings, code)
     if settings.sweep:
@@ -532,13 +611,15 @@ def benchmark_objects(
 def results_reader_pod(
     namespace: str, profile: str, claim: str, image: str, name: str,
     image_pull_secrets: tuple[str, ...] = (), owner_job: tuple[str, str] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
     Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
     with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
     only sleeps (bounded) until the copy is done and it is deleted. Its scratch volume
-    holds the packed run while `collect` copies it out. `owner_job` (name, uid)
+    holds the packed run while `collect` copies it out; `placement` is the Jobs' (a
+    cluster whose every node is tainted runs it too). `owner_job` (name, uid)
     makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
     destroy` deletes that Job.
     """
@@ -547,6 +628,7 @@ def results_reader_pod(
         "securityContext": pod_security(),
         "automountServiceAccountToken": False,
         "activeDeadlineSeconds": 3600,
+        **(placement or {}),
         "containers": [{
             "name": "main",
             "image": image,

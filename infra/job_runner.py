@@ -6,8 +6,10 @@ module installs the pinned packages that one command needs (`COMMAND_PACKAGES`: 
 video maker needs no AIPerf; a no-op on an image that already has them, which is how
 clusters without registry access run it; pip reads PIP_INDEX_URL and friends from the
 pod's environment for a mirror), then runs `python -m benchmarks ...`, streaming its
-output, and writes the command's last line to the termination log. When the command
-fails, Kubernetes puts that line in the Pod status, and `pulumi up` reports it.
+output, and writes the cause to the termination log: the command's last line, pip's own
+error, or, when the pod was stopped (SIGTERM), that it was and what to do (`--on-stop`).
+When the command fails, Kubernetes puts that line in the Pod status, and `pulumi up`
+reports it. (`FallbackToLogsOnError` alone would give the log's tail, not one line.)
 
 Standard library only: it runs before anything is installed.
 """
@@ -85,6 +87,10 @@ def last_line(text: str) -> str:
     return lines[-1].encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")
 
 
+class InstallError(RuntimeError):
+    """pip failed; the message is pip's own last error line."""
+
+
 def prepare_python(src: Path, venv_dir: Path, packages: Iterable[str],
                    say: Callable[[str], None]) -> str:
     """An interpreter that has `packages` at their pins: this one, or a venv over it."""
@@ -100,24 +106,50 @@ def prepare_python(src: Path, venv_dir: Path, packages: Iterable[str],
     say(f"runner: installing {', '.join(todo)} (pinned; set the benchmark image to one that "
         "has them for clusters without registry access)")
     started = time.monotonic()
-    subprocess.run(
+    pip = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
          "--no-cache-dir", *todo, "-c", str(src / CONSTRAINTS_FILE)],
-        check=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    sys.stdout.write(pip.stdout)
+    if pip.returncode != 0:
+        # pip's first error is the cause (later ones point at its help pages).
+        errors = [line for line in pip.stdout.splitlines() if line.startswith("ERROR:")]
+        raise InstallError(last_line(errors[0] if errors else pip.stdout)
+                           or f"pip exited with code {pip.returncode}")
     say(f"runner: installed in {time.monotonic() - started:.0f} s")
     return str(python)
 
 
-def run_streaming(command: list[str], env: dict[str, str], termination_log: Path) -> int:
-    """Run, echoing output line by line; keep the last line as the termination message."""
+class Stop:
+    """Pod shutdown signals the runner (PID 1): note it and pass it on, so the command
+    stops cleanly and the runner can say afterwards why it ended."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self.process: subprocess.Popen[str] | None = None
+        self.started = time.monotonic()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.signal = signal.Signals(signum).name
+        if self.process is None:
+            raise KeyboardInterrupt
+        self.process.send_signal(signum)
+
+    def message(self, on_stop: str) -> str:
+        minutes = (time.monotonic() - self.started) / 60
+        return f"runner: stopped by {self.signal} after {minutes:.0f} min: {on_stop}"
+
+
+def run_streaming(command: list[str], env: dict[str, str], stop: Stop) -> tuple[int, str]:
+    """Run, echoing output line by line; returns the exit code and the last line."""
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         bufsize=1,
     )
-    # Pod shutdown signals the runner (PID 1); pass them on so the command can stop cleanly.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: process.send_signal(signum))
+    stop.process = process
     last = ""
     assert process.stdout is not None
     for line in process.stdout:
@@ -127,8 +159,7 @@ def run_streaming(command: list[str], env: dict[str, str], termination_log: Path
     code = process.wait()
     if code != 0 and not last:
         last = f"{' '.join(command[:4])} exited with code {code} and printed nothing"
-    write_termination_message(termination_log, last)
-    return code
+    return code, last
 
 
 def write_termination_message(path: Path, message: str) -> None:
@@ -150,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--venv", type=Path, default=Path("/work/venv"),
                         help="where to install the packages the image lacks")
     parser.add_argument("--termination-log", type=Path, default=Path("/dev/termination-log"))
+    parser.add_argument("--on-stop", default="the pod was stopped before the command ended",
+                        help="what a stop (SIGTERM) means and what to do, for the last line")
     parser.add_argument("args", nargs=argparse.REMAINDER,
                         help="-- then the arguments of `python -m benchmarks`")
     return parser
@@ -160,11 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     command_args = args.args[1:] if args.args[:1] == ["--"] else args.args
     if not command_args:
         build_parser().error("give the benchmarks command after --")
+    stop = Stop()
+    packages = COMMAND_PACKAGES.get(command_args[0], ())
     try:
-        python = prepare_python(args.src, args.venv, COMMAND_PACKAGES.get(command_args[0], ()),
+        python = prepare_python(args.src, args.venv, packages,
                                 lambda line: print(line, flush=True))
-    except (OSError, ValueError, subprocess.CalledProcessError) as error:
-        message = f"runner: could not install the benchmark client: {error}"
+    except (OSError, ValueError, InstallError, KeyboardInterrupt) as error:
+        message = stop.message(args.on_stop) if stop.signal else (
+            f"runner: could not install {', '.join(packages)}: {error}; check "
+            "benchmarkPipIndexUrl (and that the pods reach it), or set benchmarkImage to "
+            "an image that has the pinned client (README, 'Clusters without registry access')")
         print(message, flush=True)
         write_termination_message(args.termination_log, message)
         return 1
@@ -174,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = os.pathsep.join((str(Path(python).parent), env.get("PATH", "")))
-    return run_streaming([python, "-m", "benchmarks", *command_args], env,
-                         args.termination_log)
+    code, last = run_streaming([python, "-m", "benchmarks", *command_args], env, stop)
+    if stop.signal:
+        # What the command printed as it stopped (a resume hint) is not the cause.
+        last = stop.message(args.on_stop)
+        print(last, flush=True)
+    write_termination_message(args.termination_log, last)
+    return code
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -274,14 +275,16 @@ def test_the_cli_runs_from_the_mounted_config_map(tmp_path, sources) -> None:
     volume = mounted_volume(tmp_path, sources)
     assert (volume / "benchmarks" / "__init__.py").exists()
     assert (volume / "constraints.txt").exists()
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--help"], cwd=tmp_path,
-        env={"PYTHONPATH": str(volume), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    # A pod's tree holds what the pods run: each in-cluster command loads from it alone.
     for command in IN_CLUSTER_COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-m", "benchmarks", command, "--help"], cwd=tmp_path,
+            env={"PYTHONPATH": str(volume), "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
         assert command in result.stdout
+    assert not (volume / "infra" / "cluster.py").exists()  # the Pulumi program stays out
 
 
 def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str]):
@@ -481,3 +484,77 @@ def test_the_video_server_listens_on_ipv4_and_ipv6(sources) -> None:
     command = objects["video-server"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--bind") + 1] == "::"
     assert objects["video-service"]["spec"]["ipFamilyPolicy"] == "PreferDualStack"
+
+
+def test_the_video_server_stops_holding_off_drains_once_the_sweep_finished(sources) -> None:
+    """Its budget (maxUnavailable 0) and do-not-disrupt annotations protect a sweep, not
+    the stack's lifetime: the `up` that finds the run's sweep finished drops both."""
+    objects = bj.benchmark_objects(TARGET, BenchmarkSettings(), sources, sweep_done=True)
+    assert "video-budget" not in objects
+    annotations = objects["video-server"]["spec"]["template"]["metadata"]["annotations"]
+    assert not set(bj.DO_NOT_DISRUPT) & set(annotations)
+    assert "video-budget" in manifests(BenchmarkSettings(), sources)
+
+
+# ---------------------------------------------------------------------------------------
+# The pod's last line (its termination message, what `pulumi up` shows) is the cause
+
+
+def test_a_failed_install_ends_with_pips_own_error(tmp_path, sources, monkeypatch) -> None:
+    """An index the pod can't use: the last line is what pip said, not its command line."""
+    pinned = re.sub(r"(?m)^imageio-ffmpeg==.*$", "imageio-ffmpeg==0.0.1",
+                    sources["constraints.txt"])
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no package index, as on an offline cluster
+    result, message = run_runner(tmp_path, {**sources, "constraints.txt": pinned},
+                                 ["videos", "--out", str(tmp_path / "v"), "--count", "1"])
+    assert result.returncode != 0
+    assert message is not None and "-m pip" not in message and "--quiet" not in message
+    assert "ERROR:" in message and "imageio-ffmpeg==0.0.1" in message  # pip's own words
+    assert "benchmarkImage" in message and "benchmarkPipIndexUrl" in message
+
+
+def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources) -> None:
+    """SIGTERM (the Job's deadline, `pulumi destroy`, a replacement): the last line says
+    so and what to do, whatever the command printed as it stopped."""
+    import signal
+    import time
+
+    volume = mounted_volume(tmp_path, sources)
+    term = tmp_path / "termination-log"
+    smoke = bj.smoke_args(TARGET, BenchmarkSettings())
+    smoke[smoke.index("--url") + 1] = "http://127.0.0.1:9"  # never answers: it waits
+    command = bj.runner_command([*smoke, "--wait", "120"], "raise it, then `pulumi up`")
+    command[:2] = [sys.executable, str(volume / "infra" / "job_runner.py"),
+                   "--termination-log", str(term)]
+    command[command.index("--src") + 1] = str(volume)
+    with subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True) as runner:
+        assert runner.stdout is not None
+        runner.stdout.readline()  # the runner is up and the command started
+        time.sleep(2)
+        runner.send_signal(signal.SIGTERM)
+        out, _ = runner.communicate(timeout=60)
+    assert runner.returncode != 0
+    message = term.read_text()
+    assert message.startswith("runner: stopped by SIGTERM after ")
+    assert message.endswith("raise it, then `pulumi up`")
+    assert out.strip().splitlines()[-1] == message
+
+
+def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
+    objects = manifests(BenchmarkSettings(sweep_timeout_secs=7200), sources)
+    command = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    on_stop = command[command.index("--on-stop") + 1]
+    assert "benchmarkSweepTimeoutSecs (7200 s)" in on_stop and "pulumi destroy" in on_stop
+    assert "same benchmarkRunId" in on_stop
+
+
+def test_an_http_mirror_is_trusted_by_pip() -> None:
+    """pip ignores a plain-http index unless its host is trusted: the user named it."""
+    def env(url: str) -> dict[str, str]:
+        container = bj._runner_container("main", ["videos"], BenchmarkSettings(
+            pip_index_url=url), {})
+        return {e["name"]: e["value"] for e in container["env"]}
+
+    assert env("http://mirror.internal:8080/simple")["PIP_TRUSTED_HOST"] == \
+        "mirror.internal:8080"
+    assert "PIP_TRUSTED_HOST" not in env("https://mirror.example/simple")

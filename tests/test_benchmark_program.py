@@ -7,6 +7,7 @@ and the resource hook bound to the sweep Job (registered never to run on preview
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -240,3 +241,123 @@ def test_bad_benchmark_settings_name_their_key_and_declare_nothing(overrides, ke
     assert run.error is not None
     assert f"cosmos3-routing:{key}" in str(run.error)
     assert not [r for r in run.resources if r.custom]
+
+
+# ---------------------------------------------------------------------------------------
+# What a run is bound to, and which Jobs a later `up` may replace
+
+
+def binding(run: ProgramRun) -> tuple[str, dict[str, str]]:
+    """The smoke Job's binding (its pod template's hash: a change replaces the Job, so the
+    smoke test reruns) and the facts the sweep records and checks on resume."""
+    smoke = jobs(run)["smoke"].inputs["spec"]["template"]["metadata"]["annotations"]
+    command = jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]["command"]
+    facts = dict(command[i + 1].split("=", 1) for i, a in enumerate(command)
+                 if a == "--deployment")
+    return smoke[bj.DEPLOYMENT_ANNOTATION], facts
+
+
+@pytest.fixture(scope="module")
+def base_binding() -> tuple[str, dict[str, str]]:
+    run = run_program("session-affinity", stack_config("session-affinity"))
+    assert run.error is None, run.error
+    return binding(run)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("nimTagsSelector", "n_gpus=1,nim_tp=1,nim_dp=1"),
+    ("workerCpu", "12"),
+    ("workerMemory", "80Gi"),
+    ("workerSharedMemory", "32Gi"),
+    ("workerRuntimeVersion", "1.6.2"),
+    ("gpuNodeSelector", ["nvidia.com/gpu.product=NVIDIA-H200"]),
+    ("gpuTolerations", ["nvidia.com/gpu", "dedicated=gpu:NoSchedule"]),
+    ("benchmarkImage", "registry.example/bench:2.0"),
+])
+def test_every_setting_that_changes_what_is_measured_changes_the_binding(
+        base_binding, key: str, value: Any) -> None:
+    """The binding is the rendered graph (whatever the program declares), the benchmark
+    image and the measurement code: no hand list of settings to forget one from."""
+    run = run_program("session-affinity", stack_config("session-affinity", {key: value}))
+    assert run.error is None, run.error
+    smoke, facts = binding(run)
+    assert smoke != base_binding[0], f"{key}: the smoke test would not rerun"
+    assert facts != base_binding[1], f"{key}: the sweep would resume the earlier run's levels"
+
+
+# pulumi-kubernetes replaces a Job when one of these differs (provider/pkg/provider/diff.go
+# at 00302beb, `job`: .spec.completions, .spec.parallelism, .spec.selector,
+# .spec.template), deleting it first since its name is fixed (provider.go, Diff:
+# deleteBeforeReplace whenever something is replaced). `ignoreChanges` keeps the old inputs
+# of the paths it names (the engine diffs old against old there).
+JOB_FORCE_NEW = ("completions", "parallelism", "selector", "template")
+
+
+def provider_replaces(old: Registration, new: Registration) -> bool:
+    spec = dict(new.inputs["spec"])
+    if "spec" in new.ignore_changes:
+        spec = old.inputs["spec"]
+    return any(old.inputs["spec"].get(k) != spec.get(k) for k in JOB_FORCE_NEW)
+
+
+def sweep_job_in_cluster(condition: str | None) -> Any:
+    """The stack's sweep Job as the API returns it: Complete, Failed or running (None)."""
+    from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
+
+    conditions = [V1JobCondition(type=condition, status="True")] if condition else None
+    return V1Job(metadata=V1ObjectMeta(name=sweep_job_name("session-affinity", "run-1")),
+                 status=V1JobStatus(conditions=conditions))
+
+
+def run_after_change(monkeypatch, path: str, condition: str | None,
+                     overrides: dict[str, Any] | None = None) -> tuple[ProgramRun, ProgramRun]:
+    """The `up` that made the Jobs, then the next one after an edit of `path` (a `git
+    pull`), with the sweep Job found in the cluster in the given state."""
+    from infra import benchmark_manifests
+    from tests.support_cluster import healthy
+
+    config = stack_config("session-affinity", overrides)
+    before = run_program("session-affinity", config)
+    sources = benchmark_manifests.shipped_sources(support_pulumi.REPO_ROOT)
+    changed = {**sources, path: sources[path] + "\n# edited\n"}
+    monkeypatch.setattr(benchmark_manifests, "shipped_sources", lambda _root: changed)
+    live = replace(healthy(), sweep_job=sweep_job_in_cluster(condition))
+    after = run_program("session-affinity", config, cluster_objects=live)
+    assert before.error is None and after.error is None, (before.error, after.error)
+    return before, after
+
+
+@pytest.mark.parametrize("path", ["benchmarks/sweep.py", "infra/cluster.py"])
+@pytest.mark.parametrize("condition, wait", [("Complete", True), (None, False)])
+def test_a_code_change_never_replaces_a_sweep_that_completed_or_still_runs(
+        monkeypatch, path: str, condition: str | None, wait: bool) -> None:
+    """After a two-hour sweep, `git pull` then `pulumi up` keeps the finished Job (and its
+    results) as they are; with `benchmarkWaitForSweep: false` a running sweep goes on."""
+    before, after = run_after_change(monkeypatch, path, condition,
+                                     {"benchmarkWaitForSweep": wait})
+    assert not provider_replaces(jobs(before)["sweep"], jobs(after)["sweep"])
+
+
+def test_a_sweep_that_failed_is_rerun_with_the_new_code(monkeypatch) -> None:
+    before, after = run_after_change(monkeypatch, "benchmarks/sweep.py", "Failed")
+    assert provider_replaces(jobs(before)["sweep"], jobs(after)["sweep"])
+    assert jobs(after)["sweep"].inputs["metadata"]["annotations"][bj.REPLACE_UNREADY] == "true"
+
+
+def test_only_the_measurement_code_binds_a_run(monkeypatch) -> None:
+    """An edit of the Pulumi program (infra/ beyond what the pods run) reruns nothing; an
+    edit of what the pods run reruns the smoke test (the sweep resumes only a run of that
+    code, and a started one is kept)."""
+    before, after = run_after_change(monkeypatch, "infra/cluster.py", None)
+    for name in ("smoke", "sweep"):
+        assert not provider_replaces(jobs(before)[name], jobs(after)[name]), name
+    assert binding(before) == binding(after)
+    before, after = run_after_change(monkeypatch, "benchmarks/smoke.py", None)
+    assert provider_replaces(jobs(before)["smoke"], jobs(after)["smoke"])
+    assert binding(before) != binding(after)
+
+
+def test_a_finished_sweep_releases_node_drains(monkeypatch) -> None:
+    _, after = run_after_change(monkeypatch, "infra/cluster.py", "Complete")
+    assert not after.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+    assert any("kept as it is" in line for line in after.logs)

@@ -155,3 +155,19 @@ def test_a_stack_without_secrets_or_worker_image_can_still_be_collected(tmp_path
     root = project(tmp_path, "vllm-super-tp4-sa", settings)
     location = location_from_config(root, "vllm-super-tp4-sa")
     assert (location.run_id, location.namespace) == ("run-9", "vision-bench")
+
+
+def test_the_results_reader_runs_where_the_benchmark_pods_may(tmp_path) -> None:
+    """On a cluster whose every node is tainted, the reader needs the benchmark's
+    tolerations (and node selector) like the Jobs, or the copy waits for nothing."""
+    from infra.benchmark_manifests import results_reader_pod
+
+    settings = {**STACK_SETTINGS, "cosmos3-routing:benchmarkNodeSelector": ["pool=cpu"],
+                "cosmos3-routing:benchmarkTolerations": ["dedicated=bench:NoSchedule"]}
+    location = location_from_config(project(tmp_path, "round-robin", settings), "round-robin")
+    pod = results_reader_pod(location.namespace, location.stack, location.cache_claim,
+                             location.image, "reader-x", location.image_pull_secrets,
+                             placement=location.placement)["spec"]
+    assert pod["nodeSelector"] == {"pool": "cpu"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "bench",
+                                   "effect": "NoSchedule"}]

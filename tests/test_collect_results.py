@@ -361,3 +361,80 @@ def test_cluster_refusals_are_one_line_with_the_fix(status: int, body: str,
     error.body = body
     line = refusal(error, "create pod r in ns", "`create` on pods")
     assert expected in line and "\n" not in line
+
+
+class _RefusingAPI:
+    """A Kubernetes API on 127.0.0.1 that lets the reader pod be made and then refuses
+    (403) `refused`: "exec" (the websocket upgrade of pods/exec) or "get" (reading a pod)."""
+
+    def __init__(self, refused: str) -> None:
+        import http.server
+        import threading
+
+        def send(handler, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Audit-Id", "0f4c2a9e-audit")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+
+        def forbidden(verb: str, resource: str) -> dict:
+            return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+                    "reason": "Forbidden", "message": f'{resource} is forbidden: User "u" '
+                    f'cannot {verb} resource "{resource}" in the namespace "bench"'}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_args) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                if "/jobs/" in self.path:
+                    send(self, 404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                elif "/exec" in self.path:
+                    send(self, 403, forbidden("create", "pods/exec"))
+                elif refused == "get":
+                    send(self, 403, forbidden("get", "pods"))
+                else:
+                    send(self, 200, {"apiVersion": "v1", "kind": "Pod",
+                                     "metadata": {"name": "r"}, "status": {"phase": "Running"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                send(self, 201, json.loads(body))
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                send(self, 200, {"kind": "Status", "status": "Success"})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.kubeconfig = UNREACHABLE.replace(
+            "https://127.0.0.1:9", f"http://127.0.0.1:{self.server.server_port}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("refused, permission", [
+    ("exec", "`create` on pods/exec"), ("get", "`get` on pods")])
+def test_a_refusal_names_the_permission_it_needs_without_http_headers(
+        tmp_path, refused: str, permission: str) -> None:
+    """The client raises a refused exec as a websocket handshake error carrying the
+    response's headers and body: the line says which permission is missing, once."""
+    from benchmarks.collect import KubernetesClusterIO
+
+    api = _RefusingAPI(refused)
+    try:
+        io_ = KubernetesClusterIO(kubeconfig=api.kubeconfig)
+        assert io_._api.configuration.host.startswith("http://127.0.0.1:")
+        with pytest.raises(CollectError) as caught:
+            io_.copy_dir_from_pvc(LOCATION, tmp_path / "copy")
+    finally:
+        api.close()
+    line = str(caught.value)
+    assert permission in line and "\n" not in line
+    assert "-+-+-" not in line and "audit" not in line.lower()
+    if refused == "get":
+        assert "pods/exec" not in line
