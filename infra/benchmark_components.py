@@ -60,8 +60,7 @@ def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
         "gpu": serving.gpu_product, "model": settings.workers.served_model,
         "routing": " ".join(routing_args(routing)),
         # The graph as the program declares it (components.ReasonerGraph does the same).
-        "graph": benchmark_manifests.graph_hash(
-            benchmark_manifests.with_internal_media(manifests.graph(settings))),
+        "graph": benchmark_manifests.graph_hash(manifests.graph(settings), settings.profile),
         "benchmark_image": settings.benchmark.image,
     }
     return tuple((k, str(v)) for k, v in facts.items())
@@ -89,6 +88,7 @@ def benchmark_target(settings: Settings) -> benchmark_manifests.BenchmarkTarget:
         deployment=deployment_facts(settings),
         node_selector=placement.node_selector,
         tolerations=tuple(t.manifest() for t in placement.tolerations),
+        kubectl=settings.kubectl,
     )
 
 
@@ -226,7 +226,7 @@ class BenchmarkRun(pulumi.ComponentResource):
             smoke = objects["smoke"]
             self.smoke_job = k8s.batch.v1.Job(
                 "smoke", metadata=smoke["metadata"], spec=jobs.apply(lambda o: o["smoke"]["spec"]),
-                opts=child(*ready, awaited=smoke),
+                opts=child(*ready, awaited=smoke, provider=deployment.adopting),
             )
             ready = [self.smoke_job]
         self.sweep_job = None
@@ -237,7 +237,7 @@ class BenchmarkRun(pulumi.ComponentResource):
                 "sweep", metadata=sweep["metadata"], spec=jobs.apply(lambda o: o["sweep"]["spec"]),
                 opts=child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
                     after_create=[hook], after_update=[hook]),
-                    ignore_changes=["spec"] if kept else None),
+                    ignore_changes=["spec"] if kept else None, provider=deployment.adopting),
             )
         self.register_outputs({})
 

@@ -40,6 +40,7 @@ from typing import Any
 from infra import recipe
 from infra.benchmark_names import (
     code_config_map_name,
+    follow_command,
     results_subpath,
     smoke_job_name,
     smoke_video,
@@ -114,6 +115,8 @@ class BenchmarkTarget:
     deployment: tuple[tuple[str, str], ...] = ()
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[dict[str, str], ...] = ()
+    # The stack's kubectl prefix (context, namespace): the sweep prints how to follow it.
+    kubectl: str = "kubectl"
 
     @property
     def frontend_url(self) -> str:
@@ -193,10 +196,18 @@ def code_hash(sources: Mapping[str, str]) -> str:
     return digest(sorted(pod_sources(sources).items()))
 
 
-def graph_hash(graph: Mapping[str, Any]) -> str:
-    """What the graph is: its rendered spec, as the program declares it. Any change to it
-    rolls the graph's pods (fresh caches), so a run never spans two of them."""
-    return digest(graph["spec"])
+def graph_hash(graph: Mapping[str, Any], profile: str) -> str:
+    """What the graph is, routing aside: its rendered spec as the program declares it, less
+    the frontend's arguments and the profile's name in labels and object names. Any change
+    to it rolls the graph's pods (fresh caches), so a run never spans two of them; two
+    profiles' runs with the same hash differ in routing only (the report compares those),
+    and routing is a fact of its own."""
+    spec = json.loads(json.dumps(graph["spec"]).replace(profile, "<profile>"))
+    for component in spec["components"]:
+        if component["type"] == "frontend":
+            for container in component["podTemplate"]["spec"]["containers"]:
+                container.pop("args", None)
+    return digest(spec)
 
 
 def config_map_key(path: str) -> str:
@@ -284,6 +295,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         *(arg for note in target.notes for arg in ("--note", note)),
         *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
         "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,
+        "--follow-command", follow_command(target.kubectl, target.profile, settings.run_id),
     ]
 
 

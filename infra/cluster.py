@@ -271,11 +271,6 @@ def completed(job: client.V1Job | None) -> bool:
     return job_status_of(job).state is JobState.SUCCEEDED
 
 
-def sweep_failed(live: LiveObjects | None) -> bool:
-    """The stack's sweep Job failed in the cluster: the next `up` runs it again."""
-    return live is not None and job_status_of(live.sweep_job).state is JobState.FAILED
-
-
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
     """The preflight: what would fail hours into `up`, found now, one line each with the
     setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on."""

@@ -21,8 +21,9 @@ import pytest
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 
-from benchmarks.__main__ import COMMANDS
+from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
+from infra.benchmark_names import sweep_job_name
 from infra.benchmark_settings import BenchmarkSettings
 from infra.benchmark_shape import SEED_SHAPE
 from infra.job_runner import COMMAND_PACKAGES, normalize
@@ -558,3 +559,23 @@ def test_an_http_mirror_is_trusted_by_pip() -> None:
     assert env("http://mirror.internal:8080/simple")["PIP_TRUSTED_HOST"] == \
         "mirror.internal:8080"
     assert "PIP_TRUSTED_HOST" not in env("https://mirror.example/simple")
+
+
+def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
+    """The Jobs' arguments are written here and read by `python -m benchmarks`: a flag the
+    command does not know would fail the pod hours into `up`. The sweep also prints how to
+    follow it, with the stack's own kubectl prefix."""
+    target = replace(TARGET, kubectl="kubectl --context h200 -n cosmos3-reasoner")
+    objects = manifests(BenchmarkSettings(), sources, target)
+    parsed = {}
+    for name in ("smoke", "sweep", "video-server"):
+        spec = objects[name]["spec"]["template"]["spec"]
+        for container in (*spec.get("initContainers", ()), *spec["containers"]):
+            command = container["command"]
+            if "--" in command:
+                args = command[command.index("--") + 1:]
+                parsed[args[0]] = build_parser(args[0]).parse_args(args)
+    assert set(parsed) == {"videos", "smoke", "sweep"}
+    assert parsed["sweep"].follow_command == (
+        "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
+        + sweep_job_name(TARGET.profile, BenchmarkSettings().run_id))

@@ -285,6 +285,17 @@ def test_every_setting_that_changes_what_is_measured_changes_the_binding(
     assert facts != base_binding[1], f"{key}: the sweep would resume the earlier run's levels"
 
 
+def test_the_two_profiles_runs_share_every_fact_but_routing(base_binding) -> None:
+    """The report compares only runs that differ in routing (`report.ROUTING_FACTS`): the
+    graph's fact must not carry the profile's name or the frontend's routing flags."""
+    run = run_program("round-robin", stack_config("round-robin"))
+    assert run.error is None, run.error
+    _, facts = binding(run)
+    differ = {k for k in facts.keys() | base_binding[1].keys()
+              if facts.get(k) != base_binding[1].get(k)}
+    assert differ == {"routing"}
+
+
 # pulumi-kubernetes replaces a Job when one of these differs (provider/pkg/provider/diff.go
 # at 00302beb, `job`: .spec.completions, .spec.parallelism, .spec.selector,
 # .spec.template), deleting it first since its name is fixed (provider.go, Diff:
