@@ -237,3 +237,39 @@ def test_only_objects_labelled_by_this_project_are_its_own() -> None:
         assert cluster._ours(as_api_returns({"name": "x", "labels": labels},
                                             "V1ObjectMeta")) is own
     assert not cluster._ours(None)
+
+
+def test_a_read_the_api_refused_skips_exactly_its_own_check() -> None:
+    """A 403 is not a verdict: the check that needed the object says nothing."""
+    missing_ns = settings_of(createNamespace=False)
+    assert cluster._namespace(missing_ns, healthy()) != []
+    assert cluster._namespace(missing_ns, replace(
+        healthy(), unreadable=frozenset({"namespace"}))) == []
+    team = settings_of(cacheExistingClaim="team-cache")
+    assert cluster._cache(team, healthy()) != []
+    assert cluster._cache(team, replace(healthy(), unreadable=frozenset({"claim"}))) == []
+    no_class = replace(healthy(), storage_class=None)
+    assert cluster._cache(settings_of(), no_class) != []
+    assert cluster._cache(settings_of(), replace(
+        no_class, unreadable=frozenset({"storage class"}))) == []
+
+
+def test_a_namespace_made_by_hand_gets_the_whole_reason_and_fix() -> None:
+    settings = settings_of()
+    by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
+    assert cluster._namespace(settings, replace(healthy(), namespace=by_hand)) == [
+        f"{K}createNamespace: namespace cosmos3-reasoner exists and was not made by this "
+        "project (by hand, for a pull secret?); a stack that creates its namespace deletes "
+        "it on destroy, with everything in it. Deploy into it instead: `pulumi config set "
+        "createNamespace false`"]
+
+
+def test_a_crd_that_serves_other_versions_names_them_all() -> None:
+    crd = as_api_returns({"metadata": {"name": "x"}, "spec": {
+        "group": "nvidia.com", "names": {"kind": "K", "plural": "x"}, "scope": "Namespaced",
+        "versions": [{"name": "v1alpha1", "served": True, "storage": False},
+                     {"name": "v1beta1", "served": False, "storage": False},
+                     {"name": "v1alpha2", "served": True, "storage": True}]}},
+        "V1CustomResourceDefinition")
+    [problem] = cluster._platform(settings_of(), replace(healthy(), crd=crd))
+    assert "serves v1alpha1, v1alpha2, not v1beta1: upgrade the Dynamo platform" in problem
