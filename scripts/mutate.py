@@ -62,12 +62,14 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
     return ws
 
 
-def score(ws: Path, module: str, globs: list[str]) -> tuple[int, int, list[str]]:
-    """(killed, counted, survivors) from mutmut's record of `module`."""
+def score(ws: Path, module: str, globs: list[str], equivalent: list[str]
+          ) -> tuple[int, int, list[str]]:
+    """(killed, counted, survivors) from mutmut's record of `module`; the mutants listed
+    as equivalent (they can't change behaviour; docs/development.md says why) don't count."""
     from fnmatch import fnmatch
     meta = json.loads((ws / "mutants" / f"{module}.meta").read_text())
     codes = {k: v for k, v in meta["exit_code_by_key"].items()
-             if not globs or any(fnmatch(k, g) for g in globs)}
+             if any(fnmatch(k, g) for g in globs) and k not in equivalent}
     survivors = sorted(k for k, v in codes.items() if v not in KILLED)
     return len(codes) - len(survivors), len(codes), survivors
 
@@ -89,8 +91,10 @@ def main(argv: list[str]) -> int:
                  for f in plan.get("functions", [])] or [f"{dotted}.*"]
         ws = workspace(module, plan, pyproject)
         print(f"mutate: {module} against {', '.join(plan['tests'])}", flush=True)
-        subprocess.run([sys.executable, "-m", "mutmut", "run", *globs], cwd=ws, check=True)
-        killed, total, survivors = score(ws, module, globs)
+        if subprocess.run([sys.executable, "-m", "mutmut", "run", *globs], cwd=ws).returncode:
+            lines.append(f"{module}: mutmut failed (its output is above)")
+            continue
+        killed, total, survivors = score(ws, module, globs, plan.get("equivalent", []))
         lines.append(f"{module}: {killed}/{total} killed ({100 * killed / max(total, 1):.0f}%)")
         lines += [f"  survived or not run: {s}" for s in survivors]
     print("\n".join(["", "mutation scores (cd work/mutate/<module> && mutmut show NAME):"]
