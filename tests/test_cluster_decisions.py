@@ -273,3 +273,30 @@ def test_a_crd_that_serves_other_versions_names_them_all() -> None:
         "V1CustomResourceDefinition")
     [problem] = cluster._platform(settings_of(), replace(healthy(), crd=crd))
     assert "serves v1alpha1, v1alpha2, not v1beta1: upgrade the Dynamo platform" in problem
+
+
+def test_gpu_boundaries_the_mutants_found() -> None:
+    """A node whose labels are exactly the selector matches; a node without GPUs adds
+    none; a pod after this stack's own still counts."""
+    exact = as_api_returns({"metadata": {"name": "gpu-1", "labels": {"pool": "h200"}},
+                            "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+                           "V1Node")
+    assert fits(settings_of(gpuNodeSelector=["pool=h200"]), exact)
+    settings = settings_of()
+    cpu_only = as_api_returns({"metadata": {"name": "cpu-1"}, "spec": {},
+                               "status": {"allocatable": {"cpu": "96"}}}, "V1Node")
+    [short] = gpu_problems(settings, node("gpu-1", 7), cpu_only)
+    assert "for 7 of 8 workers" in short
+    own = gpu_pod("gpu-1", 8, settings.namespace.name,
+                  {"nvidia.com/dynamo-graph-deployment-name": settings.graph_name})
+    [short] = gpu_problems(settings, node("gpu-1", 8), pods=(own, gpu_pod("gpu-1", 1)))
+    assert "for 7 of 8 workers" in short
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "infra/cluster.py _gpus: a node whose pods request more GPUs than it offers (its "
+    "device plugin restarting: allocatable 0) counts as a negative number of replicas "
+    "(floor division) and takes workers away from the other nodes"))
+def test_an_overcommitted_node_takes_nothing_from_the_others() -> None:
+    settings = settings_of()
+    assert fits(settings, node("gpu-1", 8), node("gpu-2", 0), pods=(gpu_pod("gpu-2", 1),))
