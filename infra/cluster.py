@@ -389,7 +389,8 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
     if taint.effect == "PreferNoSchedule":
         return True
-    return any(t.key == taint.key and t.value in (None, taint.value)
+    # An absent taint value is "" to Kubernetes (ToleratesTaint), None from the client.
+    return any(t.key == taint.key and t.value in (None, taint.value or "")
                and t.effect in (None, taint.effect) for t in tolerations)
 
 
@@ -416,8 +417,8 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
             used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
                 requests.get(manifests.GPU_RESOURCE, 0))
     replicas = sum(
-        int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
-             - used.get(n.metadata.name, 0)) // serving.gpus_per_replica)
+        max(0, int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
+                    - used.get(n.metadata.name, 0)) // serving.gpus_per_replica))
         for n in nodes
     )
     out = []
