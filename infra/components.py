@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import cluster, manifests, recipe
+from infra import cluster, manifests, names
 from infra.network_policies import network_policies
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
@@ -247,7 +247,7 @@ class ReasonerGraph(pulumi.ComponentResource):
             ),
         )
         self.name = self.graph.metadata.apply(lambda m: m["name"])
-        self.frontend_service = self.name.apply(recipe.frontend_service_name)
+        self.frontend_service = self.name.apply(names.frontend_service_name)
         self.register_outputs({"name": self.name, "frontendService": self.frontend_service})
 
 
@@ -288,7 +288,7 @@ def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
         "namespace": deployment.namespace.name,
         "graphName": deployment.graph.name,
         "frontendService": deployment.graph.frontend_service,
-        "frontendPort": recipe.FRONTEND_PORT,
+        "frontendPort": names.FRONTEND_PORT,
         "servedModel": settings.workers.served_model,
         "profile": settings.profile,
         "routerMode": settings.routing.router_mode,

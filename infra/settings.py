@@ -22,17 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra import operator_names, recipe
+from infra import names
 from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
-from infra.routing import (
-    AFFINITY_MODES,
-    AFFINITY_TTL_MAX_SECS,
-    AFFINITY_TTL_MIN_SECS,
-    PROFILES,
-    ROUTER_MODES,
-    Routing,
-)
-from infra.rules import (
+from infra.names import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
     IMAGE,
@@ -46,15 +38,26 @@ from infra.rules import (
     InputError,
     cidr,
 )
+from infra.routing import (
+    AFFINITY_MODES,
+    AFFINITY_TTL_MAX_SECS,
+    AFFINITY_TTL_MIN_SECS,
+    PROFILES,
+    ROUTER_MODES,
+    Routing,
+)
 from infra.serving import (
+    GPU_CLASSES,
+    GPU_PRODUCT_LABEL,
     HF_SECRET_KEY,
+    MAX_REPLICAS,
     MIN_CACHE_GIB,
     NIM_GPU_TAGS,
     PRECISIONS,
     VARIANTS,
     Serving,
     cache_gib_needed,
-    read_serving,
+    serving_problems,
 )
 
 PROJECT = "cosmos3-routing"
@@ -64,8 +67,8 @@ SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 
 
 # The stack name is in the graph name, from which the operator derives longer ones.
-MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
-                   - len(recipe.graph_name("")))
+MAX_PROFILE_LEN = (names.max_graph_len(names.GRAPH_COMPONENTS)
+                   - len(names.graph_name("")))
 
 
 def quantity_amount(value: str) -> float | None:
@@ -228,7 +231,7 @@ class CacheSettings:
 
     @property
     def claim_name(self) -> str:
-        return self.existing_claim or recipe.MODEL_CACHE_PVC_NAME
+        return self.existing_claim or names.MODEL_CACHE_PVC_NAME
 
     @property
     def create_claim(self) -> bool:
@@ -340,7 +343,7 @@ class Settings:
 
     @property
     def graph_name(self) -> str:
-        return recipe.graph_name(self.profile)
+        return names.graph_name(self.profile)
 
     @property
     def worker_image(self) -> str:
@@ -349,11 +352,49 @@ class Settings:
 
     @property
     def download_job_name(self) -> str:
-        return recipe.stack_object_name(self.graph_name, "model-download")
+        return names.stack_object_name(self.graph_name, "model-download")
 
     @property
     def frontend_service(self) -> str:
-        return recipe.frontend_service_name(self.graph_name)
+        return names.frontend_service_name(self.graph_name)
+
+
+# `Serving` field -> config key (the names users see in messages).
+FIELD_KEYS = {
+    "runtime": "runtime", "variant": "modelVariant", "precision": "precision",
+    "replicas": "workerReplicas", "gpus_per_replica": "gpusPerWorker",
+    "gpus_per_node": "gpusPerNode", "gpu_product": "gpuProduct", "gpu_budget": "gpuBudget",
+}
+
+
+def read_serving(r: ConfigReader, node_selector: tuple[tuple[str, str], ...]) -> Serving:
+    """Read and check the serving keys; `node_selector` is the parsed gpuNodeSelector."""
+    serving = Serving(
+        runtime=r.string("runtime"),
+        variant=r.string("modelVariant"),
+        precision=r.string("precision"),
+        replicas=r.integer("workerReplicas", 1, MAX_REPLICAS, " workers"),
+        # A wide range: `serving_problems` names the tensor-parallel sizes it accepts.
+        gpus_per_replica=r.integer("gpusPerWorker", 1, 64, " GPUs"),
+        gpus_per_node=r.integer("gpusPerNode", 1, 64, " GPUs"),
+        gpu_product=r.string("gpuProduct"),
+        gpu_budget=r.integer("gpuBudget", 1, 100_000, " GPUs"),
+    )
+    keys = {field: r.full(key) for field, key in FIELD_KEYS.items()}
+    # A key the reader already rejected (not a number, say) is reported once.
+    reported = {p.split(": ", 1)[0] for p in r.problems}
+    for key, message in serving_problems(serving, keys):
+        if key not in reported:
+            r.problems.append(f"{key}: {message}")
+    selected = dict(node_selector).get(GPU_PRODUCT_LABEL)
+    if selected in GPU_CLASSES and selected != serving.gpu_product:
+        r.problems.append(
+            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
+            f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
+            f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
+            f"{selected}`)"
+        )
+    return serving
 
 
 def _read_routing(r: ConfigReader, profile: str) -> Routing:
@@ -391,20 +432,20 @@ def _describe(routing: Routing) -> str:
 
 def _read_namespace(r: ConfigReader, profile: str) -> NamespaceSettings:
     name = r.string("namespace")
-    graph = recipe.graph_name(profile)
-    limit = operator_names.max_namespace_len(graph)
+    graph = names.graph_name(profile)
+    limit = names.max_namespace_len(graph)
     if not DNS_LABEL.match(name):
         r.problem(
             "namespace",
             f"'{name}' is not a valid namespace name; use lowercase letters, digits and '-'",
         )
     elif len(name) > limit:
-        label = operator_names.dynamo_namespace(name, graph)
+        label = names.dynamo_namespace(name, graph)
         r.problem(
             "namespace",
             f"'{name}' is too long for graph {graph}: the Dynamo operator labels the graph's "
-            f"objects {operator_names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
-            f"(a label value holds {operator_names.DNS_LABEL_MAX}); use a namespace of at "
+            f"objects {names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
+            f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of at "
             f"most {limit} characters, or a shorter stack name",
         )
     return NamespaceSettings(name=name, create=r.boolean("createNamespace"))
@@ -440,11 +481,11 @@ def _read_secrets(r: ConfigReader, runtime: str, graph: str) -> SecretSettings:
                 "Secrets in the namespace (kubectl create secret docker-registry ...)",
             )
     return SecretSettings(
-        ngc_secret_name=recipe.stack_object_name(graph, "ngc-api-key"),
-        ngc_secret_key=recipe.NGC_SECRET_KEY,
+        ngc_secret_name=names.stack_object_name(graph, "ngc-api-key"),
+        ngc_secret_key=names.NGC_SECRET_KEY,
         image_pull_secrets=pulls,
         required=required,
-        hf_secret_name=recipe.stack_object_name(graph, "hf-token"),
+        hf_secret_name=names.stack_object_name(graph, "hf-token"),
     )
 
 
@@ -577,7 +618,7 @@ def _read_workers(r: ConfigReader, placement: PlacementSettings) -> WorkerSettin
             f"'{profile}' is not a NIM profile id; run `list-model-profiles` in the NIM image "
             "or leave it empty to let the download Job detect the GPU",
         )
-    served = r.string("servedModelName") or recipe.served_model_name(serving.variant)
+    served = r.string("servedModelName") or names.served_model_name(serving.variant)
     if not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$", served):
         r.problem("servedModelName", f"'{served}' is not a model id; use the id `/v1/models` "
                                      "lists (e.g. nvidia/cosmos3-super-reasoner), or leave it "
@@ -620,7 +661,7 @@ def _check_profile(r: ConfigReader, stack: str) -> str:
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
             f"stack name '{stack}': it names the routing profile and the graph "
-            f"({recipe.graph_name('<stack>')}, from which the Dynamo operator derives "
+            f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
             "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
             f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
         )
@@ -650,7 +691,7 @@ def parse_settings(
         profile=profile,
         routing=routing,
         namespace=_read_namespace(r, profile),
-        secrets=_read_secrets(r, runtime, recipe.graph_name(profile)),
+        secrets=_read_secrets(r, runtime, names.graph_name(profile)),
         cache=_read_cache(r, workers.serving),
         images=_read_images(r, runtime),
         placement=placement,

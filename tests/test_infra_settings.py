@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import recipe
+from infra import names
 from infra.routing import PROFILES
 from infra.serving import Serving
 from infra.settings import HF_TOKEN, SECRET_KEYS, SettingsError, parse_settings
@@ -18,11 +18,11 @@ def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     settings = parse_settings(stack_config(stack), stack)
     assert settings.profile == stack
     assert settings.routing == PROFILES[stack]
-    assert settings.graph_name == recipe.graph_name(stack)
+    assert settings.graph_name == names.graph_name(stack)
     assert settings.workers.serving == Serving()  # nim, super fp8, 8x1 on H200
     assert (settings.timeouts.download_secs, settings.timeouts.graph_secs) == (7200, 3600)
     assert settings.cache.keep_on_destroy and settings.cache.create_claim
-    assert settings.cache.claim_name == recipe.MODEL_CACHE_PVC_NAME
+    assert settings.cache.claim_name == names.MODEL_CACHE_PVC_NAME
 
 
 def test_settings_hold_no_secret() -> None:
@@ -77,7 +77,7 @@ def test_custom_stack_routes_as_configured() -> None:
     settings = parse_settings(raw, "kv-trial")
     assert settings.routing.router_mode == "kv"
     assert settings.routing.affinity_mode == "soft"
-    assert settings.graph_name == recipe.graph_name("kv-trial")
+    assert settings.graph_name == names.graph_name("kv-trial")
 
 
 def test_node_selector_and_tolerations_parse() -> None:
