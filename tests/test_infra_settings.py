@@ -7,7 +7,7 @@ import pytest
 from infra import names
 from infra.routing import PROFILES
 from infra.serving import Serving
-from infra.settings import HF_TOKEN, SECRET_KEYS, SettingsError, parse_settings
+from infra.settings import HF_TOKEN, KEYS, SECRET_KEYS, SettingsError, parse_settings
 from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
 
 STACKS = sorted(PROFILES)
@@ -54,6 +54,25 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
             continue  # absent: the placeholder (reported below); not needed by runtime nim
         with pytest.raises(SettingsError, match=f"{name}:{key}"):
             parse_settings(partial, "round-robin")
+
+
+def test_one_table_types_every_key_pulumi_yaml_declares() -> None:
+    """Type and bounds live in `settings.KEYS`, the default in Pulumi.yaml: the two agree."""
+    kinds = {"string": ("str", "choice", "quantity"), "boolean": ("bool",), "integer": ("int",),
+             "array": ("list", "levels")}
+    declared = project_file()["config"]
+    assert set(declared) == {*KEYS, *SECRET_KEYS}
+    for key, kind in KEYS.items():
+        assert kind[0] in kinds[declared[key]["type"]], key
+
+
+def test_native_yaml_values_read_as_the_cli_strings_do() -> None:
+    raw = stack_config("round-robin")
+    native = dict(raw, **{"cosmos3-routing:benchmarkConcurrencies": [1, 4],
+                          "cosmos3-routing:createNamespace": False,
+                          "cosmos3-routing:workerReplicas": 8})
+    settings = parse_settings(native, "round-robin")
+    assert settings.benchmark.concurrencies == (1, 4) and not settings.namespace.create
 
 
 def test_the_seed_placeholder_storage_class_is_rejected() -> None:
