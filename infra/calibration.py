@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.benchmark_shape import SEED_SHAPE
+from infra.names import SEED_SHAPE
 from infra.settings import Settings
 
 

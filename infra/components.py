@@ -11,17 +11,19 @@ post-deploy benchmark that follows lives in infra/benchmark_components.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import cluster, manifests, recipe
+from infra import cluster, manifests, names
 from infra.network_policies import network_policies
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
+R = TypeVar("R", bound=pulumi.CustomResource)
 TYPE_PREFIX = "cosmos3-routing:infra"
 DOWNLOAD_PLACEMENT_FIELDS = [
     *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
@@ -68,6 +70,14 @@ def _kept(settings: Settings, child: pulumi.ResourceOptions, adopting: k8s.Provi
         retain_on_delete=settings.cache.keep_on_destroy, provider=adopting, **more))
 
 
+def _declare(cls: type[R], name: str, manifest: Mapping[str, Any],
+             opts: pulumi.ResourceOptions, **override: Any) -> R:
+    """One object straight from its manifest: the provider takes the manifest's own fields
+    (camelCase as snake_case arguments), so nothing is taken apart by hand."""
+    args = {re.sub(r"([A-Z])", r"_\1", key).lower(): value for key, value in manifest.items()}
+    return cls(name, **{**args, **override}, opts=opts)
+
+
 def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
     """Same bound as the manifest's `pulumi.com/timeoutSeconds`, for create and update."""
     return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
@@ -92,13 +102,9 @@ class RecipeNamespace(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         depends: list[pulumi.Resource] = []
         if settings.namespace.create:
-            ns = manifests.namespace(settings)
-            namespace = k8s.core.v1.Namespace(
-                "namespace",
-                metadata=ns["metadata"],
-                # Deleting a namespace deletes the cache claim inside it.
-                opts=_kept(settings, child, adopting),
-            )
+            # Deleting a namespace deletes the cache claim inside it.
+            namespace = _declare(k8s.core.v1.Namespace, "namespace",
+                                 manifests.namespace(settings), _kept(settings, child, adopting))
             self.name = namespace.metadata.apply(lambda m: m["name"])
             depends.append(namespace)
         else:
@@ -110,16 +116,9 @@ class RecipeNamespace(pulumi.ComponentResource):
         ):
             if key not in settings.secrets.required:
                 continue
-            secret = build(settings, pulumi.Output.secret(tokens[key]))
-            self.secrets.append(k8s.core.v1.Secret(
-                name,
-                metadata=secret["metadata"],
-                type=secret["type"],
-                string_data=secret["stringData"],
-                opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(depends_on=depends)
-                ),
-            ))
+            self.secrets.append(_declare(
+                k8s.core.v1.Secret, name, build(settings, pulumi.Output.secret(tokens[key])),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends))))
         self.register_outputs({"name": self.name})
 
 
@@ -131,9 +130,8 @@ class NetworkPolicies(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:NetworkPolicies", resource_name, None, opts)
         for name, policy in network_policies(settings).items():
-            k8s.networking.v1.NetworkPolicy(
-                name, metadata=policy["metadata"], spec=policy["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
+            _declare(k8s.networking.v1.NetworkPolicy, name, policy,
+                     pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
         self.register_outputs({})
 
 
@@ -166,16 +164,12 @@ class ModelCache(pulumi.ComponentResource):
         if drift:
             pulumi.log.warn(drift, resource=self)
         if spec is not None:
-            pvc = manifests.model_cache_claim(settings)
-            claim = k8s.core.v1.PersistentVolumeClaim(
-                "claim",
-                metadata=pvc["metadata"],
-                spec=spec,
-                # The provider replaces a claim on any spec change, and a replacement
-                # empties the cache: the spec is set once, a later change only warns.
-                opts=_kept(settings, child, adopting, depends_on=[namespace],
-                           ignore_changes=["spec"]),
-            )
+            # The provider replaces a claim on any spec change, and a replacement
+            # empties the cache: the spec is set once, a later change only warns.
+            claim = _declare(
+                k8s.core.v1.PersistentVolumeClaim, "claim", manifests.model_cache_claim(settings),
+                _kept(settings, child, adopting, depends_on=[namespace], ignore_changes=["spec"]),
+                spec=spec)
             self.claim_name = claim.metadata.apply(lambda m: m["name"])
             depends.append(claim)
         else:
@@ -195,11 +189,8 @@ class ModelCache(pulumi.ComponentResource):
                 "(a completed Job is never replaced). If the model's settings changed (image, "
                 f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
                 "`pulumi up --refresh`", resource=self)
-        self.download_job = k8s.batch.v1.Job(
-            "download",
-            metadata=job["metadata"],
-            spec=job["spec"],
-            opts=pulumi.ResourceOptions.merge(
+        self.download_job = _declare(
+            k8s.batch.v1.Job, "download", job, pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
                     depends_on=depends,
@@ -233,21 +224,12 @@ class ReasonerGraph(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:ReasonerGraph", resource_name, None, opts)
-        manifest = manifests.graph(settings)
-        self.graph = k8s.apiextensions.CustomResource(
-            "graph",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[cache.download_job],
-                custom_timeouts=_timeouts(settings.timeouts.graph_secs),
-            ),
-        )
+        self.graph = _declare(
+            k8s.apiextensions.CustomResource, "graph", manifests.graph(settings),
+            pulumi.ResourceOptions(parent=self, depends_on=[cache.download_job],
+                                   custom_timeouts=_timeouts(settings.timeouts.graph_secs)))
         self.name = self.graph.metadata.apply(lambda m: m["name"])
-        self.frontend_service = self.name.apply(recipe.frontend_service_name)
+        self.frontend_service = self.name.apply(names.frontend_service_name)
         self.register_outputs({"name": self.name, "frontendService": self.frontend_service})
 
 
@@ -288,7 +270,7 @@ def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
         "namespace": deployment.namespace.name,
         "graphName": deployment.graph.name,
         "frontendService": deployment.graph.frontend_service,
-        "frontendPort": recipe.FRONTEND_PORT,
+        "frontendPort": names.FRONTEND_PORT,
         "servedModel": settings.workers.served_model,
         "profile": settings.profile,
         "routerMode": settings.routing.router_mode,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra import recipe
+from infra import names
 from infra.routing import frontend_args, frontend_command
 from infra.serving import (
     VLLM_CACHE_PATH,
@@ -91,7 +91,7 @@ DOWNLOAD_RESOURCES = {"requests": {"cpu": "1", "memory": "4Gi"},
 def common_labels() -> dict[str, str]:
     """Labels of everything the stack makes; no profile, so shared objects stay equal."""
     return {
-        "app.kubernetes.io/name": recipe.RECIPE,
+        "app.kubernetes.io/name": names.RECIPE,
         "app.kubernetes.io/part-of": "cosmos3-routing",
         "app.kubernetes.io/managed-by": "pulumi",
     }
@@ -181,7 +181,7 @@ def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str
 
 def _ngc_env(settings: Settings) -> dict[str, Any]:
     return {
-        "name": recipe.NGC_SECRET_KEY,
+        "name": names.NGC_SECRET_KEY,
         "valueFrom": {
             "secretKeyRef": {
                 "name": settings.secrets.ngc_secret_name,
@@ -197,7 +197,7 @@ def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     model = served_by_nim_environment(workers.serving, workers.nim_tags_selector)
     return [
         *({"name": k, "value": v} for k, v in model.items()),
-        {"name": "NIM_CACHE_PATH", "value": recipe.NIM_CACHE_PATH},
+        {"name": "NIM_CACHE_PATH", "value": names.NIM_CACHE_PATH},
         _ngc_env(settings),
     ]
 
@@ -224,7 +224,7 @@ def _cache_volume(settings: Settings) -> dict[str, Any]:
 
 
 def _cache_mount(settings: Settings) -> dict[str, Any]:
-    path = VLLM_CACHE_PATH if _runs_vllm(settings) else recipe.NIM_CACHE_PATH
+    path = VLLM_CACHE_PATH if _runs_vllm(settings) else names.NIM_CACHE_PATH
     return {"name": CACHE_VOLUME, "mountPath": path}
 
 
@@ -240,13 +240,13 @@ def pod_security(nim_user: bool = True) -> dict[str, Any]:
     writable directories are group 0's), so only the UID is pinned (a named image user
     can't be checked against runAsNonRoot)."""
     if not nim_user:
-        return {"runAsNonRoot": True, "runAsUser": recipe.NIM_UID,
+        return {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
                 "seccompProfile": {"type": "RuntimeDefault"}}
     return {
         "runAsNonRoot": True,
-        "runAsUser": recipe.NIM_UID,
-        "runAsGroup": recipe.NIM_GID,
-        "fsGroup": recipe.NIM_GID,
+        "runAsUser": names.NIM_UID,
+        "runAsGroup": names.NIM_GID,
+        "fsGroup": names.NIM_GID,
         "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
@@ -342,7 +342,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
 def frontend_component(settings: Settings) -> dict[str, Any]:
     """Routing lives here: the arguments come from `infra.routing.frontend_args`."""
     return {
-        "name": recipe.FRONTEND_COMPONENT,
+        "name": names.FRONTEND_COMPONENT,
         "type": "frontend",
         "replicas": 1,
         "podTemplate": {
@@ -357,7 +357,7 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
                         "name": "main",
                         "image": settings.images.frontend,
                         "command": frontend_command(),
-                        "args": frontend_args(settings.routing, port=recipe.FRONTEND_PORT),
+                        "args": frontend_args(settings.routing, port=names.FRONTEND_PORT),
                         "env": [REQUEST_PLANE_ENV],
                         "resources": FRONTEND_RESOURCES,
                         "securityContext": container_security(),
@@ -369,7 +369,7 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
 
 
 def _health_probe(
-    failure_threshold: int, path: str = NIM_HEALTH_PATH, port: int = recipe.FRONTEND_PORT
+    failure_threshold: int, path: str = NIM_HEALTH_PATH, port: int = names.FRONTEND_PORT
 ) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": port},
@@ -389,13 +389,13 @@ def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str
             *_nim_model_env(settings),
             {"name": "NIM_DYNAMO_WORKER", "value": "true"},
             {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
-            {"name": "DYN_SYSTEM_PORT", "value": str(recipe.WORKER_SYSTEM_PORT)},
+            {"name": "DYN_SYSTEM_PORT", "value": str(names.WORKER_SYSTEM_PORT)},
             REQUEST_PLANE_ENV,
             *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items()),
         ],
         "ports": [
-            {"name": "http", "containerPort": recipe.FRONTEND_PORT},
-            {"name": "system", "containerPort": recipe.WORKER_SYSTEM_PORT},
+            {"name": "http", "containerPort": names.FRONTEND_PORT},
+            {"name": "system", "containerPort": names.WORKER_SYSTEM_PORT},
         ],
         "startupProbe": _health_probe(startup_failures),
         "livenessProbe": _health_probe(5),
@@ -405,7 +405,7 @@ def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str
 def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
     """`python3 -m dynamo.vllm` on the cached weights; probes on Dynamo's system port."""
     serving = settings.workers.serving
-    port = recipe.WORKER_SYSTEM_PORT
+    port = names.WORKER_SYSTEM_PORT
     return {
         "name": "main",
         "image": settings.images.vllm,
@@ -436,7 +436,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
     container["volumeMounts"] = [_cache_mount(settings)]
     container["securityContext"] = container_security()
     return {
-        "name": recipe.WORKER_COMPONENT,
+        "name": names.WORKER_COMPONENT,
         "type": "worker",
         "replicas": workers.replicas,
         "sharedMemorySize": workers.shared_memory,
@@ -479,7 +479,7 @@ def graph(settings: Settings) -> dict[str, Any]:
 
 def verify_commands(settings: Settings) -> dict[str, str]:
     """The two commands that show the deployment serves the model."""
-    port = recipe.FRONTEND_PORT
+    port = names.FRONTEND_PORT
     return {
         "portForward": (
             f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"

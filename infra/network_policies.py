@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import recipe
+from infra import names
 from infra.benchmark_manifests import VIDEO_SERVER_PORT, labels
 from infra.manifests import COMPONENT_LABEL, PROFILE_LABEL, common_labels, download_pod_labels
-from infra.rules import cidr
+from infra.names import cidr
 from infra.settings import Settings
 
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
@@ -78,7 +78,7 @@ def _policy(settings: Settings, name: str, selector: dict[str, Any],
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": recipe.stack_object_name(settings.graph_name, name),
+        "metadata": {"name": names.stack_object_name(settings.graph_name, name),
                      "namespace": settings.namespace.name,
                      "labels": {**common_labels(), PROFILE_LABEL: settings.profile}},
         "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],
@@ -100,13 +100,13 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
     ingress = {
         "frontend": (graph_pods(settings, frontend=True), [
             {"from": [_our_pods(settings, CLIENT_COMPONENTS)],
-             "ports": _tcp(recipe.FRONTEND_PORT)},
+             "ports": _tcp(names.FRONTEND_PORT)},
             {"from": [graph]},
-            *from_sources(recipe.FRONTEND_PORT),
+            *from_sources(names.FRONTEND_PORT),
         ]),
         "workers": (graph_pods(settings, frontend=False), [
             {"from": [graph]},
-            *from_sources(recipe.WORKER_SYSTEM_PORT),
+            *from_sources(names.WORKER_SYSTEM_PORT),
         ]),
         "videos": (videos, [
             {"from": [graph, _our_pods(settings, ("benchmark-sweep",))],

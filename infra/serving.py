@@ -17,11 +17,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # settings imports this module: the reader is only a type here
-    from infra.settings import ConfigReader
-
 
 RUNTIMES = ("nim", "vllm")
 PRECISIONS = ("fp8", "bf16")
@@ -273,44 +268,3 @@ def hf_download_command(serving: Serving, weights_dir: str) -> list[str]:
     """Fills the cache from Hugging Face (gated: HF_TOKEN must be set); a rerun resumes."""
     repo = VARIANTS[serving.variant].hf_repo
     return ["hf", "download", repo, "--local-dir", weights_dir]
-
-
-# ---------------------------------------------------------------------------------------
-# Reading it from a stack's config: each problem names its key and the fix
-
-# `Serving` field -> config key (the names users see in messages).
-FIELD_KEYS = {
-    "runtime": "runtime", "variant": "modelVariant", "precision": "precision",
-    "replicas": "workerReplicas", "gpus_per_replica": "gpusPerWorker",
-    "gpus_per_node": "gpusPerNode", "gpu_product": "gpuProduct", "gpu_budget": "gpuBudget",
-}
-
-
-def read_serving(r: ConfigReader, node_selector: tuple[tuple[str, str], ...]) -> Serving:
-    """Read and check the serving keys; `node_selector` is the parsed gpuNodeSelector."""
-    serving = Serving(
-        runtime=r.string("runtime"),
-        variant=r.string("modelVariant"),
-        precision=r.string("precision"),
-        replicas=r.integer("workerReplicas", 1, MAX_REPLICAS, " workers"),
-        # A wide range: `serving_problems` names the tensor-parallel sizes it accepts.
-        gpus_per_replica=r.integer("gpusPerWorker", 1, 64, " GPUs"),
-        gpus_per_node=r.integer("gpusPerNode", 1, 64, " GPUs"),
-        gpu_product=r.string("gpuProduct"),
-        gpu_budget=r.integer("gpuBudget", 1, 100_000, " GPUs"),
-    )
-    keys = {field: r.full(key) for field, key in FIELD_KEYS.items()}
-    # A key the reader already rejected (not a number, say) is reported once.
-    reported = {p.split(": ", 1)[0] for p in r.problems}
-    for key, message in serving_problems(serving, keys):
-        if key not in reported:
-            r.problems.append(f"{key}: {message}")
-    selected = dict(node_selector).get(GPU_PRODUCT_LABEL)
-    if selected in GPU_CLASSES and selected != serving.gpu_product:
-        r.problems.append(
-            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
-            f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
-            f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
-            f"{selected}`)"
-        )
-    return serving

@@ -1,16 +1,10 @@
-"""Stack settings: raw Pulumi config in, typed and validated `Settings` out.
+"""Stack settings: the config the Pulumi CLI hands the program in, typed and validated
+`Settings` out, every problem at once, each naming its key and the fix; nothing is declared
+when one is found. Pure, so tests and tools check a stack without Pulumi.
 
-Pure on purpose: `parse_settings` takes exactly what the Pulumi CLI hands the program (the
-defaults of `Pulumi.yaml` overlaid by `Pulumi.<stack>.yaml`, keys namespaced by project,
-every value a string, lists as JSON) so tests and tools can check a stack without Pulumi.
-It reports every problem at once, each naming its config key and the fix, and the program
-declares nothing when it fails.
-
-The NGC API key is checked for presence only and never stored here: `__main__` passes it
-on as a Pulumi secret Output, so it cannot leak through `Settings` or an error message.
-
-Extending: add a frozen sub-dataclass, a `_read_<section>(r)` function that reads its keys
-through `ConfigReader`, a field on `Settings`, and the keys in Pulumi.yaml.
+One table (`KEYS`) gives each key its type and bounds; defaults and descriptions live only
+in Pulumi.yaml. The rules across keys follow the table. Values may come as the CLI's
+strings (lists as JSON) or as native YAML. The secret keys are checked for presence only.
 """
 
 from __future__ import annotations
@@ -18,12 +12,33 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra import operator_names, recipe
-from infra.benchmark_settings import BenchmarkSettings, read_benchmark_settings
+from infra import names
+from infra.benchmark_names import max_run_id_len
+from infra.benchmark_settings import (
+    DEFAULT_BENCHMARK_IMAGE,
+    MAX_QUESTIONS,
+    MAX_VIDEOS,
+    BenchmarkSettings,
+)
+from infra.names import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    IMAGE,
+    LABEL_KEY,
+    LABEL_VALUE,
+    PLACEHOLDER,
+    RUN_ID,
+    RUN_ID_MAX_LEN,
+    SEMVER,
+    TAINT_EFFECTS,
+    InputError,
+    cidr,
+    levels_problems,
+)
 from infra.routing import (
     AFFINITY_MODES,
     AFFINITY_TTL_MAX_SECS,
@@ -32,40 +47,74 @@ from infra.routing import (
     ROUTER_MODES,
     Routing,
 )
-from infra.rules import (
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    IMAGE,
-    LABEL_KEY,
-    LABEL_VALUE,
-    MAX_TIMEOUT_SECS,
-    MIN_TIMEOUT_SECS,
-    PLACEHOLDER,
-    SEMVER,
-    TAINT_EFFECTS,
-    InputError,
-    cidr,
-)
 from infra.serving import (
+    GPU_CLASSES,
+    GPU_PRODUCT_LABEL,
     HF_SECRET_KEY,
+    MAX_REPLICAS,
     MIN_CACHE_GIB,
     NIM_GPU_TAGS,
     PRECISIONS,
     VARIANTS,
     Serving,
     cache_gib_needed,
-    read_serving,
+    serving_problems,
 )
 
 PROJECT = "cosmos3-routing"
 NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
 SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
-
-
 # The stack name is in the graph name, from which the operator derives longer ones.
-MAX_PROFILE_LEN = (operator_names.max_graph_len(recipe.GRAPH_COMPONENTS)
-                   - len(recipe.graph_name("")))
+MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
+
+
+def _int(low: int, high: int, unit: str) -> tuple:
+    return ("int", low, high, unit)
+
+
+SECS = _int(names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
+S, B, L, Q = ("str",), ("bool",), ("list",), ("quantity", 0, "")
+# Every key of Pulumi.yaml's `config:` but the secrets: its type and bounds.
+KEYS: dict[str, tuple] = {
+    "routerMode": ("choice", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)"),
+    "sessionAffinity": B,
+    "sessionAffinityTtlSecs": _int(AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
+                                   " seconds (an idle timeout per session)"),
+    "sessionAffinityMode": ("choice", AFFINITY_MODES, ""),
+    "routerKvEvents": B,
+    "namespace": S, "createNamespace": B, "imagePullSecrets": L,
+    "cacheStorageClass": S, "cacheSize": Q, "cacheExistingClaim": S, "cacheKeepOnDestroy": B,
+    "nimImage": S, "frontendImage": S, "vllmImage": S, "workerRuntimeVersion": S,
+    "runtime": S, "modelVariant": S, "precision": S,
+    "workerReplicas": _int(1, MAX_REPLICAS, " workers"),
+    # Wide ranges: `serving_problems` names the sizes it accepts.
+    "gpusPerWorker": _int(1, 64, " GPUs"), "gpusPerNode": _int(1, 64, " GPUs"),
+    "gpuBudget": _int(1, 100_000, " GPUs"), "gpuProduct": S,
+    "nimTagsSelector": S, "nimModelProfile": S, "servedModelName": S,
+    "gpuNodeSelector": L, "gpuTolerations": L, "workerCpu": Q,
+    "workerMemory": ("quantity", 2**30, "; give a memory size such as 96Gi"),
+    "workerSharedMemory": ("quantity", 2**30, "; give a size such as 64Gi"),
+    "downloadTimeoutSecs": SECS, "downloadRetries": _int(0, 10, " retries"),
+    "graphTimeoutSecs": SECS,
+    "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
+    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
+    "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
+    "benchmarkWarmupVideos": _int(0, MAX_VIDEOS, " videos"), "benchmarkImage": S,
+    "benchmarkSmokeTimeoutSecs": SECS, "benchmarkSweepTimeoutSecs": SECS,
+    "benchmarkVideoServerTimeoutSecs": SECS, "benchmarkPipIndexUrl": S,
+    "benchmarkNodeSelector": L, "benchmarkTolerations": L,
+    "skipPreflight": B, "networkPolicies": B, "networkPolicySources": L,
+    "dynamoOperatorNamespace": S,
+}
+# `Serving` field -> config key (the names users see in messages).
+FIELD_KEYS = {
+    "runtime": "runtime", "variant": "modelVariant", "precision": "precision",
+    "replicas": "workerReplicas", "gpus_per_replica": "gpusPerWorker",
+    "gpus_per_node": "gpusPerNode", "gpu_product": "gpuProduct", "gpu_budget": "gpuBudget",
+}
+LEVELS_FIX = ("; set the levels one by one, in order: `pulumi config set --path '<key>[0]' 1`, "
+              "then `--path '<key>[1]' 4`, ... (or list them under <key> in Pulumi.<stack>.yaml)")
 
 
 def quantity_amount(value: str) -> float | None:
@@ -80,105 +129,73 @@ def quantity_amount(value: str) -> float | None:
     return amount if amount >= 0 else None
 
 
+def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
+    """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`."""
+    if kind[0] == "bool":
+        text = str(value).strip().lower()
+        if isinstance(value, bool) or text in ("true", "false"):
+            return value if isinstance(value, bool) else text == "true"
+        return bad(f"'{value}' is not a boolean; use true or false") or False
+    if kind[0] == "int":
+        low, high, unit = kind[1:]
+        try:
+            number = None if isinstance(value, bool) else int(str(value).strip())
+        except ValueError:
+            number = None
+        if number is None:
+            return bad(f"'{value}' is not a whole number; use an integer {low}..{high}") or low
+        if not low <= number <= high:
+            bad(f"{number} is out of range; use {low}..{high}{unit}")
+        return number
+    if kind[0] in ("list", "levels"):
+        item = int if kind[0] == "levels" else str
+        text = value if isinstance(value, str) else json.dumps(value)
+        try:
+            value = json.loads(value or "[]") if isinstance(value, str) else value
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, list) or not all(
+                isinstance(v, item) and not isinstance(v, bool) for v in value):
+            return bad(f"'{text}' is not a list of whole numbers{LEVELS_FIX}" if item is int else
+                       "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or "
+                       "run `pulumi config set --path '<key>[0]' <value>`") or ()
+        return tuple(v.strip() if item is str else v for v in value)
+    text = (json.dumps(value) if isinstance(value, list | dict) else str(value)).strip()
+    if kind[0] == "choice" and text and text not in kind[1]:
+        bad(f"'{text}' is not one of {', '.join(kind[1])}{kind[2]}")
+    if kind[0] == "quantity":
+        amount = quantity_amount(text)
+        if amount is None:
+            bad(f"'{text}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi")
+        elif amount <= 0 or amount < kind[1]:
+            bad(f"'{text}' is too small{kind[2]}")
+    return text
+
+
 class ConfigReader:
-    """Reads typed values by short key, remembering problems instead of raising: the one
-    reader of a stack's config (serving.py and benchmark_settings.py read through it too)."""
+    """Every key of `KEYS` read and typed at once (`v`); problems are remembered, not
+    raised, so all of them are reported together."""
 
     def __init__(self, raw: Mapping[str, Any], project: str) -> None:
-        self.raw = raw
-        self.project = project
+        self.raw, self.project = raw, project
         self.problems: list[str] = []
-        self.read: set[str] = set()
+        self.rejected: set[str] = set()
+        self.v: dict[str, Any] = {}
+        for key, kind in KEYS.items():
+            value = raw.get(self.full(key))
+            if value is None:
+                self.problem(key, "missing; it is declared with a default in Pulumi.yaml, so "
+                                  f"restore that entry or run `pulumi config set {key} <value>`")
+                value = kind[1] if kind[0] == "int" else {"bool": False}.get(kind[0], "")
+            bad = lambda message, key=key: self.problem(key, message.replace("<key>", key))  # noqa: E731
+            self.v[key] = _typed(kind, value, bad)
 
     def full(self, key: str) -> str:
         return f"{self.project}:{key}"
 
     def problem(self, key: str, message: str) -> None:
+        self.rejected.add(key)
         self.problems.append(f"{self.full(key)}: {message}")
-
-    def _value(self, key: str) -> Any:
-        self.read.add(key)
-        value = self.raw.get(self.full(key))
-        if value is None:
-            self.problem(
-                key,
-                "missing; it is declared with a default in Pulumi.yaml, so restore that "
-                f"entry or run `pulumi config set {key} <value>`",
-            )
-        return value
-
-    def string(self, key: str) -> str:
-        value = self._value(key)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            value = json.dumps(value) if isinstance(value, list | dict) else str(value)
-        return value.strip()
-
-    def boolean(self, key: str) -> bool:
-        value = self._value(key)
-        if isinstance(value, bool) or value is None:
-            return bool(value)
-        text = str(value).strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
-        self.problem(key, f"'{value}' is not a boolean; use true or false")
-        return False
-
-    def integer(self, key: str, low: int, high: int, what: str = "") -> int:
-        value = self._value(key)
-        if value is None:
-            return low
-        try:
-            number = int(str(value).strip()) if not isinstance(value, bool) else None
-        except ValueError:
-            number = None
-        if number is None:
-            self.problem(key, f"'{value}' is not a whole number; use an integer {low}..{high}")
-            return low
-        if not low <= number <= high:
-            self.problem(key, f"{number} is out of range; use {low}..{high}{what}")
-        return number
-
-    def seconds(self, key: str) -> int:
-        """A timeout: every long wait of the stack is bounded the same way."""
-        return self.integer(key, MIN_TIMEOUT_SECS, MAX_TIMEOUT_SECS, " seconds")
-
-    def string_list(self, key: str) -> tuple[str, ...]:
-        value = self._value(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            try:
-                value = json.loads(value) if value.strip() else []
-            except json.JSONDecodeError:
-                value = None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.problem(
-                key,
-                "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or run "
-                f"`pulumi config set --path '{key}[0]' <value>`",
-            )
-            return ()
-        return tuple(v.strip() for v in value)
-
-    def choice(self, key: str, allowed: tuple[str, ...], why: str = "") -> str:
-        value = self.string(key)
-        if value and value not in allowed:
-            self.problem(key, f"'{value}' is not one of {', '.join(allowed)}{why}")
-        return value
-
-    def quantity(self, key: str, minimum: float = 0.0, what: str = "") -> str:
-        value = self.string(key)
-        amount = quantity_amount(value)
-        if amount is None:
-            self.problem(
-                key, f"'{value}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi"
-            )
-            return value
-        if amount <= 0 or amount < minimum:
-            self.problem(key, f"'{value}' is too small{what}")
-        return value
 
 
 def kubectl_prefix(namespace: str, context: str | None) -> str:
@@ -203,17 +220,14 @@ class NamespaceSettings:
 
 @dataclass(frozen=True)
 class SecretSettings:
-    """Names only: the NGC key and HF token travel as Pulumi secrets, never through here.
-
-    `required` are the secret config keys this stack's runtime needs (the NIM: the NGC
-    key; upstream vLLM: the Hugging Face token); only those become Kubernetes Secrets.
-    """
+    """Names only: the secrets travel as Pulumi secrets, never through here. `required`
+    are the secret keys this stack's runtime needs; only those become Kubernetes Secrets."""
 
     ngc_secret_name: str
     ngc_secret_key: str
     image_pull_secrets: tuple[str, ...]
-    required: tuple[str, ...] = (NGC_API_KEY,)
-    hf_secret_name: str = ""
+    required: tuple[str, ...]
+    hf_secret_name: str
     hf_secret_key: str = HF_SECRET_KEY
 
 
@@ -228,7 +242,7 @@ class CacheSettings:
 
     @property
     def claim_name(self) -> str:
-        return self.existing_claim or recipe.MODEL_CACHE_PVC_NAME
+        return self.existing_claim or names.MODEL_CACHE_PVC_NAME
 
     @property
     def create_claim(self) -> bool:
@@ -241,7 +255,7 @@ class ImageSettings:
     frontend: str
     worker_runtime_version: str
     # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm only).
-    vllm: str | None = None
+    vllm: str | None
 
 
 @dataclass(frozen=True)
@@ -251,15 +265,9 @@ class Toleration:
     effect: str | None
 
     def manifest(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key}
-        if self.value is None:
-            out["operator"] = "Exists"
-        else:
-            out["operator"] = "Equal"
-            out["value"] = self.value
-        if self.effect is not None:
-            out["effect"] = self.effect
-        return out
+        operator = {"operator": "Exists"} if self.value is None else {
+            "operator": "Equal", "value": self.value}
+        return {"key": self.key, **operator, **({"effect": self.effect} if self.effect else {})}
 
 
 @dataclass(frozen=True)
@@ -289,21 +297,19 @@ class WorkerSettings:
 
 @dataclass(frozen=True)
 class PreflightSettings:
-    """The cluster checks before anything is declared (infra/cluster.py)."""
+    """The cluster checks before anything is declared (infra/cluster.py); an empty
+    `operator_namespace` looks for the operator everywhere."""
 
-    skip: bool = False
-    # Where the Dynamo operator runs; empty: look in every namespace.
-    operator_namespace: str = ""
+    skip: bool
+    operator_namespace: str
 
 
 @dataclass(frozen=True)
 class NetworkSettings:
-    """The stack's NetworkPolicies (infra/network_policies.py) and who else may call in."""
+    """The stack's NetworkPolicies, and the CIDRs or namespaces that may also call in."""
 
-    policies: bool = True
-    # CIDRs or namespace names that may reach the frontend's HTTP port and the workers'
-    # system port (your clients, your Prometheus).
-    sources: tuple[str, ...] = ()
+    policies: bool
+    sources: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -328,9 +334,9 @@ class Settings:
     workers: WorkerSettings
     timeouts: TimeoutSettings
     benchmark: BenchmarkSettings
-    benchmark_placement: PlacementSettings = PlacementSettings((), ())
-    preflight: PreflightSettings = PreflightSettings()
-    network: NetworkSettings = NetworkSettings()
+    benchmark_placement: PlacementSettings
+    preflight: PreflightSettings
+    network: NetworkSettings
     # `kubernetes:context` (the provider's setting): the commands we print use it too.
     kube_context: str | None = None
 
@@ -340,7 +346,7 @@ class Settings:
 
     @property
     def graph_name(self) -> str:
-        return recipe.graph_name(self.profile)
+        return names.graph_name(self.profile)
 
     @property
     def worker_image(self) -> str:
@@ -349,29 +355,28 @@ class Settings:
 
     @property
     def download_job_name(self) -> str:
-        return recipe.stack_object_name(self.graph_name, "model-download")
+        return names.stack_object_name(self.graph_name, "model-download")
 
     @property
     def frontend_service(self) -> str:
-        return recipe.frontend_service_name(self.graph_name)
+        return names.frontend_service_name(self.graph_name)
 
 
-def _read_routing(r: ConfigReader, profile: str) -> Routing:
-    mode = r.choice("routerMode", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)")
-    affinity = r.boolean("sessionAffinity")
-    ttl = r.integer(
-        "sessionAffinityTtlSecs", AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
-        " seconds (an idle timeout per session)",
-    )
-    affinity_mode = r.choice("sessionAffinityMode", AFFINITY_MODES)
-    kv_events = r.boolean("routerKvEvents")
-    if not kv_events and mode != "kv":
+# --- The rules across keys, in the order of Pulumi.yaml ------------------------------------
+
+
+def _routing(r: ConfigReader, profile: str) -> Routing:
+    v = r.v
+    mode = v["routerMode"]
+    if not v["routerKvEvents"] and mode != "kv":
         r.problem("routerKvEvents", f"only applies to routerMode kv (it is {mode}); remove it "
                                     "with `pulumi config rm routerKvEvents`")
-    routing = Routing(router_mode=mode, affinity_ttl_secs=ttl if affinity else None,
-                      affinity_mode=affinity_mode, kv_events=kv_events)
+    routing = Routing(router_mode=mode, affinity_mode=v["sessionAffinityMode"],
+                      affinity_ttl_secs=v["sessionAffinityTtlSecs"] if v["sessionAffinity"]
+                      else None, kv_events=v["routerKvEvents"])
     expected = PROFILES.get(profile)
-    if expected is not None and not r.problems and routing != expected:
+    keys = ("routerMode", "sessionAffinity", "sessionAffinityTtlSecs", "sessionAffinityMode")
+    if expected is not None and not r.rejected.intersection(keys) and routing != expected:
         r.problems.append(
             f"{r.full('routerMode')}/{r.full('sessionAffinity')}/"
             f"{r.full('sessionAffinityTtlSecs')}: stack '{profile}' is one of the recipe's "
@@ -389,25 +394,21 @@ def _describe(routing: Routing) -> str:
     return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
 
-def _read_namespace(r: ConfigReader, profile: str) -> NamespaceSettings:
-    name = r.string("namespace")
-    graph = recipe.graph_name(profile)
-    limit = operator_names.max_namespace_len(graph)
+def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
+    name, limit = r.v["namespace"], names.max_namespace_len(graph)
     if not DNS_LABEL.match(name):
-        r.problem(
-            "namespace",
-            f"'{name}' is not a valid namespace name; use lowercase letters, digits and '-'",
-        )
+        r.problem("namespace", f"'{name}' is not a valid namespace name; use lowercase "
+                               "letters, digits and '-'")
     elif len(name) > limit:
-        label = operator_names.dynamo_namespace(name, graph)
+        label = names.dynamo_namespace(name, graph)
         r.problem(
             "namespace",
             f"'{name}' is too long for graph {graph}: the Dynamo operator labels the graph's "
-            f"objects {operator_names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
-            f"(a label value holds {operator_names.DNS_LABEL_MAX}); use a namespace of at "
+            f"objects {names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
+            f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of at "
             f"most {limit} characters, or a shorter stack name",
         )
-    return NamespaceSettings(name=name, create=r.boolean("createNamespace"))
+    return NamespaceSettings(name=name, create=r.v["createNamespace"])
 
 
 _SECRET_FIXES = {
@@ -424,47 +425,43 @@ def _is_set(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
-def _read_secrets(r: ConfigReader, runtime: str, graph: str) -> SecretSettings:
+def _secrets(r: ConfigReader, runtime: str, graph: str,
+             secret_keys: frozenset[str] | None) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
-    for name in SECRET_KEYS:
-        r.read.add(name)
     for name in required:
         if not _is_set(r.raw.get(r.full(name))):
             r.problem(name, f"missing; {_SECRET_FIXES[name]}")
-    pulls = r.string_list("imagePullSecrets")
-    for name in pulls:
+    for name in SECRET_KEYS:
+        if secret_keys is not None and _is_set(r.raw.get(r.full(name))) \
+                and r.full(name) not in secret_keys:
+            r.problem(name, "is stored in plain text; set it again with `pulumi config set "
+                            f"--secret {name}`")
+    for name in r.v["imagePullSecrets"]:
         if not DNS_SUBDOMAIN.match(name):
-            r.problem(
-                "imagePullSecrets",
-                f"'{name}' is not a Secret name; list names of existing docker-registry "
-                "Secrets in the namespace (kubectl create secret docker-registry ...)",
-            )
+            r.problem("imagePullSecrets", f"'{name}' is not a Secret name; list names of "
+                      "existing docker-registry Secrets in the namespace (kubectl create "
+                      "secret docker-registry ...)")
     return SecretSettings(
-        ngc_secret_name=recipe.stack_object_name(graph, "ngc-api-key"),
-        ngc_secret_key=recipe.NGC_SECRET_KEY,
-        image_pull_secrets=pulls,
-        required=required,
-        hf_secret_name=recipe.stack_object_name(graph, "hf-token"),
-    )
+        ngc_secret_name=names.stack_object_name(graph, "ngc-api-key"),
+        ngc_secret_key=names.NGC_SECRET_KEY, image_pull_secrets=r.v["imagePullSecrets"],
+        required=required, hf_secret_name=names.stack_object_name(graph, "hf-token"))
 
 
-def _read_cache(r: ConfigReader, serving: Serving) -> CacheSettings:
-    existing = r.string("cacheExistingClaim") or None
-    storage_class = r.string("cacheStorageClass")
+def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
+    existing, storage_class, size = (r.v[k] for k in (
+        "cacheExistingClaim", "cacheStorageClass", "cacheSize"))
     known = serving.variant in VARIANTS and serving.precision in PRECISIONS
     need = cache_gib_needed(serving) if known else MIN_CACHE_GIB
-    size = r.quantity(
-        "cacheSize", need * 2**30, f" for the model cache of {serving.runtime} "
-        f"{serving.variant} {serving.precision}: use at least {need}Gi",
-    )
-    keep = r.boolean("cacheKeepOnDestroy")
-    if existing is not None:
+    if "cacheSize" not in r.rejected and quantity_amount(size) < need * 2**30:
+        r.problem("cacheSize", f"'{size}' is too small for the model cache of "
+                  f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
+                  f"{need}Gi")
+    keep = r.v["cacheKeepOnDestroy"]
+    if existing:
         if not DNS_SUBDOMAIN.match(existing) or PLACEHOLDER.search(existing):
-            r.problem(
-                "cacheExistingClaim",
-                f"'{existing}' is not a claim name; give the name of an existing "
-                "ReadWriteMany PersistentVolumeClaim in the namespace, or leave it empty",
-            )
+            r.problem("cacheExistingClaim", f"'{existing}' is not a claim name; give the name "
+                      "of an existing ReadWriteMany PersistentVolumeClaim in the namespace, or "
+                      "leave it empty")
         return CacheSettings(None, size, existing, keep)
     if not storage_class or PLACEHOLDER.search(storage_class):
         r.problem(
@@ -474,217 +471,195 @@ def _read_cache(r: ConfigReader, serving: Serving) -> CacheSettings:
             "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim",
         )
     elif not DNS_SUBDOMAIN.match(storage_class):
-        r.problem(
-            "cacheStorageClass",
-            f"'{storage_class}' is not a storage class name (lowercase DNS name)",
-        )
+        r.problem("cacheStorageClass", f"'{storage_class}' is not a storage class name "
+                                       "(lowercase DNS name)")
     return CacheSettings(storage_class, size, None, keep)
 
 
-def _read_images(r: ConfigReader, runtime: str) -> ImageSettings:
-    images = {}
-    vllm_image = r.string("vllmImage")
-    keys = ("nimImage", "frontendImage", *(("vllmImage",) if runtime == "vllm" else ()))
-    for key in keys:
-        value = vllm_image if key == "vllmImage" else r.string(key)
+def _images(r: ConfigReader, runtime: str) -> ImageSettings:
+    vllm = r.v["vllmImage"] if runtime == "vllm" else None
+    if vllm is not None and PLACEHOLDER.search(vllm):
+        r.problem("vllmImage", f"'{vllm}' is a placeholder; runtime vllm needs a Dynamo vLLM "
+                  "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths.md): "
+                  "build and push one, then `pulumi config set vllmImage <registry/repo:tag>`")
+    for key in ("nimImage", "frontendImage", *(("vllmImage",) if vllm is not None else ())):
+        value = r.v[key]
         if key == "vllmImage" and PLACEHOLDER.search(value):
-            r.problem(
-                key,
-                f"'{value}' is a placeholder; runtime vllm needs a Dynamo vLLM worker image "
-                "that also has the vllm-cosmos3 plugin (docs/serving-paths.md): build "
-                "and push one, then `pulumi config set vllmImage <registry/repo:tag>`",
-            )
             continue
         if not IMAGE.match(value) or PLACEHOLDER.search(value):
-            r.problem(
-                key,
-                f"'{value}' is not a pinned image; write registry/repository:tag with an "
-                "explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or @sha256:<digest>",
-            )
+            r.problem(key, f"'{value}' is not a pinned image; write registry/repository:tag "
+                      "with an explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or "
+                      "@sha256:<digest>")
         elif value.endswith(":latest"):
             r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
-        images[key] = value
-    version = r.string("workerRuntimeVersion")
+    version = r.v["workerRuntimeVersion"]
     if not SEMVER.match(version):
-        r.problem(
-            "workerRuntimeVersion",
-            f"'{version}' is not MAJOR.MINOR.PATCH; give the Dynamo version inside the worker "
-            "image (the operator cannot read it from a NIM or custom tag)",
-        )
-    return ImageSettings(
-        images["nimImage"], images["frontendImage"], version,
-        vllm=vllm_image if runtime == "vllm" else None,
-    )
+        r.problem("workerRuntimeVersion", f"'{version}' is not MAJOR.MINOR.PATCH; give the "
+                  "Dynamo version inside the worker image (the operator cannot read it from "
+                  "a NIM or custom tag)")
+    return ImageSettings(r.v["nimImage"], r.v["frontendImage"], version, vllm=vllm)
 
 
-def _parse_toleration(text: str) -> Toleration | None:
+def _toleration(text: str) -> Toleration | None:
     match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
     if not match or not LABEL_KEY.match(match.group(1)):
         return None
     value, effect = match.group(3), match.group(5)
     if (value is not None and not LABEL_VALUE.match(value)) or (
-        effect is not None and effect not in TAINT_EFFECTS
-    ):
+            effect is not None and effect not in TAINT_EFFECTS):
         return None
     return Toleration(match.group(1), value, effect)
 
 
-def _read_placement(r: ConfigReader, prefix: str = "gpu") -> PlacementSettings:
+def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
-    selector_key, tolerations_key = f"{prefix}NodeSelector", f"{prefix}Tolerations"
-    selector: list[tuple[str, str]] = []
-    for item in r.string_list(selector_key):
+    selector = []
+    for item in r.v[f"{prefix}NodeSelector"]:
         key, sep, value = item.partition("=")
-        if not sep or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
-            r.problem(
-                selector_key,
-                f"'{item}' is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
-                "(`kubectl get nodes --show-labels` shows your node labels)",
-            )
-            continue
-        selector.append((key, value))
-    tolerations: list[Toleration] = []
-    for item in r.string_list(tolerations_key):
-        toleration = _parse_toleration(item)
+        if sep and LABEL_KEY.match(key) and LABEL_VALUE.match(value):
+            selector.append((key, value))
+        else:
+            r.problem(f"{prefix}NodeSelector", f"'{item}' is not label=value; e.g. "
+                      "nvidia.com/gpu.product=NVIDIA-H200 (`kubectl get nodes --show-labels` "
+                      "shows your node labels)")
+    tolerations = []
+    for item in r.v[f"{prefix}Tolerations"]:
+        toleration = _toleration(item)
         if toleration is None:
-            r.problem(
-                tolerations_key,
-                f"'{item}' is not key[=value][:Effect]; e.g. nvidia.com/gpu:NoSchedule "
-                f"(effects: {', '.join(TAINT_EFFECTS)})",
-            )
-            continue
-        tolerations.append(toleration)
+            r.problem(f"{prefix}Tolerations", f"'{item}' is not key[=value][:Effect]; e.g. "
+                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(TAINT_EFFECTS)})")
+        else:
+            tolerations.append(toleration)
     return PlacementSettings(tuple(selector), tuple(tolerations))
 
 
-def _read_workers(r: ConfigReader, placement: PlacementSettings) -> WorkerSettings:
-    serving = read_serving(r, placement.node_selector)
-    gpus = serving.gpus_per_replica
+def _serving(r: ConfigReader, placement: PlacementSettings) -> Serving:
+    """The serving keys, and whether the combination can run (serving.py's table)."""
+    serving = Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
+    keys = {field: r.full(key) for field, key in FIELD_KEYS.items()}
+    rejected = {r.full(key) for key in r.rejected}  # a key rejected already is reported once
+    for key, message in serving_problems(serving, keys):
+        if key not in rejected:
+            r.problems.append(f"{key}: {message}")
+    selected = dict(placement.node_selector).get(GPU_PRODUCT_LABEL)
+    if selected in GPU_CLASSES and selected != serving.gpu_product:
+        r.problems.append(
+            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
+            f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
+            f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
+            f"{selected}`)"
+        )
+    return serving
+
+
+def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
+    v, gpus = r.v, serving.gpus_per_replica
     # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
-    tags = r.string("nimTagsSelector")
+    tags = v["nimTagsSelector"]
     for tag, value in (t.partition("=")[::2] for t in tags.split(",") if tags):
         if tag.strip() in NIM_GPU_TAGS and value.strip() != str(gpus):
-            r.problem(
-                "nimTagsSelector",
-                f"'{tags}' selects {tag.strip()}={value.strip()} but gpusPerWorker is {gpus}; "
-                "make them agree, or leave nimTagsSelector empty (the NIM then picks the "
-                "profile for the GPUs each worker gets)",
-            )
-    profile = r.string("nimModelProfile") or None
+            r.problem("nimTagsSelector", f"'{tags}' selects {tag.strip()}={value.strip()} but "
+                      f"gpusPerWorker is {gpus}; make them agree, or leave nimTagsSelector "
+                      "empty (the NIM then picks the profile for the GPUs each worker gets)")
+    profile = v["nimModelProfile"] or None
     if profile is not None and not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$", profile):
-        r.problem(
-            "nimModelProfile",
-            f"'{profile}' is not a NIM profile id; run `list-model-profiles` in the NIM image "
-            "or leave it empty to let the download Job detect the GPU",
-        )
-    served = r.string("servedModelName") or recipe.served_model_name(serving.variant)
+        r.problem("nimModelProfile", f"'{profile}' is not a NIM profile id; run "
+                  "`list-model-profiles` in the NIM image or leave it empty to let the "
+                  "download Job detect the GPU")
+    served = v["servedModelName"] or names.served_model_name(serving.variant)
     if not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$", served):
         r.problem("servedModelName", f"'{served}' is not a model id; use the id `/v1/models` "
-                                     "lists (e.g. nvidia/cosmos3-super-reasoner), or leave it "
-                                     "empty")
-    if serving.runtime == "vllm":
-        for key in ("nimTagsSelector", "nimModelProfile"):
-            if r.string(key):
-                r.problem(key, "only applies to runtime nim; remove it with `pulumi config "
-                               f"rm {key}` (runtime is vllm)")
-    return WorkerSettings(
-        serving=serving,
-        nim_tags_selector=tags,
-        nim_model_profile=profile,
-        served_model=served,
-        cpu=r.quantity("workerCpu"),
-        memory=r.quantity("workerMemory", 2**30, "; give a memory size such as 96Gi"),
-        shared_memory=r.quantity("workerSharedMemory", 2**30, "; give a size such as 64Gi"),
-    )
+                  "lists (e.g. nvidia/cosmos3-super-reasoner), or leave it empty")
+    for key in ("nimTagsSelector", "nimModelProfile"):
+        if serving.runtime == "vllm" and v[key]:
+            r.problem(key, "only applies to runtime nim; remove it with `pulumi config rm "
+                           f"{key}` (runtime is vllm)")
+    return WorkerSettings(serving, tags, profile, served, v["workerCpu"], v["workerMemory"],
+                          v["workerSharedMemory"])
 
 
-def _read_preflight(r: ConfigReader) -> PreflightSettings:
-    where = r.string("dynamoOperatorNamespace")
+def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
+    v = r.v
+    run_id, image, pip_index = v["benchmarkRunId"], v["benchmarkImage"], v["benchmarkPipIndexUrl"]
+    longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
+    if not RUN_ID.match(run_id) or len(run_id) > longest:
+        r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
+                  f"lowercase letters, digits and '-', at most {longest} characters (it names "
+                  "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
+                  "run-2`")
+    if not IMAGE.match(image) or image.endswith(":latest"):
+        r.problem("benchmarkImage", f"'{image}' is not a pinned image; write "
+                  "registry/repository:tag or @sha256:<digest>, e.g. "
+                  f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)")
+    if pip_index and not re.match(r"^https?://[^\s/]+", pip_index):
+        r.problem("benchmarkPipIndexUrl", f"'{pip_index}' is not an http(s) URL; give your "
+                  "package mirror's simple index, e.g. https://pypi.example.com/simple")
+    key = "benchmarkConcurrencies"
+    for problem in levels_problems(v[key]) if key not in r.rejected else ():
+        r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
+    return BenchmarkSettings(
+        smoke=v["benchmarkSmoke"], sweep=v["benchmarkSweep"],
+        wait_for_sweep=v["benchmarkWaitForSweep"], run_id=run_id,
+        concurrencies=v[key] or BenchmarkSettings().concurrencies, videos=v["benchmarkVideos"],
+        questions_per_video=v["benchmarkQuestionsPerVideo"],
+        warmup_videos=v["benchmarkWarmupVideos"], image=image,
+        smoke_timeout_secs=v["benchmarkSmokeTimeoutSecs"],
+        sweep_timeout_secs=v["benchmarkSweepTimeoutSecs"],
+        video_server_timeout_secs=v["benchmarkVideoServerTimeoutSecs"], pip_index_url=pip_index)
+
+
+def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:
+    where, sources = r.v["dynamoOperatorNamespace"], r.v["networkPolicySources"]
     if where and not DNS_LABEL.match(where):
         r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
-                                             "namespace of the Dynamo operator, or leave it empty")
-    return PreflightSettings(skip=r.boolean("skipPreflight"), operator_namespace=where)
-
-
-def _read_network(r: ConfigReader) -> NetworkSettings:
-    sources = r.string_list("networkPolicySources")
+                  "namespace of the Dynamo operator, or leave it empty")
     for source in sources:
         if cidr(source) is None and not DNS_LABEL.match(source):
             r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
                       "nor a namespace name; list the clients allowed to call the frontend")
-    return NetworkSettings(policies=r.boolean("networkPolicies"), sources=sources)
+    return (PreflightSettings(r.v["skipPreflight"], where),
+            NetworkSettings(r.v["networkPolicies"], sources))
 
 
-def _check_profile(r: ConfigReader, stack: str) -> str:
+def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
+                   secret_keys: frozenset[str] | None = None) -> Settings:
+    """Validate a stack's config; raise one `SettingsError` listing every problem.
+    `secret_keys`, when known, are the full keys the CLI marked secret: the NGC key and the
+    HF token must be among them."""
+    r = ConfigReader(raw, project)
     profile = stack.rsplit("/", 1)[-1]
     if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
             f"stack name '{stack}': it names the routing profile and the graph "
-            f"({recipe.graph_name('<stack>')}, from which the Dynamo operator derives "
+            f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
             "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
             f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
         )
-    return profile
-
-
-def parse_settings(
-    raw: Mapping[str, Any],
-    stack: str,
-    project: str = PROJECT,
-    secret_keys: frozenset[str] | None = None,
-) -> Settings:
-    """Validate a stack's config; raise one `SettingsError` listing every problem.
-
-    `raw` maps `<project>:<key>` to the value the CLI gives (strings, lists as JSON);
-    native YAML values are accepted too. `secret_keys`, when known, are the full keys the
-    CLI marked secret: the NGC key and the HF token must be among them.
-    """
-    r = ConfigReader(raw, project)
-    profile = _check_profile(r, stack)
-    routing = _read_routing(r, profile)
-    placement = _read_placement(r)
-    workers = _read_workers(r, placement)
-    runtime = workers.serving.runtime
+    graph = names.graph_name(profile)
+    routing = _routing(r, profile)
+    placement = _placement(r, "gpu")
+    serving = _serving(r, placement)
+    preflight, network = _checks(r)
     settings = Settings(
-        stack=stack,
-        profile=profile,
-        routing=routing,
-        namespace=_read_namespace(r, profile),
-        secrets=_read_secrets(r, runtime, recipe.graph_name(profile)),
-        cache=_read_cache(r, workers.serving),
-        images=_read_images(r, runtime),
-        placement=placement,
-        workers=workers,
-        timeouts=TimeoutSettings(
-            download_secs=r.seconds("downloadTimeoutSecs"),
-            download_retries=r.integer("downloadRetries", 0, 10, " retries"),
-            graph_secs=r.seconds("graphTimeoutSecs")),
-        benchmark=read_benchmark_settings(r, profile),
-        benchmark_placement=_read_placement(r, "benchmark"),
-        preflight=_read_preflight(r),
-        network=_read_network(r),
+        stack=stack, profile=profile, routing=routing, namespace=_namespace(r, graph),
+        secrets=_secrets(r, serving.runtime, graph, secret_keys), cache=_cache(r, serving),
+        images=_images(r, serving.runtime), placement=placement,
+        workers=_workers(r, serving),
+        timeouts=TimeoutSettings(r.v["downloadTimeoutSecs"], r.v["downloadRetries"],
+                                 r.v["graphTimeoutSecs"]),
+        benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
+        preflight=preflight, network=network,
         kube_context=raw.get("kubernetes:context") or None,
     )
-    for name in SECRET_KEYS:
-        full = r.full(name)
-        if secret_keys is not None and _is_set(raw.get(full)) and full not in secret_keys:
-            r.problem(
-                name,
-                f"is stored in plain text; set it again with `pulumi config set --secret "
-                f"{name}`",
-            )
-    if routing.router_mode == "kv" and routing.kv_events and runtime == "nim":
+    if routing.router_mode == "kv" and routing.kv_events and serving.runtime == "nim":
         r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
                                     "settings document none), so a router waiting for them "
                                     "routes without prefix awareness: use the router's own "
                                     "prediction, `pulumi config set routerKvEvents false`")
-    prefix = f"{project}:"
-    for key in sorted(raw):
-        if key.startswith(prefix) and key[len(prefix):] not in r.read:
-            r.problems.append(
-                f"{key}: unknown setting; check the spelling against the `config:` block of "
-                "Pulumi.yaml, or remove it with `pulumi config rm`"
-            )
+    known = {r.full(key) for key in (*KEYS, *SECRET_KEYS)}
+    r.problems += [f"{key}: unknown setting; check the spelling against the `config:` block "
+                   "of Pulumi.yaml, or remove it with `pulumi config rm`"
+                   for key in sorted(raw) if key.startswith(f"{project}:") and key not in known]
     if r.problems:
         raise SettingsError(stack, r.problems)
     return settings

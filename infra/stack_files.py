@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from infra.rules import PLACEHOLDER
+from infra.names import PLACEHOLDER
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings, SettingsError, parse_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

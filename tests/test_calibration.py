@@ -27,7 +27,7 @@ from infra.calibration import (
     predicted_req_s,
     recalibrate,
 )
-from infra.recipe import SERVED_MODEL_NAME
+from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from infra import recipe, stack_files
+from infra import names, stack_files
 from infra.routing import PROFILES
 from infra.settings import parse_settings
 from tests.conftest import REPO_ROOT
@@ -180,7 +180,7 @@ def test_up_serves_the_model_then_destroy(tmp_path: Path) -> None:
     try:
         result = stack.up(on_output=print)
         outputs = {k: v.value for k, v in result.outputs.items()}
-        assert outputs["graphName"] == recipe.graph_name(stack_name)
+        assert outputs["graphName"] == names.graph_name(stack_name)
         port = _free_port()
         forward = subprocess.Popen(
             ["kubectl", "-n", outputs["namespace"], "port-forward", "--address", "127.0.0.1",

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
-from infra.rules import InputError
+from infra.names import InputError
 from infra.settings import Settings, parse_settings
 from tests.support_cluster import UNREACHABLE, as_api_returns, gpu_pod, healthy, node
 from tests.support_pulumi import run_program, stack_config

@@ -8,7 +8,7 @@ import json
 import kubernetes_validate
 import pytest
 
-from infra import manifests, recipe
+from infra import manifests, names
 from infra.routing import PROFILES, frontend_args, frontend_command
 from infra.settings import Settings, parse_settings
 from tests.support_pulumi import stack_config
@@ -80,16 +80,16 @@ def test_graph_shape_frontend_then_worker(stack: str) -> None:
     settings = settings_of(stack)
     graph = manifests.graph(settings)
     assert (graph["apiVersion"], graph["kind"]) == ("nvidia.com/v1beta1", "DynamoGraphDeployment")
-    assert graph["metadata"]["name"] == recipe.graph_name(stack)
+    assert graph["metadata"]["name"] == names.graph_name(stack)
     # The wait's bound is the resource's customTimeouts: graphTimeoutSecs leaves it alone.
     assert graph["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Ready"}
     frontend, worker = graph["spec"]["components"]
-    assert (frontend["name"], frontend["type"]) == (recipe.FRONTEND_COMPONENT, "frontend")
-    assert (worker["name"], worker["type"]) == (recipe.WORKER_COMPONENT, "worker")
+    assert (frontend["name"], frontend["type"]) == (names.FRONTEND_COMPONENT, "frontend")
+    assert (worker["name"], worker["type"]) == (names.WORKER_COMPONENT, "worker")
     main = frontend["podTemplate"]["spec"]["containers"][0]
     assert main["name"] == "main"
     assert main["command"] == frontend_command()
-    assert main["args"] == frontend_args(PROFILES[stack], port=recipe.FRONTEND_PORT)
+    assert main["args"] == frontend_args(PROFILES[stack], port=names.FRONTEND_PORT)
     # Bounded, so a namespace quota that requires limits admits it; same transport as workers.
     assert set(main["resources"]) == {"requests", "limits"}
     assert main["env"] == [{"name": "DYN_REQUEST_PLANE", "value": "tcp"}]
@@ -128,14 +128,14 @@ def test_worker_runs_the_nim_as_the_recipe_says() -> None:
                                 "DYN_SELF_HOST_METADATA", "VLLM_UUID_AUTO_DERIVE",
                                 "VLLM_EARLY_UUID_LOOKUPS")} == {
         "NIM_MODEL_TYPE": "reasoner", "NIM_MODEL_VARIANT": "super", "NIM_PRECISION": "fp8",
-        "NIM_DYNAMO_WORKER": "true", "NIM_CACHE_PATH": recipe.NIM_CACHE_PATH,
+        "NIM_DYNAMO_WORKER": "true", "NIM_CACHE_PATH": names.NIM_CACHE_PATH,
         "DYN_SYSTEM_PORT": "9090", "NIM_DISCOVERY_BACKEND": "kubernetes",
         "DYN_REQUEST_PLANE": "tcp", "DYN_SELF_HOST_METADATA": "true",
         "VLLM_UUID_AUTO_DERIVE": "1", "VLLM_EARLY_UUID_LOOKUPS": "1",
     }
     assert "NIM_TAGS_SELECTOR" not in env
     assert env["NGC_API_KEY"] == {"secretKeyRef": {
-        "name": f"{recipe.graph_name('session-affinity')}-ngc-api-key", "key": "NGC_API_KEY"}}
+        "name": f"{names.graph_name('session-affinity')}-ngc-api-key", "key": "NGC_API_KEY"}}
     assert main["resources"]["limits"] == {"cpu": "16", "memory": "96Gi", "nvidia.com/gpu": 1}
     assert main["startupProbe"]["httpGet"] == {"path": "/v1/health/live", "port": 8000}
     # The startup probe allows a cold start as long as the graph wait.
@@ -187,7 +187,7 @@ def test_download_job_matches_the_workers() -> None:
 
 def test_cache_claim_is_rwx_with_the_configured_class() -> None:
     claim = manifests.model_cache_claim(settings_of("round-robin", cacheSize="500Gi"))
-    assert claim["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
+    assert claim["metadata"]["name"] == names.MODEL_CACHE_PVC_NAME
     assert claim["spec"] == {
         "accessModes": ["ReadWriteMany"], "storageClassName": "rwx-test",
         "resources": {"requests": {"storage": "500Gi"}},

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infra import recipe
+from infra import names
 from infra.cluster import LiveObjects
 from infra.manifests import PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
@@ -93,11 +93,11 @@ def test_stack_declares_the_recipe_in_components(runs: dict[str, ProgramRun], st
     for kind, component in parent_of.items():
         assert run.one(kind).parent == components[component].urn, kind
     assert {r.parent for r in run.of_type(POLICY)} == {components["NetworkPolicies"].urn}
-    own = recipe.graph_name(stack)
+    own = names.graph_name(stack)
     assert _unwrap(run.one(SECRET).inputs)["metadata"]["name"] == f"{own}-ngc-api-key"
-    assert run.one(PVC).inputs["metadata"]["name"] == recipe.MODEL_CACHE_PVC_NAME
+    assert run.one(PVC).inputs["metadata"]["name"] == names.MODEL_CACHE_PVC_NAME
     assert run.one(JOB).inputs["metadata"]["name"] == f"{own}-model-download"
-    assert run.one(GRAPH).inputs["metadata"]["name"] == recipe.graph_name(stack)
+    assert run.one(GRAPH).inputs["metadata"]["name"] == names.graph_name(stack)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -189,7 +189,7 @@ def _claim(storage_class: str, size: str, labels: dict[str, str] | None = None
            ) -> LiveObjects:
     """A claim as the API returns it, under the stack's claim name."""
     return replace(healthy(), claim=client.V1PersistentVolumeClaim(
-        metadata=client.V1ObjectMeta(name=recipe.MODEL_CACHE_PVC_NAME,
+        metadata=client.V1ObjectMeta(name=names.MODEL_CACHE_PVC_NAME,
                                      labels=labels if labels is not None else common_labels()),
         spec=client.V1PersistentVolumeClaimSpec(
             access_modes=["ReadWriteMany"], storage_class_name=storage_class,
@@ -242,9 +242,9 @@ def test_a_claim_made_outside_the_project_is_used_as_it_is() -> None:
         cluster_objects=_claim("rwx-test", "100Gi", labels={}))
     assert run.error is None, run.error
     assert not run.of_type(PVC)
-    assert run.outputs["modelCacheClaim"] == recipe.MODEL_CACHE_PVC_NAME
+    assert run.outputs["modelCacheClaim"] == names.MODEL_CACHE_PVC_NAME
     volumes = run.one(GRAPH).inputs["spec"]["components"][1]["podTemplate"]["spec"]["volumes"]
-    assert volumes[0]["persistentVolumeClaim"]["claimName"] == recipe.MODEL_CACHE_PVC_NAME
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == names.MODEL_CACHE_PVC_NAME
     assert [line for line in run.logs if "not made by this project" in line]
 
 
@@ -278,7 +278,7 @@ def _routing_parts(graph: dict[str, Any], stack: str) -> tuple[dict[str, Any], l
     """Split a declared graph into (everything else, frontend args), checking that the
     profile appears exactly where routing requires it: name, profile labels, args."""
     graph = copy.deepcopy(graph)
-    assert graph["metadata"].pop("name") == recipe.graph_name(stack)
+    assert graph["metadata"].pop("name") == names.graph_name(stack)
     labelled = [graph["metadata"]] + [
         c["podTemplate"]["metadata"] for c in graph["spec"]["components"]
     ]
@@ -291,7 +291,7 @@ def _routing_parts(graph: dict[str, Any], stack: str) -> tuple[dict[str, Any], l
 def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
     rr, sa = runs["round-robin"], runs["session-affinity"]
     assert _keys(rr) == _keys(sa)
-    rr_graph, sa_graph = (recipe.graph_name(s) for s in ("round-robin", "session-affinity"))
+    rr_graph, sa_graph = (names.graph_name(s) for s in ("round-robin", "session-affinity"))
     for a, b in zip(_sorted(rr), _sorted(sa), strict=True):
         if a.type != GRAPH:  # the stack's own secret and Job differ in their names only
             renamed = json.dumps(a.inputs).replace(rr_graph, sa_graph)
@@ -300,8 +300,8 @@ def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
             assert json.loads(renamed) == b.inputs, f"{a.type} differs between stacks"
     rest_a, args_a = _routing_parts(rr.one(GRAPH).inputs, "round-robin")
     rest_b, args_b = _routing_parts(sa.one(GRAPH).inputs, "session-affinity")
-    assert args_a == frontend_args(PROFILES["round-robin"], port=recipe.FRONTEND_PORT)
-    assert args_b == frontend_args(PROFILES["session-affinity"], port=recipe.FRONTEND_PORT)
+    assert args_a == frontend_args(PROFILES["round-robin"], port=names.FRONTEND_PORT)
+    assert args_b == frontend_args(PROFILES["session-affinity"], port=names.FRONTEND_PORT)
     assert args_a != args_b
     rest_a = json.loads(json.dumps(rest_a).replace(rr_graph, sa_graph))  # its secret's name
     assert rest_a == rest_b, "beyond names, profile labels and frontend args the graphs match"
@@ -313,7 +313,7 @@ def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_stack_outputs_tell_how_to_verify(runs: dict[str, ProgramRun], stack: str) -> None:
     out = runs[stack].outputs
-    graph = recipe.graph_name(stack)
+    graph = names.graph_name(stack)
     assert out["namespace"] == "cosmos3-reasoner"
     assert out["graphName"] == graph
     assert out["frontendService"] == f"{graph}-frontend"
@@ -448,7 +448,7 @@ def test_a_rerun_replaces_no_download_and_leaves_the_graph_alone(case: str) -> N
     first = run_program(stack, stack_config(stack), preview=False)
     before = _older_code(_download(first)) if older else _download(first)
     live = replace(healthy(), download_job=_job_in_cluster(before, condition),
-                   graph={"metadata": {"name": recipe.graph_name(stack)}})
+                   graph={"metadata": {"name": names.graph_name(stack)}})
     again = run_program(stack, stack_config(stack, change), preview=False,
                         cluster_objects=live)
     assert again.error is None, again.error

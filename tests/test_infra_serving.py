@@ -16,7 +16,7 @@ import pytest
 from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGroup
 from dynamo.vllm.backend_args import DynamoVllmArgGroup
 
-from infra import manifests, recipe
+from infra import manifests, names
 from infra.benchmark_components import benchmark_target
 from infra.benchmark_manifests import smoke_args, sweep_args
 from infra.serving import (
@@ -178,7 +178,7 @@ def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
     args = main["args"]
     weights = "/model-cache/models/nvidia/Cosmos3-Super"
     assert flag(args, "--model") == weights
-    assert flag(args, "--served-model-name") == recipe.SERVED_MODEL_NAME
+    assert flag(args, "--served-model-name") == names.SERVED_MODEL_NAME
     assert json.loads(flag(args, "--hf-overrides")) == {"architectures": [REASONER_ARCHITECTURE]}
     assert flag(args, "--tensor-parallel-size") == "4"
     assert flag(args, "--mm-encoder-tp-mode") == "data"
@@ -312,7 +312,7 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
                  "vllmImage": TEST_VLLM_IMAGE}
     settings = settings_of("nano-trial", overrides, hf_token=TEST_HF_TOKEN)
     served = "nvidia/cosmos3-nano-reasoner"
-    assert recipe.served_model_name(settings.workers.serving.variant) == served
+    assert names.served_model_name(settings.workers.serving.variant) == served
     if runtime == "vllm":
         _, main = worker_of(settings)
         assert flag(main["args"], "--served-model-name") == served

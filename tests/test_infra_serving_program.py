@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra import recipe
+from infra import names
 from infra.serving import HF_SECRET_KEY
 from infra.settings import parse_settings
 from infra.stack_files import stack_names
@@ -74,7 +74,7 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     run = runs[stack]
     graph = _unwrap(run.one(GRAPH).inputs)
     assert graph_errors(graph) == []
-    assert graph["metadata"]["name"] == recipe.graph_name(stack)
+    assert graph["metadata"]["name"] == names.graph_name(stack)
     validate_k8s(_unwrap(run.one(JOB).inputs))
     settings = parse_settings(user_config(stack), stack)
     worker = graph["spec"]["components"][1]
@@ -91,10 +91,10 @@ def test_each_runtime_gets_its_secret_and_no_other(runs: dict[str, ProgramRun], 
     secrets = [_unwrap(s.inputs) for s in run.of_type(SECRET)]
     assert len(secrets) == 1
     if runtime_of(stack) == "vllm":
-        assert secrets[0]["metadata"]["name"] == f"{recipe.graph_name(stack)}-hf-token"
+        assert secrets[0]["metadata"]["name"] == f"{names.graph_name(stack)}-hf-token"
         assert secrets[0]["stringData"] == {HF_SECRET_KEY: TEST_HF_TOKEN}
     else:
-        assert secrets[0]["metadata"]["name"] == f"{recipe.graph_name(stack)}-ngc-api-key"
+        assert secrets[0]["metadata"]["name"] == f"{names.graph_name(stack)}-ngc-api-key"
     secret = run.one(SECRET)
     assert secret.urn in run.one(JOB).dependencies, "the download Job waits for its secret"
     # The value travels only as a Pulumi secret: nowhere in plain form.

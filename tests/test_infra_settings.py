@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra import recipe
+from infra import names
 from infra.routing import PROFILES
 from infra.serving import Serving
-from infra.settings import HF_TOKEN, SECRET_KEYS, SettingsError, parse_settings
+from infra.settings import HF_TOKEN, KEYS, SECRET_KEYS, SettingsError, parse_settings
 from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
 
 STACKS = sorted(PROFILES)
@@ -18,11 +18,11 @@ def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     settings = parse_settings(stack_config(stack), stack)
     assert settings.profile == stack
     assert settings.routing == PROFILES[stack]
-    assert settings.graph_name == recipe.graph_name(stack)
+    assert settings.graph_name == names.graph_name(stack)
     assert settings.workers.serving == Serving()  # nim, super fp8, 8x1 on H200
     assert (settings.timeouts.download_secs, settings.timeouts.graph_secs) == (7200, 3600)
     assert settings.cache.keep_on_destroy and settings.cache.create_claim
-    assert settings.cache.claim_name == recipe.MODEL_CACHE_PVC_NAME
+    assert settings.cache.claim_name == names.MODEL_CACHE_PVC_NAME
 
 
 def test_settings_hold_no_secret() -> None:
@@ -56,6 +56,25 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
             parse_settings(partial, "round-robin")
 
 
+def test_one_table_types_every_key_pulumi_yaml_declares() -> None:
+    """Type and bounds live in `settings.KEYS`, the default in Pulumi.yaml: the two agree."""
+    kinds = {"string": ("str", "choice", "quantity"), "boolean": ("bool",), "integer": ("int",),
+             "array": ("list", "levels")}
+    declared = project_file()["config"]
+    assert set(declared) == {*KEYS, *SECRET_KEYS}
+    for key, kind in KEYS.items():
+        assert kind[0] in kinds[declared[key]["type"]], key
+
+
+def test_native_yaml_values_read_as_the_cli_strings_do() -> None:
+    raw = stack_config("round-robin")
+    native = dict(raw, **{"cosmos3-routing:benchmarkConcurrencies": [1, 4],
+                          "cosmos3-routing:createNamespace": False,
+                          "cosmos3-routing:workerReplicas": 8})
+    settings = parse_settings(native, "round-robin")
+    assert settings.benchmark.concurrencies == (1, 4) and not settings.namespace.create
+
+
 def test_the_seed_placeholder_storage_class_is_rejected() -> None:
     raw = stack_config("round-robin", storage_class=None)  # Pulumi.yaml's placeholder
     with pytest.raises(SettingsError) as err:
@@ -77,7 +96,7 @@ def test_custom_stack_routes_as_configured() -> None:
     settings = parse_settings(raw, "kv-trial")
     assert settings.routing.router_mode == "kv"
     assert settings.routing.affinity_mode == "soft"
-    assert settings.graph_name == recipe.graph_name("kv-trial")
+    assert settings.graph_name == names.graph_name("kv-trial")
 
 
 def test_node_selector_and_tolerations_parse() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra import operator_names, recipe
+from infra import names
 from infra.routing import PROFILES
 from infra.settings import SettingsError, parse_settings
 from tests.support_pulumi import project_name, stack_config
@@ -14,24 +14,24 @@ from tests.support_pulumi import project_name, stack_config
 def test_every_shipped_stack_gets_names_the_operator_can_create(stack: str) -> None:
     settings = parse_settings(stack_config(stack), stack)
     graph = settings.graph_name
-    label = operator_names.dynamo_namespace(settings.namespace.name, graph)
+    label = names.dynamo_namespace(settings.namespace.name, graph)
     assert len(label) <= 63 - 10, label  # with room for a longer namespace
-    for component, worker in recipe.GRAPH_COMPONENTS.items():
-        assert len(operator_names.component_name(graph, component, worker)) <= 63
-        assert len(graph) + len(component) <= operator_names.GROVE_COMBINED_MAX
+    for component, worker in names.GRAPH_COMPONENTS.items():
+        assert len(names.component_name(graph, component, worker)) <= 63
+        assert len(graph) + len(component) <= names.GROVE_COMBINED_MAX
 
 
 def test_derived_names_follow_the_operator() -> None:
-    assert operator_names.dynamo_namespace("ns", "a.b") == "ns-a-b"
-    assert operator_names.component_name("g", "Worker", worker=True) == "g-worker-00000000"
-    assert operator_names.component_name("g", "Frontend") == "g-frontend"
+    assert names.dynamo_namespace("ns", "a.b") == "ns-a-b"
+    assert names.component_name("g", "Worker", worker=True) == "g-worker-00000000"
+    assert names.component_name("g", "Frontend") == "g-frontend"
     # Grove: 45 minus "frontend"; the frontend Service, 63 minus "-frontend".
-    assert operator_names.max_graph_len(recipe.GRAPH_COMPONENTS) == 37
+    assert names.max_graph_len(names.GRAPH_COMPONENTS) == 37
 
 
 def test_a_namespace_that_overflows_the_operators_label_is_refused_by_name() -> None:
     stack = "session-affinity"
-    graph = recipe.graph_name(stack)
+    graph = names.graph_name(stack)
     limit = 62 - len(graph)
     for name, ok in (("n" * limit, True), ("n" * (limit + 1), False)):
         raw = stack_config(stack, {"namespace": name})

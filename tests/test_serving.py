@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from infra.serving import (
-    FIELD_KEYS,
     GPU_CLASSES,
     Serving,
     serving_problems,
     vllm_worker_args,
 )
+from infra.settings import FIELD_KEYS
 
 KEYS = {field: f"cosmos3-routing:{key}" for field, key in FIELD_KEYS.items()}
 

@@ -1,0 +1,189 @@
+"""The one place of the recipe's names, the names the Dynamo operator derives from them,
+the rules input must follow, the one error type for bad input, and the seed's benchmark shape.
+
+Standard library only: the benchmark pods and the rehearsal import it. The operator's
+derived names (ai-dynamo/dynamo `deploy/operator`), checked before anything is created
+since a name over a limit fails only after the download and `graphTimeoutSecs`:
+- `ComputeDynamoNamespace` (api/v1beta1/dynamocomponentdeployment_types.go at 50820f5b):
+  `<k8s-namespace>-<graph>` (dots become '-'), the label `nvidia.com/dynamo-namespace`
+  (internal/consts/consts.go at 0367e404): a label value, at most 63 characters.
+- `GetDCDResourceName` (internal/dynamo/graph.go at d4872d7e): `<graph>-<component>`,
+  lowercase, workers with `-<8-character spec hash>`: a DNS label (63).
+- Grove (`MaxCombinedGroveResourceNameLength`, consts.go at 0367e404): len(graph) +
+  len(component) <= 45. Checked always, so a stack deploys whichever way the platform runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# --- The recipe --------------------------------------------------------------------------
+
+RECIPE = "cosmos3-super-reasoner"
+
+
+def served_model_name(variant: str = "super") -> str:
+    """The model id `/v1/models` lists for a variant (the NIM's naming; vLLM is told it)."""
+    return f"nvidia/cosmos3-{variant}-reasoner"
+
+
+SERVED_MODEL_NAME = served_model_name()
+NGC_SECRET_KEY = "NGC_API_KEY"
+MODEL_CACHE_PVC_NAME = "shared-model-cache"
+# Short on purpose: the operator derives longer names from it.
+GRAPH_NAME_PREFIX = "cosmos3"
+FRONTEND_COMPONENT = "Frontend"
+WORKER_COMPONENT = "Worker"
+# The graph's components by name, and whether each is a worker (its objects get a hash).
+GRAPH_COMPONENTS = {FRONTEND_COMPONENT: False, WORKER_COMPONENT: True}
+FRONTEND_PORT = 8000
+WORKER_SYSTEM_PORT = 9090
+# Header that binds a request to a session; the frontend routes on it when affinity is on.
+SESSION_HEADER = "X-Dynamo-Session-ID"
+# The NIM image runs as this user and group; the cache must be writable by them.
+NIM_UID = 1000
+NIM_GID = 1000
+NIM_CACHE_PATH = "/opt/nim/.cache"
+
+
+def graph_name(profile: str) -> str:
+    """DynamoGraphDeployment name of a routing profile, e.g. `cosmos3-round-robin`."""
+    return f"{GRAPH_NAME_PREFIX}-{profile}"
+
+
+def stack_object_name(graph: str, what: str) -> str:
+    """A stack's own object (NGC secret, token secret, download Job), named after its graph:
+    neither the recipe's kubectl steps nor another stack own it, so one stack's
+    `pulumi destroy` never deletes what another still uses."""
+    return f"{graph}-{what}"
+
+
+def frontend_service_name(graph: str) -> str:
+    """The Dynamo operator names the frontend Service after the graph."""
+    return f"{graph}-frontend"
+
+
+# --- Names the operator derives ----------------------------------------------------------
+
+DNS_LABEL_MAX = 63
+WORKER_HASH_LEN = 8
+GROVE_COMBINED_MAX = 45
+DYNAMO_NAMESPACE_LABEL = "nvidia.com/dynamo-namespace"
+
+
+def dynamo_namespace(k8s_namespace: str, graph: str) -> str:
+    """The operator's Dynamo namespace of a graph (also a label value on its objects)."""
+    return f"{k8s_namespace}-{graph.replace('.', '-')}"
+
+
+def component_name(graph: str, component: str, worker: bool = False) -> str:
+    """Name of a component's objects; a worker's carries its 8-character spec hash."""
+    base = f"{graph}-{component.lower()}"
+    return f"{base}-{'0' * WORKER_HASH_LEN}" if worker else base
+
+
+def max_graph_len(components: dict[str, bool]) -> int:
+    """The longest graph name whose components' names fit every limit above."""
+    return min(
+        min(GROVE_COMBINED_MAX - len(c), DNS_LABEL_MAX - len(component_name("", c, worker)))
+        for c, worker in components.items()
+    )
+
+
+def max_namespace_len(graph: str) -> int:
+    """The longest Kubernetes namespace whose Dynamo namespace label fits with `graph`."""
+    return min(DNS_LABEL_MAX, DNS_LABEL_MAX - len(dynamo_namespace("", graph)))
+
+
+# --- Rules input follows, and the one error type -----------------------------------------
+
+# The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
+# default so a stack that forgot its storage class fails here, not in the cluster.
+PLACEHOLDER = re.compile(r"[<>]|^your-|^changeme$|^todo$", re.IGNORECASE)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Pinned: an explicit tag, a digest, or both (`repo:tag@sha256:...`).
+IMAGE = re.compile(r"^[a-z0-9]([-a-z0-9._/:]*[a-z0-9])?"
+                   r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$")
+SEMVER = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A run id names Jobs, labels and folders: a DNS label (the stack may shorten it further).
+RUN_ID = DNS_LABEL
+RUN_ID_MAX_LEN = 30
+# Every wait a stack sets (download, graph, smoke test, sweep...): a minute to a week.
+MIN_TIMEOUT_SECS = 60
+MAX_TIMEOUT_SECS = 7 * 24 * 3600
+MAX_CONCURRENCY = 1024
+
+
+def levels_problems(levels: Sequence[int]) -> list[str]:
+    """What is wrong with a sweep's concurrency levels (the stack's, the sweep's and the
+    rehearsal's alike): at least one, each 1..MAX_CONCURRENCY, none twice."""
+    problems = [] if levels else ["needs at least one level"]
+    if any(not 1 <= c <= MAX_CONCURRENCY for c in levels):
+        problems.append(f"levels must be >= 1 and at most {MAX_CONCURRENCY} (got {list(levels)})")
+    if len(set(levels)) != len(levels):
+        problems.append(f"levels repeat (got {list(levels)})")
+    return problems
+
+
+class InputError(ValueError):
+    """Bad input, found before anything started: every problem, one line each, naming the
+    setting and the fix. The one error type of every check (stack, sweep, rehearsal)."""
+
+    def __init__(self, heading: str, problems: list[str]) -> None:
+        self.heading, self.problems = heading, problems
+        super().__init__(f"{heading}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def cidr(text: str) -> str | None:
+    """`text` as a CIDR (a bare address is its /32 or /128), or None when it is not one."""
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        return None
+
+
+# --- The seed's benchmark shape: the CLI, Pulumi.yaml and the rehearsal read it ----------
+
+
+@dataclass(frozen=True)
+class VideoShape:
+    """Synthetic videos made with FFmpeg before the measured sweep."""
+
+    count: int = 200
+    duration_secs: int = 30
+    fps: int = 2
+    width: int = 640
+    height: int = 360
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SweepShape:
+    """What every concurrency level sends."""
+
+    questions_per_video: int = 20
+    output_tokens: int = 128
+    concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
+    # The seed sends no warm-up. Where one is wanted, it asks about videos outside the
+    # measured set: a measured video's questions warmed under another session would be
+    # cached on a worker that video's measured session is not bound to.
+    warmup_videos: int = 0
+    random_seed: int = 0
+    videos: VideoShape = field(default_factory=VideoShape)
+
+    @property
+    def requests_per_level(self) -> int:
+        return self.videos.count * self.questions_per_video
+
+
+SEED_SHAPE = SweepShape()
