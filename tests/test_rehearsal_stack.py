@@ -163,9 +163,14 @@ _CHILD = textwrap.dedent(
 
 
 def _start_child(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
+    """The rehearsal as a user runs it in the foreground. An ignored SIGINT survives exec,
+    and a Python that starts with it ignored never raises KeyboardInterrupt: a suite
+    started in the background of a non-interactive shell (`pytest ... &`, which ignores
+    SIGINT for it) would otherwise hand the child a Ctrl-C it cannot hear."""
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
         env=child_env(), start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert child.stdout is not None
     line = child.stdout.readline()
