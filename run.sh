@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: set up .venv (idempotent), then run.
-#   ./run.sh                 the main job: local rehearsal of both routing profiles
+#   ./run.sh                 the main job: local rehearsal of every routing profile
+#                            (python -m rehearsal; ./run.sh rehearse [OPTIONS] takes its options)
 #   ./run.sh test [ARGS]     the test suite (pytest ARGS, e.g. -m "not rehearsal")
 #   ./run.sh <command> ...   any `python -m benchmarks` command (videos, sweep, report...)
 set -euo pipefail
@@ -10,7 +11,8 @@ if [ "${1:-}" = test ]; then
   shift
   exec .venv/bin/python -m pytest "$@"
 fi
-if [ "$#" -eq 0 ]; then
-  set -- rehearse
+if [ "$#" -eq 0 ] || [ "$1" = rehearse ]; then
+  shift "$(( $# > 0 ))"
+  exec .venv/bin/python -m rehearsal "$@"
 fi
 exec .venv/bin/python -m benchmarks "$@"
