@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("videos", "smoke", "sweep", "report", "rehearse", "collect", "plan")
+COMMANDS = ("videos", "smoke", "sweep", "report", "collect", "plan")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -18,7 +18,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="Cosmos3 Super Reasoner routing benchmark: videos, smoke test, AIPerf "
-        "sweep, comparison report, local rehearsal, results from the cluster, sweep plan.",
+        "sweep, comparison report, results from the cluster, sweep plan (the local rehearsal: "
+        "`python -m rehearsal`).",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in (only,) if only in COMMANDS else COMMANDS:

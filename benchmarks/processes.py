@@ -1,50 +1,17 @@
-"""The rehearsal's processes and ports, through psutil (Linux and macOS alike).
-
-Everything the rehearsal starts must listen on 127.0.0.1 only, and other engineers run
-servers on the same machine, so ports are picked free (bind port 0), every listener of
-the started processes can be listed to prove where it is bound, and the memory of the
-whole tree (servers and AIPerf's workers running at once) is sampled.
+"""Processes, through psutil (Linux and macOS alike): a failed one's log, a tree's memory,
+and SIGTERM treated as Ctrl-C, for the sweep, the rehearsal and perf/.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-
-LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_in_use(port: int, host: str = LOOPBACK) -> bool:
-    """True when `host:port` cannot be bound right now (someone listens there)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def accepts_connections(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -54,50 +21,6 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return "(no output)"
     return "\n".join(text[-lines:]) or "(no output)"
-
-
-@dataclass(frozen=True)
-class Listener:
-    """One listening TCP socket of a process."""
-
-    pid: int
-    address: str
-    port: int
-
-    @property
-    def loopback_only(self) -> bool:
-        return self.address in (LOOPBACK, "::1", "::ffff:127.0.0.1")
-
-
-def listening_ports() -> set[int]:
-    """Every TCP port something listens on here, whoever owns it."""
-    return {c.laddr.port for c in psutil.net_connections("tcp")
-            if c.status == psutil.CONN_LISTEN}
-
-
-def listeners(pids: set[int]) -> list[Listener]:
-    """Every listening TCP socket owned by one of `pids`."""
-    found: list[Listener] = []
-    for pid in sorted(pids):
-        try:
-            connections = psutil.Process(pid).net_connections("tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        found += [Listener(pid, c.laddr.ip, c.laddr.port) for c in connections
-                  if c.status == psutil.CONN_LISTEN]
-    return found
-
-
-def process_group_members(pgid: int) -> set[int]:
-    """Pids whose process group is `pgid` (a started server and anything it forked)."""
-    members = set()
-    for pid in psutil.pids():
-        try:
-            if os.getpgid(pid) == pgid:
-                members.add(pid)
-        except OSError:
-            continue
-    return members
 
 
 def tree_pids(root: int) -> set[int]:
@@ -117,19 +40,6 @@ def tree_resident_bytes(root: int) -> int:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
-
-
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) CPU seconds of all CPUs since boot."""
-    times = psutil.cpu_times()
-    idle = times.idle + getattr(times, "iowait", 0.0)
-    total = sum(times)
-    return total - idle, total
-
-
-def available_memory() -> int | None:
-    """Memory that can be used without swapping, in bytes."""
-    return int(psutil.virtual_memory().available)
 
 
 class PeakMemory:

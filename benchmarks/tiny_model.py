@@ -1,19 +1,10 @@
 """A tiny local model directory (config.json + tokenizer files), built with no hub access.
 
-AIPerf needs a tokenizer to count tokens, and the Dynamo mocker needs a model directory;
-offline, both take this directory. The tokenizer is word level (one token per word,
-digit or punctuation mark), and its vocabulary holds the question set and the text
-stand-in words (benchmarks/prompts.py), so token counts of the rehearsal's prompts are
-exact. Unknown words map to `<unk>` (still one token each), so any answer can be counted.
-AIPerf 0.13 treats a local directory as a hub repo id when HF_HUB_OFFLINE=1 is set; keep
-that variable away from AIPerf (the sweep removes it from AIPerf's environment).
-
-For `dynamo.mocker` every token it emits must decode: the mocker (Dynamo 1.6.1) answers
-with random token ids in [1000, 2000), measured here by decoding 500 of them. A smaller
-vocabulary decodes them to nothing, the frontend then streams chunks without content, and
-AIPerf counts every request as failed ("No responses with actual content"), so the
-rehearsal pads the vocabulary with filler words up to `MOCKER_MAX_TOKEN_ID` (the prompts'
-token ids are unchanged).
+AIPerf needs a tokenizer and the Dynamo mocker a model directory; offline, both take this
+one. Word level (one token per word, digit or punctuation mark) over the questions and the
+stand-in words (benchmarks/prompts.py), so the prompts' token counts are exact; unknown
+words are one `<unk>` each. Keep HF_HUB_OFFLINE=1 away from AIPerf: it then takes a local
+directory for a hub repo id.
 """
 
 from __future__ import annotations
@@ -52,8 +43,11 @@ def vocabulary() -> list[str]:
     return [UNK, BOS, EOS, *ROLE_TOKENS, *sorted(words)]
 
 
-def build_tokenizer() -> Tokenizer:
-    vocab = {token: i for i, token in enumerate(vocabulary())}
+def build_tokenizer(vocab_size: int = 0) -> Tokenizer:
+    """`vocab_size` pads the vocabulary with filler words (the prompts' ids unchanged)."""
+    words = vocabulary()
+    words += [f"mock{i}" for i in range(len(words), vocab_size)]
+    vocab = {token: i for i, token in enumerate(words)}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True)]
@@ -87,13 +81,10 @@ def is_tiny_model_dir(path: Path) -> bool:
     return all((path / name).is_file() for name in FILES)
 
 
-def build_tiny_model_dir(path: Path) -> Path:
-    """Write the tiny model directory at `path` (created if needed); returns `path`.
-
-    Deterministic: the same files every time, so it may be rebuilt freely.
-    """
+def build_tiny_model_dir(path: Path, vocab_size: int = 0) -> Path:
+    """Write the tiny model directory at `path` (deterministic: rebuild freely)."""
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(vocab_size)
     tokenizer.save(str(path / "tokenizer.json"))
     special = {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK, "pad_token": UNK}
     tokenizer_config = {
@@ -115,40 +106,3 @@ def build_tiny_model_dir(path: Path) -> Path:
         (path / name).write_text(json.dumps(content, indent=2) + "\n")
     return path
 
-
-MOCKER_MAX_TOKEN_ID = 1999
-FILLER_PREFIX = "mock"
-
-
-def pad_vocabulary(model_dir: Path, size: int = MOCKER_MAX_TOKEN_ID + 1) -> int:
-    """Extend the word-level vocabulary of `model_dir` to `size` entries; returns the size.
-
-    Idempotent. Updates `tokenizer.json` and `config.json`'s `vocab_size` together.
-    """
-    tokenizer_file = model_dir / "tokenizer.json"
-    data = json.loads(tokenizer_file.read_text())
-    model = data["model"]
-    if model.get("type") != "WordLevel":
-        raise ValueError(f"{tokenizer_file}: not a word-level tokenizer ({model.get('type')})")
-    vocab: dict[str, int] = model["vocab"]
-    next_id = max(vocab.values()) + 1
-    while next_id < size:
-        word = f"{FILLER_PREFIX}{next_id}"
-        if word not in vocab:
-            vocab[word] = next_id
-            next_id += 1
-    text = json.dumps(data, ensure_ascii=False)
-    Tokenizer.from_str(text)  # refuses a malformed vocabulary before it is written
-    tokenizer_file.write_text(text)
-    config_file = model_dir / "config.json"
-    config = json.loads(config_file.read_text())
-    config["vocab_size"] = max(int(config.get("vocab_size", 0)), next_id)
-    config_file.write_text(json.dumps(config, indent=2) + "\n")
-    return next_id
-
-
-def mock_model_dir(path: Path) -> Path:
-    """The tiny model directory at `path`, padded for the mocker."""
-    build_tiny_model_dir(path)
-    pad_vocabulary(path)
-    return path

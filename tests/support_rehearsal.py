@@ -8,10 +8,15 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.local_dynamo import LocalDynamoConfig, MockFleet, find_nats_server
-from benchmarks.processes import listeners, listening_ports
-from benchmarks.tiny_model import mock_model_dir
 from infra.routing import Routing
+from rehearsal.local_dynamo import (
+    LocalDynamoConfig,
+    MockFleet,
+    find_nats_server,
+    listeners,
+    listening_ports,
+    mock_model_dir,
+)
 
 
 def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalDynamoConfig:

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_run import LevelSummary
-from benchmarks.local_dynamo import LocalDynamo, MockFleet, mocker_command
 from benchmarks.prompts import standin_text
-from benchmarks.rehearse import STANDIN_TOKENS, RehearsalConfig, seed_comparison
 from infra.calibration import (
     H200,
     MOCK_MISS_SECS,
@@ -29,6 +27,8 @@ from infra.calibration import (
 )
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
+from rehearsal.local_dynamo import LocalDynamo, MockFleet, mocker_command
+from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig, seed_comparison
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 from tests.support_rehearsal import small_stack_config

@@ -3,8 +3,11 @@ its README stays a guide."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 
@@ -26,16 +29,17 @@ def test_the_readme_stays_a_guide() -> None:
         assert f"(docs/{doc}.md)" in readme and (REPO_ROOT / "docs" / f"{doc}.md").is_file()
 
 
-def test_imports_run_one_way_benchmarks_to_infra() -> None:
-    """infra/ deploys and runs the toolkit (in pods, and `collect` from the results hook)
-    as a program; it never imports it, so either can be read without the other's insides."""
-    import ast
-
+@pytest.mark.parametrize("folder,never", [("infra", ("benchmarks", "rehearsal")),
+                                           ("benchmarks", ("rehearsal",))])
+def test_imports_run_one_way(folder: str, never: tuple[str, ...]) -> None:
+    """rehearsal/ -> benchmarks/ -> infra/: infra runs the toolkit as a program (in pods, and
+    `collect` from the results hook) and the toolkit knows nothing of the rehearsal, so each
+    can be read without the insides of those that use it."""
     offenders = []
-    for path in sorted((REPO_ROOT / "infra").glob("*.py")):
+    for path in sorted((REPO_ROOT / folder).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name}: {n}" for n in names
-                          if n == "benchmarks" or n.startswith("benchmarks.")]
+                          if n.split(".")[0] in never]
     assert offenders == []

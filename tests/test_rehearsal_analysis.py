@@ -11,7 +11,11 @@ import pytest
 
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.evidence import Stickiness, stickiness, worker_id_from_body
-from benchmarks.rehearse import (
+from benchmarks.report import ProfileRun
+from benchmarks.sweep import MANIFEST_NAME, SweepError
+from benchmarks.tiny_model import build_tiny_model_dir
+from rehearsal.local_dynamo import MOCKER_MAX_TOKEN_ID, mock_model_dir
+from rehearsal.rehearse import (
     Rehearsal,
     RehearsalConfig,
     config_problems,
@@ -19,13 +23,8 @@ from benchmarks.rehearse import (
     gain_lines,
     level_timeout,
     rehearsal_summary,
-    rerun_problems,
     summary_lines,
 )
-from benchmarks.report import ProfileRun
-from benchmarks.sweep import MANIFEST_NAME
-from benchmarks.tiny_model import MOCKER_MAX_TOKEN_ID, build_tiny_model_dir, pad_vocabulary
-from infra.rules import InputError
 
 
 def test_stickiness_figures() -> None:
@@ -47,33 +46,25 @@ def test_worker_id_shapes() -> None:
 
 def test_bad_options_are_named() -> None:
     problems = config_problems(RehearsalConfig(
-        videos=0, concurrencies=(4, 4), standin_tokens=10, speedup_ratio=0,
-        frontend_port=9000, nats_port=9000))
+        videos=0, concurrencies=(4, 4), standin_tokens=10, speedup_ratio=0))
     text = "\n".join(problems)
-    for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio",
-                   "--frontend-port"):
+    for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio"):
         assert option in text
     assert config_problems(RehearsalConfig()) == []
 
 
-def test_a_rerun_with_other_settings_is_refused_before_anything_changes(tmp_path: Path) -> None:
-    """Resuming keeps finished levels, so a run id is bound to the settings it began with."""
-    first = RehearsalConfig(videos=4, results_root=tmp_path, run_id="r1")
-    run_dir = tmp_path / "r1"
-    (run_dir / "round-robin").mkdir(parents=True)
-    (run_dir / "round-robin" / MANIFEST_NAME).write_text(
-        json.dumps({"deployment": {"shape": first.shape()}}))
-    (run_dir / "dataset.jsonl").write_text("the earlier run's dataset\n")
-    assert rerun_problems(first, run_dir) == []
-    (problem,) = rerun_problems(replace(first, videos=5, standin_tokens=300), run_dir)
-    assert "--videos 4 -> 5" in problem and "--standin-tokens" in problem
-    assert "new --run-id" in problem
-    with pytest.raises(InputError, match="--videos 4 -> 5"):
-        Rehearsal(replace(first, videos=5)).run()
-    assert (run_dir / "dataset.jsonl").read_text() == "the earlier run's dataset\n"
-    # Other levels or profiles are not a different setup.
-    assert rerun_problems(replace(first, concurrencies=(2,), profiles=("round-robin",)),
-                          run_dir) == []
+def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Path) -> None:
+    """Resuming keeps finished levels, so a run id is bound to the settings it began with:
+    the sweep compares the manifest's `deployment.shape` before it starts any stack."""
+    first = RehearsalConfig(videos=4, profiles=("round-robin",), results_root=tmp_path,
+                            run_id="r1")
+    run_dir = tmp_path / "r1" / "round-robin"
+    run_dir.mkdir(parents=True)
+    (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
+    with pytest.raises(SweepError, match="new --run-id") as failure:
+        Rehearsal(replace(first, videos=5), say=lambda line: None).run()
+    assert "'--videos': 4," in str(failure.value) and "'--videos': 5," in str(failure.value)
+    assert not (run_dir / "stack").exists(), "a stack was started"
 
 
 def test_level_timeout_scales_with_work() -> None:
@@ -139,12 +130,12 @@ def test_notes_explain_broken_affinity() -> None:
 def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
     from tokenizers import Tokenizer
 
-    model = build_tiny_model_dir(tmp_path / "m")
-    before = Tokenizer.from_file(str(model / "tokenizer.json"))
+    before = Tokenizer.from_file(str(build_tiny_model_dir(tmp_path / "m") / "tokenizer.json"))
     prompt = "video 3 shows : What is happening ?"
-    size = pad_vocabulary(model)
-    assert size == MOCKER_MAX_TOKEN_ID + 1 == pad_vocabulary(model)
+    model = mock_model_dir(tmp_path / "mock")
+    assert json.loads((model / "config.json").read_text())["vocab_size"] == MOCKER_MAX_TOKEN_ID + 1
     after = Tokenizer.from_file(str(model / "tokenizer.json"))
+    assert after.get_vocab_size() == MOCKER_MAX_TOKEN_ID + 1
     assert after.encode(prompt).ids == before.encode(prompt).ids
     assert after.decode([1000, MOCKER_MAX_TOKEN_ID]).strip() != ""
 

@@ -1,4 +1,4 @@
-"""The rehearsal end to end, as the user runs it: `python -m benchmarks rehearse`.
+"""The rehearsal end to end, as the user runs it: `python -m rehearsal`.
 
 Real dynamo.frontend and dynamo.mocker (8 workers, as the stacks declare), real AIPerf,
 every profile, two concurrency levels, a few small videos. Asserts the routing obeyed
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.evidence import ATTRIBUTION_FILE
-from benchmarks.local_dynamo import PROCESS_RECORD
-from benchmarks.processes import LOOPBACK, tree_pids
-from benchmarks.rehearse import REHEARSAL_FILE
+from benchmarks.processes import tree_pids
 from benchmarks.sweep import level_dir_name
+from rehearsal.local_dynamo import LOOPBACK, PROCESS_RECORD
+from rehearsal.rehearse import REHEARSAL_FILE
 from tests.support_rehearsal import child_env, ports_of, still_listening, wait_gone
 
 pytestmark = pytest.mark.rehearsal
@@ -35,7 +35,7 @@ SMALL = [
 
 
 def _rehearse(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "benchmarks", "rehearse", *SMALL,
+    return [sys.executable, "-m", "rehearsal", *SMALL,
             "--results-root", str(tmp_path), "--run-id", "e2e", *extra]
 
 

@@ -1,56 +1,37 @@
-"""Preflight errors, caused for real: a taken port, no NATS, no Dynamo, a broken Dynamo,
-too little memory. Each must be reported before anything starts, naming the fix."""
+"""Preflight problems, caused for real: no NATS, no Dynamo, a broken Dynamo, too little
+memory. Each is reported, with its fix, before anything starts."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
-from benchmarks.local_dynamo import find_nats_server
-from benchmarks.preflight import (
-    PortRequest,
-    available_memory,
-    check_dynamo,
-    run_preflight,
-)
-from benchmarks.processes import LOOPBACK, free_port, port_in_use
 from infra.rules import InputError
+from rehearsal.local_dynamo import find_nats_server, preflight_problems
+from rehearsal.rehearse import Rehearsal, RehearsalConfig
 from tests.support_rehearsal import child_env
 
 
-def test_healthy_environment_passes() -> None:
-    run_preflight(find_nats_server(), ports=[PortRequest("--frontend-port", free_port())])
-
-
-def test_port_in_use_is_named_with_its_option() -> None:
-    with socket.socket() as busy:
-        busy.bind((LOOPBACK, 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        assert port_in_use(port)
-        with pytest.raises(InputError) as failure:
-            run_preflight(find_nats_server(), ports=[PortRequest("--nats-port", port)])
-    message = str(failure.value)
-    assert f"--nats-port {port}" in message and "already in use" in message
-    assert "nothing was started" in message
+def test_healthy_environment_passes(tmp_path: Path) -> None:
+    assert preflight_problems(find_nats_server(), tmp_path / "results") == []
 
 
 def test_missing_nats_is_reported(tmp_path: Path) -> None:
     assert find_nats_server(str(tmp_path / "python"), search_path=str(tmp_path)) is None
-    with pytest.raises(InputError, match="nats-server not found.*setup.sh"):
-        run_preflight(None)
+    (problem,) = preflight_problems(None, tmp_path)
+    assert "nats-server not found" in problem and "setup.sh" in problem
 
 
 def test_missing_dynamo_is_reported(tmp_path: Path) -> None:
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
-    problems = check_dynamo(str(venv / "bin" / "python"))
-    assert len(problems) == 1 and "not installed" in problems[0] and "setup.sh" in problems[0]
+    (problem,) = preflight_problems(find_nats_server(), tmp_path, str(venv / "bin" / "python"))
+    assert "not installed" in problem and "setup.sh" in problem
 
 
 def test_broken_dynamo_install_is_reported(tmp_path: Path) -> None:
@@ -64,26 +45,21 @@ def test_broken_dynamo_install_is_reported(tmp_path: Path) -> None:
     )
     env = child_env()
     env["PYTHONPATH"] = f"{tmp_path / 'shadow'}:{env['PYTHONPATH']}"
-    problems = check_dynamo(sys.executable, env)
-    assert len(problems) == 1
-    assert "broken" in problems[0] and "libdynamo_core.so" in problems[0]
-    with pytest.raises(InputError, match="broken"):
-        run_preflight(find_nats_server(), env=env)
+    (problem,) = preflight_problems(find_nats_server(), tmp_path, env=env)
+    assert "broken" in problem and "libdynamo_core.so" in problem
 
 
-def test_too_little_memory_is_reported() -> None:
-    available = available_memory()
-    assert available is not None and available > 0
-    with pytest.raises(InputError, match="too little memory"):
-        run_preflight(find_nats_server(), memory_needed=available * 4)
+def test_too_little_memory_is_reported(tmp_path: Path) -> None:
+    available = psutil.virtual_memory().available
+    (problem,) = preflight_problems(find_nats_server(), tmp_path, memory_needed=available * 4)
+    assert "too little memory" in problem
 
 
-def test_all_problems_are_reported_at_once() -> None:
-    with socket.socket() as busy:
-        busy.bind((LOOPBACK, 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        with pytest.raises(InputError) as failure:
-            run_preflight(None, ports=[PortRequest("--frontend-port", port)],
-                          memory_needed=2**60)
-    assert len(failure.value.problems) == 3
+def test_all_problems_are_reported_at_once_before_anything_starts(tmp_path: Path) -> None:
+    assert len(preflight_problems(None, tmp_path, memory_needed=2**60)) == 2
+    rehearsal = Rehearsal(RehearsalConfig(videos=0, profiles=("no-such-stack",),
+                                          results_root=tmp_path))
+    with pytest.raises(InputError, match="nothing was started") as failure:
+        rehearsal.run()
+    assert len(failure.value.problems) == 2  # the option and the stack
+    assert not any(tmp_path.iterdir())

