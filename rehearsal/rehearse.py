@@ -9,6 +9,7 @@ seed's table. What it models and its limits: docs/rehearsal.md. The same `--run-
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from benchmarks.sweep import (
     SweepConfig,
     dist_version,
     level_complete,
+    open_run,
     run_sweep,
     write_json,
 )
@@ -224,6 +226,13 @@ class Rehearsal:
         if problems:
             raise InputError("the rehearsal cannot start (nothing was started)", problems)
 
+    def datasets(self, folder: Path) -> tuple[Path, Path | None]:
+        cfg = self.config
+        return build_run_datasets(
+            folder, cfg.videos, cfg.questions_per_video, cfg.warmup_videos,
+            text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
+            video_source="text stand-in (local rehearsal)")
+
     def sweep_config(self, stack: Settings, model: Path, datasets: tuple[Path, Path | None]
                      ) -> SweepConfig:
         cfg = self.config
@@ -291,10 +300,14 @@ class Rehearsal:
                      f"concurrency {', '.join(map(str, cfg.concurrencies))}; results in "
                      f"{self.run_dir}")
             model = mock_model_dir(self.run_dir / "model")
-            datasets = build_run_datasets(
-                self.run_dir, cfg.videos, cfg.questions_per_video, cfg.warmup_videos,
-                text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
-                video_source="text stand-in (local rehearsal)")
+            if any((self.run_dir / p / MANIFEST_NAME).is_file() for p in cfg.profiles):
+                # A resume: its settings are checked on datasets built aside, so a refusal
+                # leaves the earlier run as it was (the sweep's CLI does the same).
+                with tempfile.TemporaryDirectory() as aside:
+                    built = self.datasets(Path(aside))
+                    for p in cfg.profiles:
+                        open_run(self.sweep_config(self.stacks[p], model, built))
+            datasets = self.datasets(self.run_dir)
             runs, kept = zip(*(self.run_profile(self.stacks[p], model, datasets)
                                for p in cfg.profiles), strict=True)
             notes = self.direction(runs)

@@ -55,16 +55,20 @@ def test_bad_options_are_named() -> None:
 
 def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Path) -> None:
     """Resuming keeps finished levels, so a run id is bound to the settings it began with:
-    the sweep compares the manifest's `deployment.shape` before it starts any stack."""
+    the sweep compares the manifest's `deployment.shape` before it starts any stack, and
+    the earlier run's dataset is left as it was."""
     first = RehearsalConfig(videos=4, profiles=("round-robin",), results_root=tmp_path,
                             run_id="r1")
     run_dir = tmp_path / "r1" / "round-robin"
     run_dir.mkdir(parents=True)
     (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
+    dataset = Rehearsal(first, say=lambda line: None).datasets(tmp_path / "r1")[0]
+    before = dataset.read_bytes()
     with pytest.raises(SweepError, match="new --run-id") as failure:
         Rehearsal(replace(first, videos=5), say=lambda line: None).run()
-    assert "'--videos': 4," in str(failure.value) and "'--videos': 5," in str(failure.value)
+    assert "deployment.shape.--videos: 4 -> 5" in str(failure.value)
     assert not (run_dir / "stack").exists(), "a stack was started"
+    assert dataset.read_bytes() == before, "the refused resume rebuilt the run's dataset"
 
 
 def test_level_timeout_scales_with_work() -> None:
