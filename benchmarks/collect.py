@@ -12,7 +12,6 @@ real one (the `kubernetes` client and the kubeconfig the Pulumi provider uses).
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import re
 import shutil
@@ -31,7 +30,7 @@ from urllib3.exceptions import HTTPError
 
 from benchmarks.report import binding_changes, build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
-from infra.benchmark_manifests import CACHE_DIR, SCRATCH_DIR, results_reader_pod
+from infra.benchmark_manifests import CACHE_DIR, results_reader_pod
 from infra.benchmark_names import (
     SWEEP_RUNNING_EXIT_CODE,
     collect_command,
@@ -207,39 +206,23 @@ def bring_results_home(
 # ---------------------------------------------------------------------------------------
 # The real cluster: the kubernetes client over the user's kubeconfig
 
-# Runs inside the reader pod: a gzipped tar of the run folder, written to the pod's
-# scratch volume, its size printed. Exit 3 says the folder does not exist.
-PACK_SCRIPT = (
-    "import os, sys, tarfile\n"
-    "root, archive = sys.argv[1:3]\n"
-    "if not os.path.isdir(root):\n"
-    "    sys.stderr.write('missing ' + root)\n"
-    "    sys.exit(3)\n"
-    "with tarfile.open(archive, 'w:gz') as tar:\n"
-    "    tar.add(root, arcname='.')\n"
-    "print(os.path.getsize(archive))\n"
-)
-# One piece of that archive, base64 on stdout (the exec stream carries text).
-PIECE_SCRIPT = (
-    "import base64, sys\n"
-    "with open(sys.argv[1], 'rb') as f:\n"
-    "    f.seek(int(sys.argv[2]))\n"
-    "    sys.stdout.write(base64.b64encode(f.read(int(sys.argv[3]))).decode())\n"
-)
+# Runs inside the reader pod (the image's own `sh` and `tar`): the run folder as a gzipped
+# tar on stdout, streamed as it is made; exit 3 says the folder does not exist.
 MISSING_EXIT_CODE = 3
-# What one exec carries: neither side ever holds more of a run than this (plus base64).
-PIECE_BYTES = 8 * 2**20
 
 
-def fetch_archive(run: Callable[[list[str]], str], root: str, scratch: str,
-                  archive: Path) -> None:
-    """Pack `root` in the pod (at `scratch`) and stream the archive to `archive` piece by
-    piece: `run` executes one command in the pod and returns its stdout."""
-    size = int(run(["python", "-c", PACK_SCRIPT, root, scratch]).strip())
-    with open(archive, "wb") as out:
-        for offset in range(0, size, PIECE_BYTES):
-            piece = run(["python", "-c", PIECE_SCRIPT, scratch, str(offset), str(PIECE_BYTES)])
-            out.write(base64.b64decode(piece.strip()))
+def pack_command(root: str) -> list[str]:
+    return ["sh", "-c", f'cd "$1" 2>/dev/null || {{ echo "missing $1" >&2; '
+            f'exit {MISSING_EXIT_CODE}; }}; exec tar czf - .', "sh", root]
+
+
+def check_pack(code: int | None, err: str) -> None:
+    """What the pack command's exit code says."""
+    if code == MISSING_EXIT_CODE:
+        raise CollectError(f"no results folder on the claim ({err.strip()}): "
+                           "the sweep has not started writing this run yet")
+    if code not in (0, None):
+        raise CollectError(f"reading the results failed: {err[-500:]}")
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
@@ -376,9 +359,7 @@ class KubernetesClusterIO:
                                            "`get` on pods")) from None
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
-                fetch_archive(lambda command: self._exec(location.namespace, name, command),
-                              f"{CACHE_DIR}/{location.subpath}", f"{SCRATCH_DIR}/run.tgz",
-                              archive)
+                self._pack(location.namespace, name, f"{CACHE_DIR}/{location.subpath}", archive)
                 extract_archive(archive, dest)
         except ApiException as error:
             raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
@@ -414,30 +395,30 @@ class KubernetesClusterIO:
             f"describe pod {name}` says why (image pull, claim mount)"
         )
 
-    def _exec(self, namespace: str, name: str, command: list[str]) -> str:
+    def _pack(self, namespace: str, name: str, root: str, archive: Path) -> None:
+        """Stream `pack_command`'s tar from the pod's exec into `archive` as it comes (the
+        client's binary stream), within COPY_TIMEOUT_SECS."""
         from kubernetes.stream import stream
 
         ws = stream(
             self._core.connect_get_namespaced_pod_exec, name, namespace, container="main",
-            command=command, stdout=True, stderr=True, stdin=False, tty=False,
-            _preload_content=False,
+            command=pack_command(root), stdout=True, stderr=True, stdin=False, tty=False,
+            _preload_content=False, binary=True,
         )
+        deadline = time.monotonic() + self.COPY_TIMEOUT_SECS
+        err = b""
         try:
-            # Buffers one piece's stdout until the command ends (or the timeout passes).
-            ws.run_forever(timeout=self.COPY_TIMEOUT_SECS)
+            with open(archive, "wb") as out:
+                while ws.is_open() and time.monotonic() < deadline:
+                    ws.update(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+                    out.write(ws.read_stdout() or b"")
+                    err += ws.read_stderr() or b""
             timed_out = ws.is_open()
-            out, err = ws.read_stdout(), ws.read_stderr()
         finally:
             ws.close()
         if timed_out:
             raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
-        code = ws.returncode
-        if code == MISSING_EXIT_CODE:
-            raise CollectError(f"no results folder on the claim ({err.strip()}): "
-                               "the sweep has not started writing this run yet")
-        if code not in (0, None):
-            raise CollectError(f"reading the results failed: {err[-500:]}")
-        return out
+        check_pack(ws.returncode, err.decode(errors="replace"))
 
 
 # ---------------------------------------------------------------------------------------

@@ -68,9 +68,6 @@ CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-# The results reader's writable scratch (its root filesystem is read-only): where `collect`
-# packs a run before copying it out piece by piece.
-SCRATCH_DIR = "/scratch"
 
 # A sweep not waited for is awaited only until it has started: unlike
 # `pulumi.com/skipAwait`, a `waitFor` still awaits the Job's deletion, so a replacement is
@@ -629,8 +626,8 @@ def results_reader_pod(
 
     Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
     with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
-    only sleeps (bounded) until the copy is done and it is deleted. Its scratch volume
-    holds the packed run while `collect` copies it out; `placement` is the Jobs' (a
+    only sleeps (bounded) until the copy (its own `tar`, streamed out) is done and it is
+    deleted; `placement` is the Jobs' (a
     cluster whose every node is tainted runs it too). `owner_job` (name, uid)
     makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
     destroy` deletes that Job.
@@ -651,12 +648,10 @@ def results_reader_pod(
                for probe in ("readinessProbe", "livenessProbe")},
             "resources": _resources("100m", "256Mi", "1Gi", "1"),
             "securityContext": _container_security(),
-            "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True},
-                             {"name": "scratch", "mountPath": SCRATCH_DIR}],
+            "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
         }],
         "volumes": [{"name": "cache",
-                     "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                    {"name": "scratch", "emptyDir": {"sizeLimit": "10Gi"}}],
+                     "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
     }
     if image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]

@@ -1,8 +1,9 @@
 """Bringing a run home, on real files: the results layout, the transfer format, the report.
 
 The cluster sits behind `ClusterIO`; `FolderCluster` below stands in for it with a local
-folder as the cache claim, and moves files with the very script and decoder the real
-implementation runs through `kubectl exec`. The results are what the real sweep writes:
+folder as the cache claim, and moves files with the very pack command and checks the real
+one runs in the reader pod (over the client's exec stream). The results are what the real
+sweep writes:
 `sweep_run` runs `python -m benchmarks sweep` (real AIPerf) against the recording server.
 """
 
@@ -21,16 +22,15 @@ from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
 from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
-    MISSING_EXIT_CODE,
-    PIECE_SCRIPT,
     REPORT_FOLDER,
     CollectError,
     RunLocation,
     bring_results_home,
+    check_pack,
     extract_archive,
-    fetch_archive,
     finished_levels,
-    )
+    pack_command,
+)
 from benchmarks.sweep import level_dir_name
 from infra.cluster import JobState, JobStatus, job_status_of
 from tests.conftest import REPO_ROOT
@@ -40,21 +40,14 @@ LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="benc
                        cache_claim="shared-model-cache", image="python:3.11.14-slim")
 
 
-def in_pod(command: list[str]) -> str:
-    """One command as the reader pod runs it (the real scripts, a real Python); a failure
-    is raised as the real exec raises it."""
-    result = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
-                            timeout=60)
-    if result.returncode == MISSING_EXIT_CODE:
-        raise CollectError(f"no results folder on the claim ({result.stderr.strip()})")
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def transfer(source: Path, dest: Path, scratch: Path) -> None:
-    """The copy `KubernetesClusterIO` makes, with this machine playing the pod."""
+    """The copy `KubernetesClusterIO` makes, with this machine playing the pod: the same
+    pack command (a real `sh` and `tar`), its stdout as the archive, the same checks."""
     archive = scratch / "local.tgz"
-    fetch_archive(in_pod, str(source), str(scratch / "pod.tgz"), archive)
+    with open(archive, "wb") as out:
+        packed = subprocess.run(pack_command(str(source)), stdout=out, stderr=subprocess.PIPE,
+                                timeout=60)
+    check_pack(packed.returncode, packed.stderr.decode())
     extract_archive(archive, dest)
 
 
@@ -87,27 +80,17 @@ class FolderCluster:
             transfer(self.claim / location.subpath, dest, Path(scratch))
 
 
-def test_transfer_round_trip_keeps_every_file_piece_by_piece(tmp_path, monkeypatch) -> None:
+def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
     source = tmp_path / "run"
     (source / "c1").mkdir(parents=True)
     (source / "c1" / SUMMARY_EXPORT).write_text('{"x": 1}')
     (source / "manifest.json").write_bytes(bytes(range(256)))
-    (source / "big.bin").write_bytes(os.urandom(50_000))  # does not compress: many pieces
-    pieces: list[str] = []
-    monkeypatch.setattr("benchmarks.collect.PIECE_BYTES", 4096)
-
-    def counted(command: list[str]) -> str:
-        pieces.append(command[2])
-        return in_pod(command)
-
+    (source / "big.bin").write_bytes(os.urandom(50_000))  # binary, does not compress
     (tmp_path / "scratch").mkdir()
-    fetch_archive(counted, str(source), str(tmp_path / "scratch" / "pod.tgz"),
-                  tmp_path / "run.tgz")
-    extract_archive(tmp_path / "run.tgz", tmp_path / "copy")
+    transfer(source, tmp_path / "copy", tmp_path / "scratch")
     assert (tmp_path / "copy" / "c1" / SUMMARY_EXPORT).read_text() == '{"x": 1}'
     assert (tmp_path / "copy" / "manifest.json").read_bytes() == bytes(range(256))
     assert (tmp_path / "copy" / "big.bin").read_bytes() == (source / "big.bin").read_bytes()
-    assert pieces.count(PIECE_SCRIPT) >= 50_000 // 4096  # no exec carried the whole run
 
 
 def test_transfer_says_when_the_folder_is_missing(tmp_path) -> None:
