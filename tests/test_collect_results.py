@@ -24,7 +24,6 @@ from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
     REPORT_FOLDER,
     CollectError,
-    RunLocation,
     bring_results_home,
     check_pack,
     extract_archive,
@@ -32,11 +31,12 @@ from benchmarks.collect import (
     pack_command,
 )
 from benchmarks.sweep import level_dir_name
+from infra.benchmark_names import Run
 from infra.cluster import JobState, JobStatus, job_status_of
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
-LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="bench",
+LOCATION = Run(stack="session-affinity", run_id="run-3", namespace="bench",
                        cache_claim="shared-model-cache", image="python:3.11.14-slim")
 
 
@@ -55,7 +55,7 @@ class FolderCluster:
     """ClusterIO over a local folder that plays the cache claim."""
 
     def __init__(self, claim: Path, states: list[JobStatus],
-                 location: RunLocation = LOCATION, logs: list[str] | None = None):
+                 location: Run = LOCATION, logs: list[str] | None = None):
         self.claim = claim
         self.location = location
         self.states = list(states)
@@ -74,10 +74,10 @@ class FolderCluster:
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
         return self.logs[-tail_lines:]
 
-    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
         self.copies += 1
         with tempfile.TemporaryDirectory() as scratch:
-            transfer(self.claim / location.subpath, dest, Path(scratch))
+            transfer(self.claim / location.results_path, dest, Path(scratch))
 
 
 def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
@@ -163,8 +163,8 @@ def test_no_job_and_no_results_is_a_clear_error(tmp_path) -> None:
 
 def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> None:
     """The hook runs the real `collect` command against a cluster that is not there."""
-    from infra.benchmark_components import benchmark_output
     from infra.benchmark_components import bring_results_home as hook
+    from infra.benchmark_manifests import run_of
     from infra.settings import parse_settings
     from tests.support_pulumi import project_name, stack_config
 
@@ -172,31 +172,33 @@ def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> N
     settings = parse_settings(config, "session-affinity", project_name())
     said: list[str] = []
     warnings: list[str] = []
-    assert hook(benchmark_output(settings), UNREACHABLE, said.append, warnings.append,
+    assert hook(run_of(settings), UNREACHABLE, said.append, warnings.append,
                 timeout_secs=120) is False
     assert any("cannot reach the cluster" in line for line in said), said
     assert "./run.sh collect --stack session-affinity --run-id run-3" in warnings[0]
     assert "benchmarks/session-affinity/run-3" in warnings[0]
-    # The kubeconfig went over stdin, and its credentials nowhere else.
+    # The kubeconfig went in collect's environment, and its credentials nowhere else.
     assert "not-a-real-token" not in " ".join(said + warnings)
 
 
 def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str,
                             code: int, kubeconfig: str | None = None
                             ) -> tuple[bool, list[str], list[str]]:
-    """The results hook run against a `collect` that prints `line` and exits with `code`
-    without reading its input: (what the hook returned, its lines, its warnings)."""
+    """The results hook run against a `collect` that prints `line` and exits with `code`,
+    leaving its argv and its kubeconfig variable in `tmp_path`: (what the hook returned,
+    its lines, its warnings)."""
     from infra.benchmark_components import bring_results_home as hook
+    from infra.benchmark_names import KUBECONFIG_ENV
 
     collect = tmp_path / "collect"
-    collect.write_text(f"#!/bin/sh\necho '{line}'\nexit {code}\n")
+    collect.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/argv\n"
+                       f"printf '%s' \"${KUBECONFIG_ENV}\" > {tmp_path}/kubeconfig\n"
+                       f"echo '{line}'\nexit {code}\n")
     collect.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(collect))
-    output = {"stack": "session-affinity", "cacheClaim": "c", "resultsPath": "p",
-              "collectCommand": "retry"}
     said: list[str] = []
     warnings: list[str] = []
-    done = hook(output, kubeconfig, said.append, warnings.append, timeout_secs=30)
+    done = hook(LOCATION, kubeconfig, said.append, warnings.append, timeout_secs=30)
     return done, said, warnings
 
 
@@ -211,22 +213,26 @@ def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -
     assert said == ["still running"] and warnings == []
 
 
-def test_a_collect_that_ends_before_reading_its_input_is_reported_with_its_lines(
+def test_the_hook_hands_collect_the_run_and_keeps_the_kubeconfig_out_of_argv(
         tmp_path, monkeypatch) -> None:
-    """A collect that fails before reading stdin (here: never reads it, and the input is
-    larger than a pipe holds) is a warning naming its exit code, its lines shown: not a
-    lost BrokenPipeError."""
+    """collect gets the run as the stack exports it, and the kubeconfig (content that may
+    hold credentials) in its environment only; a failing collect is a warning naming its
+    exit code, its lines shown."""
     done, said, warnings = _hook_with_fake_collect(tmp_path, monkeypatch, "cannot start", 7,
-                                                   kubeconfig="x" * 2**20)
+                                                   kubeconfig=UNREACHABLE)
     assert done is False
     assert said == ["cannot start"]
     assert len(warnings) == 1 and "collect ended with 7" in warnings[0]
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert Run.from_output(json.loads(argv[argv.index("--run") + 1])) == LOCATION
+    assert "not-a-real-token" not in " ".join(argv + said + warnings)
+    assert (tmp_path / "kubeconfig").read_text() == UNREACHABLE
 
 
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
     claim = tmp_path / "claim"
-    (claim / LOCATION.subpath).mkdir(parents=True)
-    (claim / LOCATION.subpath / "manifest.json").write_text("{}")
+    (claim / LOCATION.results_path).mkdir(parents=True)
+    (claim / LOCATION.results_path / "manifest.json").write_text("{}")
     cluster = FolderCluster(claim, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
     with pytest.raises(CollectError, match="finished no level"):
         bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None)
@@ -268,7 +274,7 @@ def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_ru
     results = tmp_path / "results"
     run_dir = bring_results_home(cluster, LOCATION, results, said.append)
     assert run_dir == results / "session-affinity" / "run-3"
-    source = sweep_run / LOCATION.subpath
+    source = sweep_run / LOCATION.results_path
     copied = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")
                     if p.is_file() and REPORT_FOLDER not in p.relative_to(run_dir).parts)
     assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
@@ -298,11 +304,11 @@ def test_a_failed_sweep_still_brings_home_the_levels_it_finished(tmp_path, sweep
 
 def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) -> None:
     results = tmp_path / "results"
-    other = RunLocation(stack="round-robin", run_id="run-1", namespace="bench",
+    other = Run(stack="round-robin", run_id="run-1", namespace="bench",
                         cache_claim="c", image="i:1")
     # The same real files stand in for the other stack's run.
-    if not (sweep_run / other.subpath).exists():
-        shutil.copytree(sweep_run / LOCATION.subpath, sweep_run / other.subpath)
+    if not (sweep_run / other.results_path).exists():
+        shutil.copytree(sweep_run / LOCATION.results_path, sweep_run / other.results_path)
     bring_results_home(FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)], other),
                        other, results, lambda _: None)
     said: list[str] = []
