@@ -1,7 +1,7 @@
 """`collect`: bring a cluster run's results home and print its report.
 
-What `pulumi up`'s results hook runs after the sweep Job (with the stack's `benchmark`
-output on stdin), and what you run when `up` could not (README, "After deploy"): it finds
+What `pulumi up`'s results hook runs after the sweep Job (given the run, the stack's
+`benchmark` output), and what you run when `up` could not (README, "After deploy"): it finds
 the run from that output (`pulumi stack output`, else the stack's files) and copies
 `benchmarks/<stack>/<run-id>/` from the cache claim to `results/<stack>/<run-id>/`, with
 `report/` beside it. Everything that talks to the cluster sits behind `ClusterIO`, one
@@ -12,8 +12,8 @@ real one (the `kubernetes` client and the kubeconfig the Pulumi provider uses).
 from __future__ import annotations
 
 import argparse
-import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,14 +31,8 @@ from urllib3.exceptions import HTTPError
 
 from benchmarks.report import binding_changes, build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
-from infra.benchmark_manifests import CACHE_DIR, SCRATCH_DIR, results_reader_pod
-from infra.benchmark_names import (
-    SWEEP_RUNNING_EXIT_CODE,
-    collect_command,
-    follow_command,
-    results_subpath,
-    sweep_job_name,
-)
+from infra.benchmark_manifests import CACHE_DIR, results_reader_pod, run_of
+from infra.benchmark_names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.cluster import JobState, JobStatus, api_client, job_status_of
 from infra.settings import SettingsError, kubectl_prefix
 from infra.stack_files import REPO_ROOT, stack_settings
@@ -49,42 +43,6 @@ Say = Callable[[str], None]
 
 class CollectError(RuntimeError):
     """Results could not be brought home; the message says why and what to do next."""
-
-
-@dataclass(frozen=True)
-class RunLocation:
-    """Where one run's sweep ran and left its results."""
-
-    stack: str
-    run_id: str
-    namespace: str
-    cache_claim: str
-    image: str
-    image_pull_secrets: tuple[str, ...] = field(default=())
-    # The stack's `kubernetes:context`: where to look, and what the printed commands say.
-    kube_context: str | None = None
-    # Where the benchmark pods may run (node selector, tolerations): the reader runs there.
-    placement: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def kubectl(self) -> str:
-        return kubectl_prefix(self.namespace, self.kube_context)
-
-    @property
-    def follow_command(self) -> str:
-        return follow_command(self.kubectl, self.stack, self.run_id)
-
-    @property
-    def collect_command(self) -> str:
-        return collect_command(self.stack, self.run_id)
-
-    @property
-    def sweep_job(self) -> str:
-        return sweep_job_name(self.stack, self.run_id)
-
-    @property
-    def subpath(self) -> str:
-        return results_subpath(self.stack, self.run_id)
 
 
 class ClusterIO(Protocol):
@@ -98,12 +56,12 @@ class ClusterIO(Protocol):
 
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
 
-    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
-        """Copy `<claim>/<location.subpath>/` into `dest`; CollectError if it is absent."""
+    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
+        """Copy `<claim>/<location.results_path>/` into `dest`; CollectError if it is absent."""
         ...
 
 
-def local_run_dir(results_root: Path, location: RunLocation) -> Path:
+def local_run_dir(results_root: Path, location: Run) -> Path:
     return results_root / location.stack / location.run_id
 
 
@@ -130,7 +88,7 @@ def build_and_print_report(run_dir: Path, say: Say) -> Path:
     return out
 
 
-def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
+def other_runs(results_root: Path, location: Run) -> list[Path]:
     """Results of other stacks already at home, newest first: candidates to compare with
     (only runs of this run's workload and deployment, routing aside: report.binding_changes)."""
     mine = read_run(local_run_dir(results_root, location) / MANIFEST_NAME).manifest
@@ -147,7 +105,7 @@ def other_runs(results_root: Path, location: RunLocation) -> list[Path]:
 
 def bring_results_home(
     cluster: ClusterIO,
-    location: RunLocation,
+    location: Run,
     results_root: Path,
     say: Say,
     wait_secs: float = 0,
@@ -181,13 +139,13 @@ def bring_results_home(
     final = local_run_dir(results_root, location)
     staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
-    say(f"copying {location.cache_claim}:{location.subpath}/ to {final}/")
+    say(f"copying {location.cache_claim}:{location.results_path}/ to {final}/")
     try:
         cluster.copy_dir_from_pvc(location, staged)
         levels = finished_levels(staged)
         if not levels:
             raise CollectError(
-                f"the sweep finished no level in {location.cache_claim}:{location.subpath}/. "
+                f"the sweep finished no level in {location.cache_claim}:{location.results_path}/. "
                 f"Check its log: {location.kubectl} logs job/{job}"
             )
         replace_dir(staged, final)
@@ -207,39 +165,23 @@ def bring_results_home(
 # ---------------------------------------------------------------------------------------
 # The real cluster: the kubernetes client over the user's kubeconfig
 
-# Runs inside the reader pod: a gzipped tar of the run folder, written to the pod's
-# scratch volume, its size printed. Exit 3 says the folder does not exist.
-PACK_SCRIPT = (
-    "import os, sys, tarfile\n"
-    "root, archive = sys.argv[1:3]\n"
-    "if not os.path.isdir(root):\n"
-    "    sys.stderr.write('missing ' + root)\n"
-    "    sys.exit(3)\n"
-    "with tarfile.open(archive, 'w:gz') as tar:\n"
-    "    tar.add(root, arcname='.')\n"
-    "print(os.path.getsize(archive))\n"
-)
-# One piece of that archive, base64 on stdout (the exec stream carries text).
-PIECE_SCRIPT = (
-    "import base64, sys\n"
-    "with open(sys.argv[1], 'rb') as f:\n"
-    "    f.seek(int(sys.argv[2]))\n"
-    "    sys.stdout.write(base64.b64encode(f.read(int(sys.argv[3]))).decode())\n"
-)
+# Runs inside the reader pod (the image's own `sh` and `tar`): the run folder as a gzipped
+# tar on stdout, streamed as it is made; exit 3 says the folder does not exist.
 MISSING_EXIT_CODE = 3
-# What one exec carries: neither side ever holds more of a run than this (plus base64).
-PIECE_BYTES = 8 * 2**20
 
 
-def fetch_archive(run: Callable[[list[str]], str], root: str, scratch: str,
-                  archive: Path) -> None:
-    """Pack `root` in the pod (at `scratch`) and stream the archive to `archive` piece by
-    piece: `run` executes one command in the pod and returns its stdout."""
-    size = int(run(["python", "-c", PACK_SCRIPT, root, scratch]).strip())
-    with open(archive, "wb") as out:
-        for offset in range(0, size, PIECE_BYTES):
-            piece = run(["python", "-c", PIECE_SCRIPT, scratch, str(offset), str(PIECE_BYTES)])
-            out.write(base64.b64decode(piece.strip()))
+def pack_command(root: str) -> list[str]:
+    return ["sh", "-c", f'cd "$1" 2>/dev/null || {{ echo "missing $1" >&2; '
+            f'exit {MISSING_EXIT_CODE}; }}; exec tar czf - .', "sh", root]
+
+
+def check_pack(code: int | None, err: str) -> None:
+    """What the pack command's exit code says."""
+    if code == MISSING_EXIT_CODE:
+        raise CollectError(f"no results folder on the claim ({err.strip()}): "
+                           "the sweep has not started writing this run yet")
+    if code not in (0, None):
+        raise CollectError(f"reading the results failed: {err[-500:]}")
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
@@ -355,14 +297,12 @@ class KubernetesClusterIO:
             return []
         return [line for line in (text or "").splitlines() if line.strip()]
 
-    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
         from kubernetes.client.exceptions import ApiException
 
         name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
-        manifest = results_reader_pod(location.namespace, location.stack, location.cache_claim,
-                                      location.image, name, location.image_pull_secrets,
-                                      self._job_owner(location.namespace, location.sweep_job),
-                                      location.placement)
+        manifest = results_reader_pod(
+            location, name, self._job_owner(location.namespace, location.sweep_job))
         try:
             self._core.create_namespaced_pod(location.namespace, manifest)
         except ApiException as error:
@@ -376,9 +316,8 @@ class KubernetesClusterIO:
                                            "`get` on pods")) from None
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
-                fetch_archive(lambda command: self._exec(location.namespace, name, command),
-                              f"{CACHE_DIR}/{location.subpath}", f"{SCRATCH_DIR}/run.tgz",
-                              archive)
+                self._pack(location.namespace, name, f"{CACHE_DIR}/{location.results_path}",
+                           archive)
                 extract_archive(archive, dest)
         except ApiException as error:
             raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
@@ -414,30 +353,30 @@ class KubernetesClusterIO:
             f"describe pod {name}` says why (image pull, claim mount)"
         )
 
-    def _exec(self, namespace: str, name: str, command: list[str]) -> str:
+    def _pack(self, namespace: str, name: str, root: str, archive: Path) -> None:
+        """Stream `pack_command`'s tar from the pod's exec into `archive` as it comes (the
+        client's binary stream), within COPY_TIMEOUT_SECS."""
         from kubernetes.stream import stream
 
         ws = stream(
             self._core.connect_get_namespaced_pod_exec, name, namespace, container="main",
-            command=command, stdout=True, stderr=True, stdin=False, tty=False,
-            _preload_content=False,
+            command=pack_command(root), stdout=True, stderr=True, stdin=False, tty=False,
+            _preload_content=False, binary=True,
         )
+        deadline = time.monotonic() + self.COPY_TIMEOUT_SECS
+        err = b""
         try:
-            # Buffers one piece's stdout until the command ends (or the timeout passes).
-            ws.run_forever(timeout=self.COPY_TIMEOUT_SECS)
+            with open(archive, "wb") as out:
+                while ws.is_open() and time.monotonic() < deadline:
+                    ws.update(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+                    out.write(ws.read_stdout() or b"")
+                    err += ws.read_stderr() or b""
             timed_out = ws.is_open()
-            out, err = ws.read_stdout(), ws.read_stderr()
         finally:
             ws.close()
         if timed_out:
             raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
-        code = ws.returncode
-        if code == MISSING_EXIT_CODE:
-            raise CollectError(f"no results folder on the claim ({err.strip()}): "
-                               "the sweep has not started writing this run yet")
-        if code not in (0, None):
-            raise CollectError(f"reading the results failed: {err[-500:]}")
-        return out
+        check_pack(ws.returncode, err.decode(errors="replace"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -448,34 +387,18 @@ OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
 
 
-def location_from_config(root: Path, stack: str) -> RunLocation:
-    """The run location (and kube context) the stack's config describes."""
-    from infra.benchmark_components import benchmark_output
-
+def location_from_config(root: Path, stack: str) -> Run:
+    """The run (and kube context) the stack's config describes."""
     try:
-        settings = stack_settings(stack, root)
+        return run_of(stack_settings(stack, root))
     except SettingsError as error:
         raise CollectError("; ".join(error.problems)) from None
-    location = location_from_outputs(stack, {OUTPUT_KEY: benchmark_output(settings)})
-    assert location is not None
-    return location
 
 
-def location_from_outputs(stack: str, outputs: dict[str, Any]) -> RunLocation | None:
-    """The run location from the stack's `benchmark` output (what was really deployed)."""
+def location_from_outputs(outputs: dict[str, Any]) -> Run | None:
+    """The run from the stack's `benchmark` output (what was really deployed)."""
     info = outputs.get(OUTPUT_KEY)
-    if not isinstance(info, dict):
-        return None
-    return RunLocation(
-        stack=stack,
-        run_id=str(info["runId"]),
-        namespace=str(info["namespace"]),
-        cache_claim=str(info["cacheClaim"]),
-        image=str(info["image"]),
-        image_pull_secrets=tuple(info.get("imagePullSecrets") or ()),
-        kube_context=info.get("kubeContext") or None,
-        placement=dict(info.get("podPlacement") or {}),
-    )
+    return Run.from_output(info) if isinstance(info, dict) else None
 
 
 def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
@@ -500,15 +423,16 @@ def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
 
 
 def resolve_location(root: Path, stack: str, run_id: str | None,
-                     context: str | None = None) -> RunLocation:
+                     context: str | None = None) -> Run:
     """Where the run is: stack outputs first, else the stack's config files. `run_id` and
     `context`, when given, override the stack's."""
     outputs = pulumi_stack_outputs(root, stack)
-    location = location_from_outputs(stack, outputs) if outputs else None
-    if location is None:
-        location = location_from_config(root, stack)
-    overrides = {"run_id": run_id, "kube_context": context}
-    return replace(location, **{k: v for k, v in overrides.items() if v is not None})
+    location = (location_from_outputs(outputs) if outputs else None) \
+        or location_from_config(root, stack)
+    if context is not None:
+        location = replace(location, kube_context=context,
+                           kubectl=kubectl_prefix(location.namespace, context))
+    return replace(location, run_id=run_id) if run_id else location
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -521,10 +445,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "through your kubeconfig.",
     )
     p.add_argument("--stack", required=True, help="the stack that ran the sweep")
-    p.add_argument("--stdin", action="store_true",
-                   help="read the stack's `benchmark` output (and, under `kubeconfig`, the "
-                   "stack's kubernetes:kubeconfig) as one JSON object on stdin: what "
-                   "`pulumi up`'s results hook passes")
+    p.add_argument("--run", type=json.loads, default=None, metavar="JSON",
+                   help="the stack's `benchmark` output: the run itself (what `pulumi up`'s "
+                   "results hook passes; the stack's kubernetes:kubeconfig, if any, comes in "
+                   f"the environment as {KUBECONFIG_ENV})")
     p.add_argument("--run-id", default=None,
                    help="which run (default: the stack's benchmarkRunId)")
     p.add_argument("--results", type=Path, default=Path("results"),
@@ -538,17 +462,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    kubeconfig = None
     try:
-        if args.stdin:
-            given = json.load(sys.stdin)
-            kubeconfig = given.get("kubeconfig")
-            location = location_from_outputs(args.stack, given)
-            if location is None:
-                raise CollectError(f"stdin holds no `{OUTPUT_KEY}` output")
-        else:
-            location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
-        cluster = KubernetesClusterIO(location.kube_context, kubeconfig)
+        location = Run.from_output(args.run) if args.run else \
+            resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
+        cluster = KubernetesClusterIO(location.kube_context or None,
+                                      os.environ.get(KUBECONFIG_ENV))
         run_dir = bring_results_home(cluster, location, args.results,
                                      lambda line: print(line, flush=True), args.wait)
     except CollectError as error:

@@ -13,8 +13,8 @@ preview) copies the results to `results/<stack>/<run-id>/` and prints the report
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -26,17 +26,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import benchmark_manifests, cluster, manifests
-from infra.benchmark_names import (
-    SWEEP_RUNNING_EXIT_CODE,
-    collect_command,
-    follow_command,
-    results_subpath,
-    smoke_job_name,
-    sweep_job_name,
-)
+from infra.benchmark_names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.calibration import stack_plan
 from infra.components import TYPE_PREFIX, Deployment, _timeouts
-from infra.routing import routing_args
 from infra.settings import Settings
 from infra.stack_files import REPO_ROOT
 
@@ -47,72 +39,23 @@ COLLECT_TIMEOUT_SECS = 1500.0
 Say = Callable[[str], None]
 
 
-def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
-    """What a run measures, in words (a refused resume and the report show them); what
-    binds it is the graph's hash beside them, the benchmark image, the graph's uid and the
-    code (`benchmark_manifests`), so no setting that changes the graph can be missed."""
-    serving, routing = settings.workers.serving, settings.routing
-    facts = {
-        "worker_image": settings.worker_image,
-        "frontend_image": settings.images.frontend,
-        "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
-        "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
-        "gpu": serving.gpu_product, "model": settings.workers.served_model,
-        "routing": " ".join(routing_args(routing)),
-        # The graph as the program declares it (components.ReasonerGraph does the same).
-        "graph": benchmark_manifests.graph_hash(manifests.graph(settings), settings.profile),
-        "benchmark_image": settings.benchmark.image,
-    }
-    return tuple((k, str(v)) for k, v in facts.items())
-
-
-def benchmark_target(settings: Settings) -> benchmark_manifests.BenchmarkTarget:
-    """What the benchmark Jobs point at, and what the run records about the deployment
-    (so a report can tell runtimes, variants and topologies apart)."""
-    serving = settings.workers.serving
-    placement = settings.benchmark_placement
-    return benchmark_manifests.BenchmarkTarget(
-        profile=settings.profile,
-        namespace=settings.namespace.name,
-        frontend_service=settings.frontend_service,
-        cache_claim=settings.cache.claim_name,
-        session_affinity=settings.routing.affinity,
-        image_pull_secrets=settings.secrets.image_pull_secrets,
-        model=settings.workers.served_model,
-        notes=(
-            f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-            f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
-            f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
-            f"image {settings.worker_image}; frontend image {settings.images.frontend}",
-        ),
-        deployment=deployment_facts(settings),
-        node_selector=placement.node_selector,
-        tolerations=tuple(t.manifest() for t in placement.tolerations),
-        kubectl=settings.kubectl,
-    )
-
-
-def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
-                       warn: Say, timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
-    """Run `python -m benchmarks collect` for the run in `output` (the stack's `benchmark`
-    output), its lines shown as they come. The sweep itself succeeded, so a failure here
-    is a warning with the command that retries it, never a failed deployment; a sweep left
-    running (not awaited) is neither: collect says how to fetch it later. infra runs the
-    toolkit as a program (here and in the pods), never imports it."""
-    command = [sys.executable, "-m", "benchmarks", "collect", "--stack", output["stack"],
-               "--results", str(RESULTS_ROOT), "--stdin"]
-    given = json.dumps({"benchmark": output, "kubeconfig": kubeconfig})
+def bring_results_home(run: Run, kubeconfig: str | None, say: Say, warn: Say,
+                       timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
+    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
+    itself succeeded, so a failure here is a warning with the command that retries it,
+    never a failed deployment; a sweep left running (not awaited) is neither: collect says
+    how to fetch it later. The Pulumi program runs the toolkit only as a program (here and
+    in the pods), never imports it. The stack's kubeconfig (a path or content that may hold
+    credentials) goes in the child's environment, never its argv."""
+    command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
+               "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
+    env = {**os.environ, **({KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
     code: int | str
     try:
-        # stdin, not argv: a kubeconfig given as content may hold credentials.
-        with subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.PIPE, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
-            assert child.stdin is not None and child.stdout is not None
-            # A collect that ends before reading its input still says why, below.
-            with contextlib.suppress(BrokenPipeError):
-                child.stdin.write(given)
-            with contextlib.suppress(BrokenPipeError):
-                child.stdin.close()
+        with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as child:
+            assert child.stdout is not None
             timer = threading.Timer(timeout_secs, child.kill)
             timer.start()
             for line in child.stdout:
@@ -124,21 +67,21 @@ def bring_results_home(output: dict[str, Any], kubeconfig: str | None, say: Say,
     if code in (0, SWEEP_RUNNING_EXIT_CODE):
         return code == 0
     warn(f"could not bring the results home (collect ended with {code}, see above); they "
-         f"stay on claim {output['cacheClaim']} under {output['resultsPath']}/. Retry: "
-         f"{output['collectCommand']}")
+         f"stay on claim {run.cache_claim} under {run.results_path}/. Retry: "
+         f"{run.collect_command}")
     return False
 
 
 def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
     """After the sweep Job is created (or replaced): bring its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
-    output = benchmark_output(settings)
+    run = benchmark_manifests.run_of(settings)
     # The same cluster the provider deploys to (its default: the current context); the
     # value may be a path or the kubeconfig's content.
     kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
 
     def bring_home(args: pulumi.ResourceHookArgs) -> None:
-        bring_results_home(output, kubeconfig, pulumi.log.info, pulumi.log.warn)
+        bring_results_home(run, kubeconfig, pulumi.log.info, pulumi.log.warn)
 
     return pulumi.ResourceHook(
         f"bring-results-home-{settings.profile}", bring_home,
@@ -168,7 +111,7 @@ class BenchmarkRun(pulumi.ComponentResource):
     ) -> None:
         super().__init__(f"{TYPE_PREFIX}:BenchmarkRun", resource_name, None, opts)
         b = settings.benchmark
-        target = benchmark_target(settings)
+        target = benchmark_manifests.benchmark_target(settings)
         sources = benchmark_manifests.shipped_sources(REPO_ROOT)
         failed, done = (sweep.state is s for s in (cluster.JobState.FAILED,
                                                    cluster.JobState.SUCCEEDED))
@@ -259,7 +202,7 @@ def stack_outputs(settings: Settings) -> dict[str, Any]:
     which `pulumi preview` also prints: the hours and GPU-hours before they are spent."""
     if not settings.benchmark.any_enabled:
         return {}
-    out: dict[str, Any] = {"benchmark": benchmark_output(settings)}
+    out: dict[str, Any] = {"benchmark": benchmark_manifests.run_of(settings).output()}
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
         pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
@@ -271,27 +214,3 @@ def stack_outputs(settings: Settings) -> dict[str, Any]:
             "basis": plan.hardware.source,
         }
     return out
-
-
-def benchmark_output(settings: Settings) -> dict[str, Any]:
-    """Where a run lives, and the commands to follow and fetch it: what `collect` reads
-    (from `pulumi stack output`, the stack's config, or the results hook)."""
-    b, profile = settings.benchmark, settings.profile
-    smoke = smoke_job_name(profile, b.run_id) if b.smoke else ""
-    return {
-        "stack": profile,
-        "runId": b.run_id,
-        "namespace": settings.namespace.name,
-        "cacheClaim": settings.cache.claim_name,
-        "image": b.image,
-        "imagePullSecrets": list(settings.secrets.image_pull_secrets),
-        "resultsPath": results_subpath(profile, b.run_id),
-        "smokeJob": smoke,
-        "sweepJob": sweep_job_name(profile, b.run_id) if b.sweep else "",
-        "kubeContext": settings.kube_context or "",
-        "podPlacement": benchmark_manifests.user_placement(
-            settings.benchmark_placement.node_selector,
-            tuple(t.manifest() for t in settings.benchmark_placement.tolerations)),
-        "followCommand": follow_command(settings.kubectl, profile, b.run_id) if b.sweep else "",
-        "collectCommand": collect_command(profile, b.run_id) if b.sweep else "",
-    }

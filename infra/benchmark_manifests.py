@@ -39,12 +39,9 @@ from typing import Any
 
 from infra import recipe
 from infra.benchmark_names import (
+    Run,
     code_config_map_name,
-    follow_command,
-    results_subpath,
-    smoke_job_name,
     smoke_video,
-    sweep_job_name,
     video_name,
     video_server_name,
     videos_to_make,
@@ -58,8 +55,11 @@ from infra.manifests import (
     WAIT_FOR,
     common_labels,
     container_security,
+    graph,
     pod_security,
 )
+from infra.routing import routing_args
+from infra.settings import Settings
 
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80
@@ -68,9 +68,6 @@ CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-# The results reader's writable scratch (its root filesystem is read-only): where `collect`
-# packs a run before copying it out piece by piece.
-SCRATCH_DIR = "/scratch"
 
 # A sweep not waited for is awaited only until it has started: unlike
 # `pulumi.com/skipAwait`, a `waitFor` still awaits the Job's deletion, so a replacement is
@@ -100,34 +97,79 @@ CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 @dataclass(frozen=True)
 class BenchmarkTarget:
-    """Where the benchmark runs and what it measures, from the stack's settings."""
+    """What the benchmark Jobs point at (the run, the frontend) and what the run records
+    about the deployment it measures (so a report can tell deployments apart)."""
 
-    profile: str
-    namespace: str
+    run: Run
     frontend_service: str
-    cache_claim: str
     session_affinity: bool
-    image_pull_secrets: tuple[str, ...] = ()
     model: str = recipe.SERVED_MODEL_NAME
     # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
     # The deployment the run measures (see module docstring), key -> value.
     deployment: tuple[tuple[str, str], ...] = ()
-    node_selector: tuple[tuple[str, str], ...] = ()
-    tolerations: tuple[dict[str, str], ...] = ()
-    # The stack's kubectl prefix (context, namespace): the sweep prints how to follow it.
-    kubectl: str = "kubectl"
 
     @property
     def frontend_url(self) -> str:
-        return f"http://{self.frontend_service}.{self.namespace}.svc:{recipe.FRONTEND_PORT}"
+        return f"http://{self.frontend_service}.{self.run.namespace}.svc:{recipe.FRONTEND_PORT}"
 
     @property
     def video_base_url(self) -> str:
         # `<service>.<namespace>.svc` resolves in any cluster domain through the pod's
         # DNS search path; the port is the Service's.
-        service = video_server_name(self.profile)
-        return f"http://{service}.{self.namespace}.svc:{VIDEO_SERVICE_PORT}/"
+        service = video_server_name(self.run.stack)
+        return f"http://{service}.{self.run.namespace}.svc:{VIDEO_SERVICE_PORT}/"
+
+
+def run_of(settings: Settings) -> Run:
+    """The stack's run, as the program deploys it and `collect` finds it."""
+    b, placement = settings.benchmark, settings.benchmark_placement
+    pods: dict[str, Any] = {}
+    if placement.node_selector:
+        pods["nodeSelector"] = dict(placement.node_selector)
+    if placement.tolerations:
+        pods["tolerations"] = [t.manifest() for t in placement.tolerations]
+    return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace.name,
+               cache_claim=settings.cache.claim_name, image=b.image,
+               image_pull_secrets=tuple(settings.secrets.image_pull_secrets),
+               kube_context=settings.kube_context or "", kubectl=settings.kubectl,
+               pod_placement=pods, smoke=b.smoke, sweep=b.sweep)
+
+
+def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """What a run measures, in words (a refused resume and the report show them); what
+    binds it is the graph's hash beside them, the benchmark image, the graph's uid and the
+    code, so no setting that changes the graph can be missed."""
+    serving, routing = settings.workers.serving, settings.routing
+    facts = {
+        "worker_image": settings.worker_image,
+        "frontend_image": settings.images.frontend,
+        "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
+        "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
+        "gpu": serving.gpu_product, "model": settings.workers.served_model,
+        "routing": " ".join(routing_args(routing)),
+        # The graph as the program declares it (components.ReasonerGraph does the same).
+        "graph": graph_hash(graph(settings), settings.profile),
+        "benchmark_image": settings.benchmark.image,
+    }
+    return tuple((k, str(v)) for k, v in facts.items())
+
+
+def benchmark_target(settings: Settings) -> BenchmarkTarget:
+    serving = settings.workers.serving
+    return BenchmarkTarget(
+        run=run_of(settings),
+        frontend_service=settings.frontend_service,
+        session_affinity=settings.routing.affinity,
+        model=settings.workers.served_model,
+        notes=(
+            f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
+            f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
+            f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
+            f"image {settings.worker_image}; frontend image {settings.images.frontend}",
+        ),
+        deployment=deployment_facts(settings),
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -196,13 +238,13 @@ def code_hash(sources: Mapping[str, str]) -> str:
     return digest(sorted(pod_sources(sources).items()))
 
 
-def graph_hash(graph: Mapping[str, Any], profile: str) -> str:
+def graph_hash(rendered: Mapping[str, Any], profile: str) -> str:
     """What the graph is, routing aside: its rendered spec as the program declares it, less
     the frontend's arguments and the profile's name in labels and object names. Any change
     to it rolls the graph's pods (fresh caches), so a run never spans two of them; two
     profiles' runs with the same hash differ in routing only (the report compares those),
     and routing is a fact of its own."""
-    spec = json.loads(json.dumps(graph["spec"]).replace(profile, "<profile>"))
+    spec = json.loads(json.dumps(rendered["spec"]).replace(profile, "<profile>"))
     for component in spec["components"]:
         if component["type"] == "frontend":
             for container in component["podTemplate"]["spec"]["containers"]:
@@ -279,14 +321,14 @@ NEW_RUN_HINT = "set a new run id (`pulumi config set benchmarkRunId run-2`), the
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
         "sweep", "--url", target.frontend_url, "--model", target.model,
-        "--profile", target.profile,
+        "--profile", target.run.stack,
         "--video-base-url", target.video_base_url,
         "--video-count", str(settings.videos),
         "--questions-per-video", str(settings.questions_per_video),
         "--warmup-videos", str(settings.warmup_videos),
         "--concurrency", *(str(c) for c in settings.concurrencies),
-        "--run-id", settings.run_id,
-        "--out", f"{CACHE_DIR}/{results_subpath(target.profile, settings.run_id)}",
+        "--run-id", target.run.run_id,
+        "--out", f"{CACHE_DIR}/{target.run.results_path}",
         # Explicit either way: the header follows the stack's routing, not its name.
         "--session-affinity" if target.session_affinity else "--no-session-affinity",
         # Server-side evidence: which worker served each request (the frontend names it),
@@ -295,7 +337,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         *(arg for note in target.notes for arg in ("--note", note)),
         *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
         "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,
-        "--follow-command", follow_command(target.kubectl, target.profile, settings.run_id),
+        "--follow-command", target.run.follow_command,
     ]
 
 
@@ -365,18 +407,6 @@ def _runner_container(
     }
 
 
-def user_placement(node_selector: tuple[tuple[str, str], ...],
-                   tolerations: tuple[dict[str, str], ...]) -> dict[str, Any]:
-    """Where every benchmark pod (the results reader too) may run: the user's node selector
-    and tolerations, where set."""
-    out: dict[str, Any] = {}
-    if node_selector:
-        out["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        out["tolerations"] = list(tolerations)
-    return out
-
-
 def _placement(target: BenchmarkTarget) -> dict[str, Any]:
     """The user's placement; by default a preference for nodes without GPUs, so the client
     never competes with a worker for its node's CPUs (a preference, not a rule: a cluster
@@ -384,7 +414,7 @@ def _placement(target: BenchmarkTarget) -> dict[str, Any]:
     no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
     return {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
-        **user_placement(target.node_selector, target.tolerations)}
+        **target.run.pod_placement}
 
 
 def _pod_spec(
@@ -401,8 +431,8 @@ def _pod_spec(
     }
     if init_containers:
         spec["initContainers"] = init_containers
-    if target.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": n} for n in target.image_pull_secrets]
+    if target.run.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in target.run.image_pull_secrets]
     return spec
 
 
@@ -428,7 +458,7 @@ def video_server_deployment(
     code's hash in the pod template rolls the server when the code changes. `protected`
     (until the run's sweep has finished) keeps it through consolidation.
     """
-    selector = labels("benchmark-videos", target.profile)
+    selector = labels("benchmark-videos", target.run.stack)
     server = {
         "name": "main",
         "image": settings.image,
@@ -457,7 +487,7 @@ def video_server_deployment(
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
-            "name": video_server_name(target.profile), "namespace": target.namespace,
+            "name": video_server_name(target.run.stack), "namespace": target.run.namespace,
             "labels": selector,
             "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)},
         },
@@ -475,11 +505,11 @@ def video_server_deployment(
 
 def video_service(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str, Any]:
     """Awaited (until it has endpoints) as long as the video server may take to start."""
-    selector = labels("benchmark-videos", target.profile)
+    selector = labels("benchmark-videos", target.run.stack)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": video_server_name(target.profile), "namespace": target.namespace,
+        "metadata": {"name": video_server_name(target.run.stack), "namespace": target.run.namespace,
                      "labels": selector,
                      "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)}},
         "spec": {
@@ -492,11 +522,11 @@ def video_service(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[
 
 def video_disruption_budget(target: BenchmarkTarget) -> dict[str, Any]:
     """No voluntary eviction (node drain, consolidation) of the one video server."""
-    selector = labels("benchmark-videos", target.profile)
+    selector = labels("benchmark-videos", target.run.stack)
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": video_server_name(target.profile), "namespace": target.namespace,
+        "metadata": {"name": video_server_name(target.run.stack), "namespace": target.run.namespace,
                      "labels": selector},
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
     }
@@ -511,7 +541,7 @@ def _job(
     deadline_secs: int, backoff_limit: int, annotations: dict[str, str],
     pod_failure_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    job_labels = labels(component, target.profile, run_id)
+    job_labels = labels(component, target.run.stack, run_id)
     pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: deployment_hash(target)}
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
@@ -524,7 +554,7 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": target.namespace, "labels": job_labels,
+        "metadata": {"name": name, "namespace": target.run.namespace, "labels": job_labels,
                      "annotations": annotations},
         "spec": spec,
     }
@@ -541,7 +571,7 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
                             "if the deadline passed, raise it, then `pulumi up`"),
     )
     return _job(
-        smoke_job_name(target.profile, settings.run_id), "benchmark-smoke", target, settings.run_id,
+        target.run.smoke_job, "benchmark-smoke", target, target.run.run_id,
         _pod_spec(target, [container], [_code_volume(code)], "Never"),
         deadline_secs=settings.smoke_timeout_secs, backoff_limit=0,
         annotations={TIMEOUT_SECONDS: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS),
@@ -568,7 +598,7 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     pod = _pod_spec(
         target, [container],
         [_code_volume(code),
-         {"name": "cache", "persistentVolumeClaim": {"claimName": target.cache_claim}}],
+         {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}],
         "Never",
     )
     annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS),
@@ -583,8 +613,7 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
         ]
     }
     return _job(
-        sweep_job_name(target.profile, settings.run_id), "benchmark-sweep", target,
-        settings.run_id, pod,
+        target.run.sweep_job, "benchmark-sweep", target, target.run.run_id, pod,
         deadline_secs=settings.sweep_timeout_secs, backoff_limit=3, annotations=annotations,
         pod_failure_policy=policy,
     )
@@ -600,7 +629,7 @@ def benchmark_objects(
     node drains and consolidation: the next `up` drops its budget and annotations."""
     if not settings.any_enabled:
         return {}
-    code = code_config_map(target.namespace, target.profile, sources)
+    code = code_config_map(target.run.namespace, target.run.stack, sources)
     target = replace(target, deployment=(*target.deployment, ("code", code_hash(sources))))
     out = {
         "code": code,
@@ -620,17 +649,14 @@ def benchmark_objects(
 # Results reader (made and removed by the hook or `collect`, never by the stack)
 
 
-def results_reader_pod(
-    namespace: str, profile: str, claim: str, image: str, name: str,
-    image_pull_secrets: tuple[str, ...] = (), owner_job: tuple[str, str] | None = None,
-    placement: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = None
+                       ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
     Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
     with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
-    only sleeps (bounded) until the copy is done and it is deleted. Its scratch volume
-    holds the packed run while `collect` copies it out; `placement` is the Jobs' (a
+    only sleeps (bounded) until the copy (its own `tar`, streamed out) is done and it is
+    deleted; the run's placement is the Jobs' (a
     cluster whose every node is tainted runs it too). `owner_job` (name, uid)
     makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
     destroy` deletes that Job.
@@ -640,10 +666,10 @@ def results_reader_pod(
         "securityContext": pod_security(),
         "automountServiceAccountToken": False,
         "activeDeadlineSeconds": 3600,
-        **(placement or {}),
+        **run.pod_placement,
         "containers": [{
             "name": "main",
-            "image": image,
+            "image": run.image,
             "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-c", "import time; time.sleep(3600)"],
             # Ready (and alive) while the results are mounted: the copy reads them.
@@ -651,17 +677,15 @@ def results_reader_pod(
                for probe in ("readinessProbe", "livenessProbe")},
             "resources": _resources("100m", "256Mi", "1Gi", "1"),
             "securityContext": _container_security(),
-            "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True},
-                             {"name": "scratch", "mountPath": SCRATCH_DIR}],
+            "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
         }],
         "volumes": [{"name": "cache",
-                     "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                    {"name": "scratch", "emptyDir": {"sizeLimit": "10Gi"}}],
+                     "persistentVolumeClaim": {"claimName": run.cache_claim, "readOnly": True}}],
     }
-    if image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
-                                "labels": labels("benchmark-results-reader", profile)}
+    if run.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in run.image_pull_secrets]
+    metadata: dict[str, Any] = {"name": name, "namespace": run.namespace,
+                                "labels": labels("benchmark-results-reader", run.stack)}
     if owner_job is not None:
         metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
                                         "name": owner_job[0], "uid": owner_job[1]}]

@@ -9,6 +9,10 @@ replaces the Jobs and nothing else.
 
 from __future__ import annotations
 
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
 from infra import recipe
 
 # A Job's name is also a label value of its pods: at most 63 characters.
@@ -70,9 +74,76 @@ def follow_command(kubectl: str, profile: str, run_id: str) -> str:
 # `collect`'s exit code when the sweep is still running: it said how to collect later,
 # and the results hook (with `benchmarkWaitForSweep: false`) must not call that a failure.
 SWEEP_RUNNING_EXIT_CODE = 3
+# Where the results hook puts the stack's `kubernetes:kubeconfig` (a path or the file's
+# content) for `collect`: the environment, never argv or a log line.
+KUBECONFIG_ENV = "COSMOS3_ROUTING_KUBECONFIG"
 
 
 def collect_command(profile: str, run_id: str) -> str:
     """The command that brings a run home later. `./run.sh`: the project's own
     environment, from the repository root (plain `python` lacks the pinned packages)."""
     return f"./run.sh collect --stack {profile} --run-id {run_id}"
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One stack's run: where its Jobs run and its results live, and how to reach them.
+    The program builds it once (`benchmark_manifests.run_of`), exports it as the stack's
+    `benchmark` output (`output()`, its one serialised form), the results hook hands that
+    to `collect`, and `collect` reads it back (`from_output`)."""
+
+    stack: str
+    run_id: str
+    namespace: str
+    cache_claim: str
+    image: str
+    image_pull_secrets: tuple[str, ...] = ()
+    # The stack's `kubernetes:context` ("" for the current one), and the kubectl prefix
+    # every printed command starts with.
+    kube_context: str = ""
+    kubectl: str = "kubectl"
+    # Where every benchmark pod (the results reader too) may run: nodeSelector, tolerations.
+    pod_placement: dict[str, Any] = field(default_factory=dict)
+    smoke: bool = True
+    sweep: bool = True
+
+    @property
+    def smoke_job(self) -> str:
+        return smoke_job_name(self.stack, self.run_id)
+
+    @property
+    def sweep_job(self) -> str:
+        return sweep_job_name(self.stack, self.run_id)
+
+    @property
+    def results_path(self) -> str:
+        return results_subpath(self.stack, self.run_id)
+
+    @property
+    def follow_command(self) -> str:
+        return follow_command(self.kubectl, self.stack, self.run_id)
+
+    @property
+    def collect_command(self) -> str:
+        return collect_command(self.stack, self.run_id)
+
+    def output(self) -> dict[str, Any]:
+        """The stack output: every field, and the names and commands a user looks up."""
+        out = {_camel(k): list(v) if isinstance(v, tuple) else v
+               for k, v in asdict(self).items()}
+        return {**out, "resultsPath": self.results_path,
+                "smokeJob": self.smoke_job if self.smoke else "",
+                "sweepJob": self.sweep_job if self.sweep else "",
+                "followCommand": self.follow_command if self.sweep else "",
+                "collectCommand": self.collect_command if self.sweep else ""}
+
+    @classmethod
+    def from_output(cls, output: dict[str, Any]) -> Run:
+        """The run an `output()` describes (its derived keys are ignored)."""
+        names = {_camel(f.name): f.name for f in fields(cls)}
+        return cls(**{names[k]: tuple(v) if isinstance(v, list) else v
+                      for k, v in output.items() if k in names})

@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
-from infra.benchmark_names import sweep_job_name
+from infra.benchmark_names import Run, sweep_job_name
 from infra.benchmark_settings import BenchmarkSettings
 from infra.benchmark_shape import SEED_SHAPE
 from infra.job_runner import COMMAND_PACKAGES, normalize
@@ -34,12 +34,11 @@ K8S_VERSION = "1.33"
 IN_CLUSTER_COMMANDS = ("videos", "smoke", "sweep")
 
 TARGET = bj.BenchmarkTarget(
-    profile="session-affinity",
-    namespace="cosmos3-reasoner",
+    run=Run(stack="session-affinity", run_id=BenchmarkSettings().run_id,
+            namespace="cosmos3-reasoner", cache_claim="shared-model-cache",
+            image=BenchmarkSettings().image, image_pull_secrets=("registry-pull-secret",)),
     frontend_service="cosmos3-super-reasoner-agg-h200-session-affinity-frontend",
-    cache_claim="shared-model-cache",
     session_affinity=True,
-    image_pull_secrets=("registry-pull-secret",),
 )
 
 
@@ -50,7 +49,9 @@ def sources() -> dict[str, str]:
 
 def manifests(settings: BenchmarkSettings, sources: dict[str, str],
               target: bj.BenchmarkTarget = TARGET) -> dict[str, dict[str, Any]]:
-    return bj.benchmark_objects(target, settings, sources)
+    """The objects, with the run as `run_of` makes it from these settings."""
+    run = replace(target.run, run_id=settings.run_id, image=settings.image)
+    return bj.benchmark_objects(replace(target, run=run), settings, sources)
 
 
 def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,9 +67,9 @@ def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
     objects = manifests(BenchmarkSettings(), sources)
     objects["reader"] = bj.results_reader_pod(
-        TARGET.namespace, TARGET.profile, TARGET.cache_claim, BenchmarkSettings().image, "reader-x",
-        TARGET.image_pull_secrets, ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
-    no_secrets = replace(TARGET, image_pull_secrets=(), session_affinity=False)
+        TARGET.run, "reader-x", ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
+    no_secrets = replace(TARGET, run=replace(TARGET.run, image_pull_secrets=()),
+                         session_affinity=False)
     objects.update({f"plain-{k}": v for k, v in manifests(
         BenchmarkSettings(wait_for_sweep=False), sources, no_secrets).items()})
     for role, obj in objects.items():
@@ -81,17 +82,15 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
 
 
 def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
-    reader = bj.results_reader_pod("ns", "p", "claim", "img:1", "reader-x",
-                                   owner_job=("sweep-job", "uid-1"))
+    reader = bj.results_reader_pod(TARGET.run, "reader-x", owner_job=("sweep-job", "uid-1"))
     assert reader["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep-job", "uid": "uid-1"}]
-    assert "ownerReferences" not in bj.results_reader_pod(
-        "ns", "p", "claim", "img:1", "reader-x")["metadata"]
+    assert "ownerReferences" not in bj.results_reader_pod(TARGET.run, "reader-x")["metadata"]
 
 
 def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
     objects = manifests(BenchmarkSettings(), sources)
-    objects["reader"] = bj.results_reader_pod("ns", "p", "claim", "img:1", "reader-x")
+    objects["reader"] = bj.results_reader_pod(TARGET.run, "reader-x")
     specs = pod_specs(objects)
     assert len(specs) == 4
     for spec in specs:
@@ -196,7 +195,7 @@ def test_longest_run_id_keeps_job_names_valid(sources) -> None:
     for profile in ("session-affinity", "p" * MAX_PROFILE_LEN):
         longest = max_run_id_len(profile)
         assert longest >= 10, "a longest profile must still allow a readable run id"
-        target = replace(TARGET, profile=profile)
+        target = replace(TARGET, run=replace(TARGET.run, stack=profile))
         objects = manifests(BenchmarkSettings(run_id="r" * longest), sources, target)
         for role, obj in objects.items():
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -462,8 +461,9 @@ def test_pods_are_kept_through_consolidation_and_drains(sources) -> None:
 
 
 def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> None:
-    target = replace(TARGET, node_selector=(("pool", "cpu"),),
-                     tolerations=({"key": "dedicated", "operator": "Exists"},))
+    target = replace(TARGET, run=replace(TARGET.run, pod_placement={
+        "nodeSelector": {"pool": "cpu"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}]}))
     objects = manifests(BenchmarkSettings(pip_index_url="https://mirror.example/simple"),
                         sources, target)
     for spec in pod_specs(objects):
@@ -565,7 +565,8 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     """The Jobs' arguments are written here and read by `python -m benchmarks`: a flag the
     command does not know would fail the pod hours into `up`. The sweep also prints how to
     follow it, with the stack's own kubectl prefix."""
-    target = replace(TARGET, kubectl="kubectl --context h200 -n cosmos3-reasoner")
+    target = replace(TARGET, run=replace(TARGET.run,
+                                         kubectl="kubectl --context h200 -n cosmos3-reasoner"))
     objects = manifests(BenchmarkSettings(), sources, target)
     parsed = {}
     for name in ("smoke", "sweep", "video-server"):
@@ -578,4 +579,4 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     assert set(parsed) == {"videos", "smoke", "sweep"}
     assert parsed["sweep"].follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
-        + sweep_job_name(TARGET.profile, BenchmarkSettings().run_id))
+        + sweep_job_name(TARGET.run.stack, BenchmarkSettings().run_id))

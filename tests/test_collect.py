@@ -19,12 +19,12 @@ import yaml
 from benchmarks.collect import (
     CollectError,
     KubernetesClusterIO,
-    RunLocation,
     location_from_config,
     location_from_outputs,
     pulumi_stack_outputs,
     resolve_location,
 )
+from infra.benchmark_names import Run
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 
@@ -52,13 +52,14 @@ def project(tmp_path: Path, stack: str, settings: dict) -> Path:
 def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
     root = project(tmp_path, "session-affinity", STACK_SETTINGS)
     location = location_from_config(root, "session-affinity")
-    assert location == RunLocation(
+    assert location == Run(
         stack="session-affinity", run_id="run-9", namespace="vision-bench",
         cache_claim="shared-model-cache",
         image="docker.io/library/python:3.11.14-slim-bookworm",
         image_pull_secrets=("mirror-pull",), kube_context="h200-cluster",
+        kubectl="kubectl --context h200-cluster -n vision-bench",
     )
-    assert location.subpath == "benchmarks/session-affinity/run-9"
+    assert location.results_path == "benchmarks/session-affinity/run-9"
     # What collect prints for a running sweep points at the stack's cluster.
     assert location.follow_command == ("kubectl --context h200-cluster -n vision-bench logs "
                                         f"-f job/{location.sweep_job}")
@@ -71,7 +72,7 @@ def test_outputs_of_the_real_program_point_at_the_same_run(tmp_path) -> None:
     config["kubernetes:context"] = "h200-cluster"
     run = run_program("session-affinity", config)
     assert run.error is None, run.error
-    from_outputs = location_from_outputs("session-affinity", run.outputs)
+    from_outputs = location_from_outputs(run.outputs)
     assert run.outputs["benchmark"]["followCommand"] == from_outputs.follow_command
     from_files = location_from_config(
         project(tmp_path, "session-affinity", STACK_SETTINGS), "session-affinity")
@@ -165,9 +166,7 @@ def test_the_results_reader_runs_where_the_benchmark_pods_may(tmp_path) -> None:
     settings = {**STACK_SETTINGS, "cosmos3-routing:benchmarkNodeSelector": ["pool=cpu"],
                 "cosmos3-routing:benchmarkTolerations": ["dedicated=bench:NoSchedule"]}
     location = location_from_config(project(tmp_path, "round-robin", settings), "round-robin")
-    pod = results_reader_pod(location.namespace, location.stack, location.cache_claim,
-                             location.image, "reader-x", location.image_pull_secrets,
-                             placement=location.placement)["spec"]
+    pod = results_reader_pod(location, "reader-x")["spec"]
     assert pod["nodeSelector"] == {"pool": "cpu"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "bench",
                                    "effect": "NoSchedule"}]

@@ -1,8 +1,9 @@
 """Bringing a run home, on real files: the results layout, the transfer format, the report.
 
 The cluster sits behind `ClusterIO`; `FolderCluster` below stands in for it with a local
-folder as the cache claim, and moves files with the very script and decoder the real
-implementation runs through `kubectl exec`. The results are what the real sweep writes:
+folder as the cache claim, and moves files with the very pack command and checks the real
+one runs in the reader pod (over the client's exec stream). The results are what the real
+sweep writes:
 `sweep_run` runs `python -m benchmarks sweep` (real AIPerf) against the recording server.
 """
 
@@ -21,40 +22,32 @@ from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
 from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.collect import (
-    MISSING_EXIT_CODE,
-    PIECE_SCRIPT,
     REPORT_FOLDER,
     CollectError,
-    RunLocation,
     bring_results_home,
+    check_pack,
     extract_archive,
-    fetch_archive,
     finished_levels,
-    )
+    pack_command,
+)
 from benchmarks.sweep import level_dir_name
+from infra.benchmark_names import Run
 from infra.cluster import JobState, JobStatus, job_status_of
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
-LOCATION = RunLocation(stack="session-affinity", run_id="run-3", namespace="bench",
+LOCATION = Run(stack="session-affinity", run_id="run-3", namespace="bench",
                        cache_claim="shared-model-cache", image="python:3.11.14-slim")
 
 
-def in_pod(command: list[str]) -> str:
-    """One command as the reader pod runs it (the real scripts, a real Python); a failure
-    is raised as the real exec raises it."""
-    result = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
-                            timeout=60)
-    if result.returncode == MISSING_EXIT_CODE:
-        raise CollectError(f"no results folder on the claim ({result.stderr.strip()})")
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def transfer(source: Path, dest: Path, scratch: Path) -> None:
-    """The copy `KubernetesClusterIO` makes, with this machine playing the pod."""
+    """The copy `KubernetesClusterIO` makes, with this machine playing the pod: the same
+    pack command (a real `sh` and `tar`), its stdout as the archive, the same checks."""
     archive = scratch / "local.tgz"
-    fetch_archive(in_pod, str(source), str(scratch / "pod.tgz"), archive)
+    with open(archive, "wb") as out:
+        packed = subprocess.run(pack_command(str(source)), stdout=out, stderr=subprocess.PIPE,
+                                timeout=60)
+    check_pack(packed.returncode, packed.stderr.decode())
     extract_archive(archive, dest)
 
 
@@ -62,7 +55,7 @@ class FolderCluster:
     """ClusterIO over a local folder that plays the cache claim."""
 
     def __init__(self, claim: Path, states: list[JobStatus],
-                 location: RunLocation = LOCATION, logs: list[str] | None = None):
+                 location: Run = LOCATION, logs: list[str] | None = None):
         self.claim = claim
         self.location = location
         self.states = list(states)
@@ -81,33 +74,23 @@ class FolderCluster:
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
         return self.logs[-tail_lines:]
 
-    def copy_dir_from_pvc(self, location: RunLocation, dest: Path) -> None:
+    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
         self.copies += 1
         with tempfile.TemporaryDirectory() as scratch:
-            transfer(self.claim / location.subpath, dest, Path(scratch))
+            transfer(self.claim / location.results_path, dest, Path(scratch))
 
 
-def test_transfer_round_trip_keeps_every_file_piece_by_piece(tmp_path, monkeypatch) -> None:
+def test_transfer_round_trip_keeps_every_file(tmp_path) -> None:
     source = tmp_path / "run"
     (source / "c1").mkdir(parents=True)
     (source / "c1" / SUMMARY_EXPORT).write_text('{"x": 1}')
     (source / "manifest.json").write_bytes(bytes(range(256)))
-    (source / "big.bin").write_bytes(os.urandom(50_000))  # does not compress: many pieces
-    pieces: list[str] = []
-    monkeypatch.setattr("benchmarks.collect.PIECE_BYTES", 4096)
-
-    def counted(command: list[str]) -> str:
-        pieces.append(command[2])
-        return in_pod(command)
-
+    (source / "big.bin").write_bytes(os.urandom(50_000))  # binary, does not compress
     (tmp_path / "scratch").mkdir()
-    fetch_archive(counted, str(source), str(tmp_path / "scratch" / "pod.tgz"),
-                  tmp_path / "run.tgz")
-    extract_archive(tmp_path / "run.tgz", tmp_path / "copy")
+    transfer(source, tmp_path / "copy", tmp_path / "scratch")
     assert (tmp_path / "copy" / "c1" / SUMMARY_EXPORT).read_text() == '{"x": 1}'
     assert (tmp_path / "copy" / "manifest.json").read_bytes() == bytes(range(256))
     assert (tmp_path / "copy" / "big.bin").read_bytes() == (source / "big.bin").read_bytes()
-    assert pieces.count(PIECE_SCRIPT) >= 50_000 // 4096  # no exec carried the whole run
 
 
 def test_transfer_says_when_the_folder_is_missing(tmp_path) -> None:
@@ -180,8 +163,8 @@ def test_no_job_and_no_results_is_a_clear_error(tmp_path) -> None:
 
 def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> None:
     """The hook runs the real `collect` command against a cluster that is not there."""
-    from infra.benchmark_components import benchmark_output
     from infra.benchmark_components import bring_results_home as hook
+    from infra.benchmark_manifests import run_of
     from infra.settings import parse_settings
     from tests.support_pulumi import project_name, stack_config
 
@@ -189,31 +172,33 @@ def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> N
     settings = parse_settings(config, "session-affinity", project_name())
     said: list[str] = []
     warnings: list[str] = []
-    assert hook(benchmark_output(settings), UNREACHABLE, said.append, warnings.append,
+    assert hook(run_of(settings), UNREACHABLE, said.append, warnings.append,
                 timeout_secs=120) is False
     assert any("cannot reach the cluster" in line for line in said), said
     assert "./run.sh collect --stack session-affinity --run-id run-3" in warnings[0]
     assert "benchmarks/session-affinity/run-3" in warnings[0]
-    # The kubeconfig went over stdin, and its credentials nowhere else.
+    # The kubeconfig went in collect's environment, and its credentials nowhere else.
     assert "not-a-real-token" not in " ".join(said + warnings)
 
 
 def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str,
                             code: int, kubeconfig: str | None = None
                             ) -> tuple[bool, list[str], list[str]]:
-    """The results hook run against a `collect` that prints `line` and exits with `code`
-    without reading its input: (what the hook returned, its lines, its warnings)."""
+    """The results hook run against a `collect` that prints `line` and exits with `code`,
+    leaving its argv and its kubeconfig variable in `tmp_path`: (what the hook returned,
+    its lines, its warnings)."""
     from infra.benchmark_components import bring_results_home as hook
+    from infra.benchmark_names import KUBECONFIG_ENV
 
     collect = tmp_path / "collect"
-    collect.write_text(f"#!/bin/sh\necho '{line}'\nexit {code}\n")
+    collect.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/argv\n"
+                       f"printf '%s' \"${KUBECONFIG_ENV}\" > {tmp_path}/kubeconfig\n"
+                       f"echo '{line}'\nexit {code}\n")
     collect.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(collect))
-    output = {"stack": "session-affinity", "cacheClaim": "c", "resultsPath": "p",
-              "collectCommand": "retry"}
     said: list[str] = []
     warnings: list[str] = []
-    done = hook(output, kubeconfig, said.append, warnings.append, timeout_secs=30)
+    done = hook(LOCATION, kubeconfig, said.append, warnings.append, timeout_secs=30)
     return done, said, warnings
 
 
@@ -228,22 +213,26 @@ def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -
     assert said == ["still running"] and warnings == []
 
 
-def test_a_collect_that_ends_before_reading_its_input_is_reported_with_its_lines(
+def test_the_hook_hands_collect_the_run_and_keeps_the_kubeconfig_out_of_argv(
         tmp_path, monkeypatch) -> None:
-    """A collect that fails before reading stdin (here: never reads it, and the input is
-    larger than a pipe holds) is a warning naming its exit code, its lines shown: not a
-    lost BrokenPipeError."""
+    """collect gets the run as the stack exports it, and the kubeconfig (content that may
+    hold credentials) in its environment only; a failing collect is a warning naming its
+    exit code, its lines shown."""
     done, said, warnings = _hook_with_fake_collect(tmp_path, monkeypatch, "cannot start", 7,
-                                                   kubeconfig="x" * 2**20)
+                                                   kubeconfig=UNREACHABLE)
     assert done is False
     assert said == ["cannot start"]
     assert len(warnings) == 1 and "collect ended with 7" in warnings[0]
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert Run.from_output(json.loads(argv[argv.index("--run") + 1])) == LOCATION
+    assert "not-a-real-token" not in " ".join(argv + said + warnings)
+    assert (tmp_path / "kubeconfig").read_text() == UNREACHABLE
 
 
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
     claim = tmp_path / "claim"
-    (claim / LOCATION.subpath).mkdir(parents=True)
-    (claim / LOCATION.subpath / "manifest.json").write_text("{}")
+    (claim / LOCATION.results_path).mkdir(parents=True)
+    (claim / LOCATION.results_path / "manifest.json").write_text("{}")
     cluster = FolderCluster(claim, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
     with pytest.raises(CollectError, match="finished no level"):
         bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None)
@@ -285,7 +274,7 @@ def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_ru
     results = tmp_path / "results"
     run_dir = bring_results_home(cluster, LOCATION, results, said.append)
     assert run_dir == results / "session-affinity" / "run-3"
-    source = sweep_run / LOCATION.subpath
+    source = sweep_run / LOCATION.results_path
     copied = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")
                     if p.is_file() and REPORT_FOLDER not in p.relative_to(run_dir).parts)
     assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
@@ -315,11 +304,11 @@ def test_a_failed_sweep_still_brings_home_the_levels_it_finished(tmp_path, sweep
 
 def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) -> None:
     results = tmp_path / "results"
-    other = RunLocation(stack="round-robin", run_id="run-1", namespace="bench",
+    other = Run(stack="round-robin", run_id="run-1", namespace="bench",
                         cache_claim="c", image="i:1")
     # The same real files stand in for the other stack's run.
-    if not (sweep_run / other.subpath).exists():
-        shutil.copytree(sweep_run / LOCATION.subpath, sweep_run / other.subpath)
+    if not (sweep_run / other.results_path).exists():
+        shutil.copytree(sweep_run / LOCATION.results_path, sweep_run / other.results_path)
     bring_results_home(FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)], other),
                        other, results, lambda _: None)
     said: list[str] = []

@@ -17,8 +17,7 @@ from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGrou
 from dynamo.vllm.backend_args import DynamoVllmArgGroup
 
 from infra import manifests, names
-from infra.benchmark_components import benchmark_target
-from infra.benchmark_manifests import smoke_args, sweep_args
+from infra.benchmark_manifests import benchmark_target, smoke_args, sweep_args
 from infra.serving import (
     HF_SECRET_KEY,
     REASONER_ARCHITECTURE,

@@ -62,8 +62,7 @@ def rendered(run: ProgramRun, stack: str) -> list[dict[str, Any]]:
             out.append(manifest)
     settings = _settings(stack)
     out.append(benchmark_manifests.results_reader_pod(
-        settings.namespace.name, stack, settings.cache.claim_name,
-        settings.benchmark.image, f"reader-{stack}"))
+        benchmark_manifests.run_of(settings), f"reader-{stack}"))
     return out
 
 
