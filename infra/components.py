@@ -25,6 +25,8 @@ from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 R = TypeVar("R", bound=pulumi.CustomResource)
 TYPE_PREFIX = "cosmos3-routing:infra"
+# Each token's Secret resource by its config key (the names pin their URNs).
+SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
 DOWNLOAD_PLACEMENT_FIELDS = [
     *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
     "spec.activeDeadlineSeconds", "spec.backoffLimit",
@@ -110,14 +112,10 @@ class RecipeNamespace(pulumi.ComponentResource):
         else:
             self.name = pulumi.Output.from_input(settings.namespace.name)
         self.secrets = []
-        for key, name, build in (
-            (NGC_API_KEY, "ngc-secret", manifests.ngc_secret),
-            (HF_TOKEN, "hf-token-secret", manifests.hf_token_secret),
-        ):
-            if key not in settings.secrets.required:
-                continue
+        for key in settings.secrets.required:
             self.secrets.append(_declare(
-                k8s.core.v1.Secret, name, build(settings, pulumi.Output.secret(tokens[key])),
+                k8s.core.v1.Secret, SECRET_RESOURCES[key],
+                manifests.token_secret(settings, key, pulumi.Output.secret(tokens[key])),
                 pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends))))
         self.register_outputs({"name": self.name})
 
@@ -264,18 +262,19 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
 
 def stack_outputs(settings: Settings, deployment: Deployment) -> dict[str, Any]:
     """Stack outputs: where the frontend is and the exact commands to check it."""
-    commands = manifests.verify_commands(settings)
+    port = names.FRONTEND_PORT
     ttl = settings.routing.affinity_ttl_secs
+    forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     return {
         "namespace": deployment.namespace.name,
         "graphName": deployment.graph.name,
         "frontendService": deployment.graph.frontend_service,
-        "frontendPort": names.FRONTEND_PORT,
+        "frontendPort": port,
         "servedModel": settings.workers.served_model,
         "profile": settings.profile,
         "routerMode": settings.routing.router_mode,
         "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
         "modelCacheClaim": deployment.cache.claim_name,
-        "portForwardCommand": deployment.graph.name.apply(lambda _: commands["portForward"]),
-        "listModelsCommand": commands["listModels"],
+        "portForwardCommand": deployment.graph.name.apply(lambda _: forward),
+        "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
     }
