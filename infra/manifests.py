@@ -283,73 +283,46 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _health_probe(
-    failure_threshold: int, path: str = NIM_HEALTH_PATH, port: int = names.FRONTEND_PORT
-) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": path, "port": port},
-        "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
-    }
+def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
+            "timeoutSeconds": 5, "failureThreshold": failures}
 
 
-def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
-    return {
-        "name": "main",
-        "image": settings.images.nim,
-        "command": NIM_COMMAND,
-        "workingDir": NIM_WORKDIR,
-        "env": [
-            *_nim_model_env(settings),
-            {"name": "NIM_DYNAMO_WORKER", "value": "true"},
-            {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
-            {"name": "DYN_SYSTEM_PORT", "value": str(names.WORKER_SYSTEM_PORT)},
-            REQUEST_PLANE_ENV,
-            *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items()),
-        ],
-        "ports": [
-            {"name": "http", "containerPort": names.FRONTEND_PORT},
-            {"name": "system", "containerPort": names.WORKER_SYSTEM_PORT},
-        ],
-        "startupProbe": _health_probe(startup_failures),
-        "livenessProbe": _health_probe(5),
-    }
-
-
-def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
-    """`python3 -m dynamo.vllm` on the cached weights; probes on Dynamo's system port."""
-    serving = settings.workers.serving
-    port = names.WORKER_SYSTEM_PORT
-    return {
-        "name": "main",
-        "image": settings.images.vllm,
-        "command": list(VLLM_WORKER_COMMAND),
-        "args": vllm_worker_args(serving, model_dir(serving), settings.workers.served_model),
-        "env": [
-            *_hf_env(settings),
-            {"name": "DYN_SYSTEM_PORT", "value": str(port)},
-            REQUEST_PLANE_ENV,
-        ],
-        "ports": [{"name": "system", "containerPort": port}],
-        "startupProbe": _health_probe(startup_failures, VLLM_READY_PATH, port),
-        "livenessProbe": _health_probe(5, VLLM_LIVE_PATH, port),
-    }
+def _worker_container(settings: Settings) -> dict[str, Any]:
+    """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
+    weights, its probes on Dynamo's system port."""
+    workers, port = settings.workers, names.WORKER_SYSTEM_PORT
+    system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
+    if _runs_vllm(settings):
+        serving = workers.serving
+        container: dict[str, Any] = {
+            "image": settings.images.vllm, "command": list(VLLM_WORKER_COMMAND),
+            "args": vllm_worker_args(serving, model_dir(serving), workers.served_model),
+            "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
+            "ports": [{"name": "system", "containerPort": port}]}
+        ready, live = VLLM_READY_PATH, VLLM_LIVE_PATH
+    else:
+        container = {
+            "image": settings.images.nim, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "env": [*_nim_model_env(settings), {"name": "NIM_DYNAMO_WORKER", "value": "true"},
+                    {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
+                    system_port, REQUEST_PLANE_ENV,
+                    *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items())],
+            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
+                      {"name": "system", "containerPort": port}]}
+        ready = live = NIM_HEALTH_PATH
+        port = names.FRONTEND_PORT
+    resources = {"cpu": workers.cpu, "memory": workers.memory,
+                 GPU_RESOURCE: workers.serving.gpus_per_replica}
+    return {"name": "main", **container,
+            "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
+            "livenessProbe": _probe(live, port, 5),
+            "resources": {"requests": resources, "limits": resources},
+            "volumeMounts": [_cache_mount(settings)], "securityContext": container_security()}
 
 
 def worker_component(settings: Settings) -> dict[str, Any]:
     workers = settings.workers
-    resources = {
-        "cpu": workers.cpu,
-        "memory": workers.memory,
-        GPU_RESOURCE: workers.serving.gpus_per_replica,
-    }
-    container = (_vllm_worker_container if _runs_vllm(settings) else _nim_worker_container)(
-        settings, STARTUP_PROBE_FAILURES
-    )
-    container["resources"] = {"requests": resources, "limits": resources}
-    container["volumeMounts"] = [_cache_mount(settings)]
-    container["securityContext"] = container_security()
     return {
         "name": names.WORKER_COMPONENT,
         "type": "worker",
@@ -363,7 +336,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
                 "securityContext": pod_security(),
                 **_pull_secrets(settings),
                 **_gpu_placement(settings),
-                "containers": [container],
+                "containers": [_worker_container(settings)],
                 "volumes": [_cache_volume(settings)],
             },
         },
