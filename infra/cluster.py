@@ -15,6 +15,7 @@ tested with the client's own model objects.
 from __future__ import annotations
 
 import enum
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,13 +205,34 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
-    """The warning for cache settings that no longer match the claim in the cluster."""
-    claim = live.claim if live else None
+    """What to tell a user whose cacheSize or cacheStorageClass no longer matches the claim
+    in the cluster: its spec is fixed once it exists (a replacement would empty the cache),
+    so the change needs a step by hand; None when they match."""
+    claim, cache = live.claim if live else None, settings.cache
     if claim is None:
         return None
-    requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
-    return manifests.cache_claim_drift(settings, claim.spec.storage_class_name,
-                                       requests.get("storage"))
+    live_class = claim.spec.storage_class_name
+    live_size = ((claim.spec.resources.requests if claim.spec.resources else None) or {}
+                 ).get("storage")
+    changes = []
+    if live_class is not None and live_class != cache.storage_class:
+        changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
+                       f"'{live_class}'")
+    amount = quantity_amount(live_size or "")
+    if amount is not None and quantity_amount(cache.size) != amount:
+        changes.append(f"cacheSize is {cache.size} but the claim requests {live_size}")
+    if not changes:
+        return None
+    name = cache.claim_name
+    patch = json.dumps({"spec": {"resources": {"requests": {"storage": cache.size}}}})
+    return (
+        f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
+        "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
+        f"To grow it, where the storage class allows expansion: {settings.kubectl} patch "
+        f"pvc {name} -p '{patch}', then `pulumi refresh` so the stack records the new size. "
+        "For another storage class: make a new ReadWriteMany claim and set "
+        "cacheExistingClaim to it. Or set the two settings back to the claim's values."
+    )
 
 
 def _covers(live: Any, wanted: Any) -> bool:

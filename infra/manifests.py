@@ -14,7 +14,6 @@ vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from infra import names
@@ -30,7 +29,7 @@ from infra.serving import (
     served_by_nim_environment,
     vllm_worker_args,
 )
-from infra.settings import Settings, quantity_amount
+from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
 GRAPH_KIND = "DynamoGraphDeployment"
@@ -106,33 +105,22 @@ def _metadata(settings: Settings, name: str, **extra: Any) -> dict[str, Any]:
 
 
 def namespace(settings: Settings) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": settings.namespace.name, "labels": common_labels()},
-    }
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": settings.namespace.name, "labels": common_labels()}}
 
 
-def _secret(settings: Settings, name: str, key: str, value: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": _metadata(settings, name),
-        "type": "Opaque",
-        "stringData": {key: value},
-    }
+def token_secret(settings: Settings, config_key: str, value: Any) -> dict[str, Any]:
+    """The Secret of a token the runtime needs (`ngcApiKey`, `hfToken`); `value` passes
+    through untouched (a Pulumi secret Output)."""
+    name, key = settings.secrets.refs[config_key]
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": _metadata(settings, name),
+            "type": "Opaque", "stringData": {key: value}}
 
 
-def ngc_secret(settings: Settings, api_key: Any) -> dict[str, Any]:
-    """The NGC secret; `api_key` is passed through untouched (a Pulumi secret Output)."""
-    secrets = settings.secrets
-    return _secret(settings, secrets.ngc_secret_name, secrets.ngc_secret_key, api_key)
-
-
-def hf_token_secret(settings: Settings, token: Any) -> dict[str, Any]:
-    """The Hugging Face token secret (runtime vllm); `token` stays a Pulumi secret."""
-    secrets = settings.secrets
-    return _secret(settings, secrets.hf_secret_name, secrets.hf_secret_key, token)
+def _token_env(settings: Settings, config_key: str) -> dict[str, Any]:
+    """The token as its Secret's data key names it, read from that Secret."""
+    name, key = settings.secrets.refs[config_key]
+    return {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
 
 
 def model_cache_claim(settings: Settings) -> dict[str, Any]:
@@ -149,48 +137,6 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
     }
 
 
-def cache_claim_drift(settings: Settings, live_class: str | None, live_size: str | None
-                      ) -> str | None:
-    """What to tell a user whose cache settings no longer match the claim in the cluster.
-
-    A claim's spec is fixed once it exists (the stack ignores later changes to it, since
-    the provider would replace the claim, and a replacement empties the cache), so a
-    changed `cacheSize` or `cacheStorageClass` needs a step by hand; None when they match.
-    """
-    cache = settings.cache
-    name = cache.claim_name
-    changes = []
-    if live_class is not None and live_class != cache.storage_class:
-        changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
-                       f"'{live_class}'")
-    wanted, live = quantity_amount(cache.size), quantity_amount(live_size or "")
-    if live is not None and wanted != live:
-        changes.append(f"cacheSize is {cache.size} but the claim requests {live_size}")
-    if not changes:
-        return None
-    patch = json.dumps({"spec": {"resources": {"requests": {"storage": cache.size}}}})
-    return (
-        f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
-        "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
-        f"To grow it, where the storage class allows expansion: {settings.kubectl} patch "
-        f"pvc {name} -p '{patch}', then `pulumi refresh` so the stack records the new size. "
-        "For another storage class: make a new ReadWriteMany claim and set "
-        "cacheExistingClaim to it. Or set the two settings back to the claim's values."
-    )
-
-
-def _ngc_env(settings: Settings) -> dict[str, Any]:
-    return {
-        "name": names.NGC_SECRET_KEY,
-        "valueFrom": {
-            "secretKeyRef": {
-                "name": settings.secrets.ngc_secret_name,
-                "key": settings.secrets.ngc_secret_key,
-            }
-        },
-    }
-
-
 def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     """What the NIM reads to pick the model profile (shared by download Job and workers)."""
     workers = settings.workers
@@ -198,29 +144,17 @@ def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     return [
         *({"name": k, "value": v} for k, v in model.items()),
         {"name": "NIM_CACHE_PATH", "value": names.NIM_CACHE_PATH},
-        _ngc_env(settings),
+        _token_env(settings, NGC_API_KEY),
     ]
 
 
 def _hf_env(settings: Settings) -> list[dict[str, Any]]:
     """The token (from its Secret) and a hub cache on the claim, for the vLLM path."""
-    secrets = settings.secrets
-    return [
-        {
-            "name": secrets.hf_secret_key,
-            "valueFrom": {
-                "secretKeyRef": {"name": secrets.hf_secret_name, "key": secrets.hf_secret_key}
-            },
-        },
-        {"name": "HF_HOME", "value": hf_home()},
-    ]
+    return [_token_env(settings, HF_TOKEN), {"name": "HF_HOME", "value": hf_home()}]
 
 
 def _cache_volume(settings: Settings) -> dict[str, Any]:
-    return {
-        "name": CACHE_VOLUME,
-        "persistentVolumeClaim": {"claimName": settings.cache.claim_name},
-    }
+    return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": settings.cache.claim_name}}
 
 
 def _cache_mount(settings: Settings) -> dict[str, Any]:
@@ -239,17 +173,11 @@ def pod_security(nim_user: bool = True) -> dict[str, Any]:
     Dynamo image's own user, `dynamo` (UID 1000, primary group 0 for OpenShift: its
     writable directories are group 0's), so only the UID is pinned (a named image user
     can't be checked against runAsNonRoot)."""
-    if not nim_user:
-        return {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
-                "seccompProfile": {"type": "RuntimeDefault"}}
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": names.NIM_UID,
-        "runAsGroup": names.NIM_GID,
-        "fsGroup": names.NIM_GID,
-        "fsGroupChangePolicy": "OnRootMismatch",
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+    return user if not nim_user else {**user, "runAsGroup": names.NIM_GID,
+                                      "fsGroup": names.NIM_GID,
+                                      "fsGroupChangePolicy": "OnRootMismatch"}
 
 
 def container_security() -> dict[str, Any]:
@@ -287,27 +215,18 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     one replica, of the workers' class, so the NIM selects the profile those workers will
     also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
-    if _runs_vllm(settings):
-        serving = settings.workers.serving
-        container: dict[str, Any] = {
-            "name": "download",
-            "image": settings.images.vllm,
-            "command": hf_download_command(serving, model_dir(serving)),
-            "env": _hf_env(settings),
-            "volumeMounts": [_cache_mount(settings)],
-            "securityContext": container_security(),
-        }
-    else:
-        profile = settings.workers.nim_model_profile
-        container = {
-            "name": "download",
-            "image": settings.images.nim,
-            "command": [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
-            "env": _nim_model_env(settings),
-            "volumeMounts": [_cache_mount(settings)],
-            "securityContext": container_security(),
-        }
-    container["resources"] = {k: dict(v) for k, v in DOWNLOAD_RESOURCES.items()}
+    vllm, serving = _runs_vllm(settings), settings.workers.serving
+    profile = settings.workers.nim_model_profile
+    container: dict[str, Any] = {
+        "name": "download",
+        "image": settings.images.vllm if vllm else settings.images.nim,
+        "command": hf_download_command(serving, model_dir(serving)) if vllm else
+        [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
+        "env": _hf_env(settings) if vllm else _nim_model_env(settings),
+        "volumeMounts": [_cache_mount(settings)],
+        "securityContext": container_security(),
+        "resources": {k: dict(v) for k, v in DOWNLOAD_RESOURCES.items()},
+    }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "securityContext": pod_security(),
@@ -317,19 +236,15 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "containers": [container],
         "volumes": [_cache_volume(settings)],
     }
-    if not _runs_vllm(settings) and settings.workers.nim_model_profile is None:
-        gpus = settings.workers.serving.gpus_per_replica
-        container["resources"]["limits"][GPU_RESOURCE] = gpus
+    if not vllm and profile is None:
+        container["resources"]["limits"][GPU_RESOURCE] = serving.gpus_per_replica
         pod_spec.update(_gpu_placement(settings))
     timeouts = settings.timeouts
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(
-            settings,
-            settings.download_job_name,
-            annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)},
-        ),
+        "metadata": _metadata(settings, settings.download_job_name,
+                              annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)}),
         "spec": {
             "backoffLimit": timeouts.download_retries,
             "activeDeadlineSeconds": timeouts.download_secs,
@@ -368,73 +283,46 @@ def frontend_component(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _health_probe(
-    failure_threshold: int, path: str = NIM_HEALTH_PATH, port: int = names.FRONTEND_PORT
-) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": path, "port": port},
-        "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
-        "timeoutSeconds": 5,
-        "failureThreshold": failure_threshold,
-    }
+def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": port}, "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
+            "timeoutSeconds": 5, "failureThreshold": failures}
 
 
-def _nim_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
-    return {
-        "name": "main",
-        "image": settings.images.nim,
-        "command": NIM_COMMAND,
-        "workingDir": NIM_WORKDIR,
-        "env": [
-            *_nim_model_env(settings),
-            {"name": "NIM_DYNAMO_WORKER", "value": "true"},
-            {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
-            {"name": "DYN_SYSTEM_PORT", "value": str(names.WORKER_SYSTEM_PORT)},
-            REQUEST_PLANE_ENV,
-            *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items()),
-        ],
-        "ports": [
-            {"name": "http", "containerPort": names.FRONTEND_PORT},
-            {"name": "system", "containerPort": names.WORKER_SYSTEM_PORT},
-        ],
-        "startupProbe": _health_probe(startup_failures),
-        "livenessProbe": _health_probe(5),
-    }
-
-
-def _vllm_worker_container(settings: Settings, startup_failures: int) -> dict[str, Any]:
-    """`python3 -m dynamo.vllm` on the cached weights; probes on Dynamo's system port."""
-    serving = settings.workers.serving
-    port = names.WORKER_SYSTEM_PORT
-    return {
-        "name": "main",
-        "image": settings.images.vllm,
-        "command": list(VLLM_WORKER_COMMAND),
-        "args": vllm_worker_args(serving, model_dir(serving), settings.workers.served_model),
-        "env": [
-            *_hf_env(settings),
-            {"name": "DYN_SYSTEM_PORT", "value": str(port)},
-            REQUEST_PLANE_ENV,
-        ],
-        "ports": [{"name": "system", "containerPort": port}],
-        "startupProbe": _health_probe(startup_failures, VLLM_READY_PATH, port),
-        "livenessProbe": _health_probe(5, VLLM_LIVE_PATH, port),
-    }
+def _worker_container(settings: Settings) -> dict[str, Any]:
+    """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
+    weights, its probes on Dynamo's system port."""
+    workers, port = settings.workers, names.WORKER_SYSTEM_PORT
+    system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
+    if _runs_vllm(settings):
+        serving = workers.serving
+        container: dict[str, Any] = {
+            "image": settings.images.vllm, "command": list(VLLM_WORKER_COMMAND),
+            "args": vllm_worker_args(serving, model_dir(serving), workers.served_model),
+            "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
+            "ports": [{"name": "system", "containerPort": port}]}
+        ready, live = VLLM_READY_PATH, VLLM_LIVE_PATH
+    else:
+        container = {
+            "image": settings.images.nim, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "env": [*_nim_model_env(settings), {"name": "NIM_DYNAMO_WORKER", "value": "true"},
+                    {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
+                    system_port, REQUEST_PLANE_ENV,
+                    *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items())],
+            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
+                      {"name": "system", "containerPort": port}]}
+        ready = live = NIM_HEALTH_PATH
+        port = names.FRONTEND_PORT
+    resources = {"cpu": workers.cpu, "memory": workers.memory,
+                 GPU_RESOURCE: workers.serving.gpus_per_replica}
+    return {"name": "main", **container,
+            "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
+            "livenessProbe": _probe(live, port, 5),
+            "resources": {"requests": resources, "limits": resources},
+            "volumeMounts": [_cache_mount(settings)], "securityContext": container_security()}
 
 
 def worker_component(settings: Settings) -> dict[str, Any]:
     workers = settings.workers
-    resources = {
-        "cpu": workers.cpu,
-        "memory": workers.memory,
-        GPU_RESOURCE: workers.serving.gpus_per_replica,
-    }
-    container = (_vllm_worker_container if _runs_vllm(settings) else _nim_worker_container)(
-        settings, STARTUP_PROBE_FAILURES
-    )
-    container["resources"] = {"requests": resources, "limits": resources}
-    container["volumeMounts"] = [_cache_mount(settings)]
-    container["securityContext"] = container_security()
     return {
         "name": names.WORKER_COMPONENT,
         "type": "worker",
@@ -448,7 +336,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
                 "securityContext": pod_security(),
                 **_pull_secrets(settings),
                 **_gpu_placement(settings),
-                "containers": [container],
+                "containers": [_worker_container(settings)],
                 "volumes": [_cache_volume(settings)],
             },
         },
@@ -476,13 +364,3 @@ def graph(settings: Settings) -> dict[str, Any]:
         },
     }
 
-
-def verify_commands(settings: Settings) -> dict[str, str]:
-    """The two commands that show the deployment serves the model."""
-    port = names.FRONTEND_PORT
-    return {
-        "portForward": (
-            f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
-        ),
-        "listModels": f"curl -fsS http://localhost:{port}/v1/models",
-    }

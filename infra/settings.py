@@ -221,14 +221,12 @@ class NamespaceSettings:
 @dataclass(frozen=True)
 class SecretSettings:
     """Names only: the secrets travel as Pulumi secrets, never through here. `required`
-    are the secret keys this stack's runtime needs; only those become Kubernetes Secrets."""
+    are the secret keys this stack's runtime needs; only those become Kubernetes Secrets,
+    `refs` naming each one's (Secret, data key)."""
 
-    ngc_secret_name: str
-    ngc_secret_key: str
     image_pull_secrets: tuple[str, ...]
     required: tuple[str, ...]
-    hf_secret_name: str
-    hf_secret_key: str = HF_SECRET_KEY
+    refs: Mapping[str, tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -441,10 +439,9 @@ def _secrets(r: ConfigReader, runtime: str, graph: str,
             r.problem("imagePullSecrets", f"'{name}' is not a Secret name; list names of "
                       "existing docker-registry Secrets in the namespace (kubectl create "
                       "secret docker-registry ...)")
-    return SecretSettings(
-        ngc_secret_name=names.stack_object_name(graph, "ngc-api-key"),
-        ngc_secret_key=names.NGC_SECRET_KEY, image_pull_secrets=r.v["imagePullSecrets"],
-        required=required, hf_secret_name=names.stack_object_name(graph, "hf-token"))
+    return SecretSettings(r.v["imagePullSecrets"], required, {
+        NGC_API_KEY: (names.stack_object_name(graph, "ngc-api-key"), names.NGC_SECRET_KEY),
+        HF_TOKEN: (names.stack_object_name(graph, "hf-token"), HF_SECRET_KEY)})
 
 
 def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:

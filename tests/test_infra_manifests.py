@@ -36,7 +36,7 @@ VARIANTS = {
 def all_manifests(settings: Settings) -> list[dict]:
     return [
         manifests.namespace(settings),
-        manifests.ngc_secret(settings, "placeholder-not-a-key"),
+        manifests.token_secret(settings, "ngcApiKey", "placeholder-not-a-key"),
         manifests.model_cache_claim(settings),
         manifests.model_download_job(settings),
     ]

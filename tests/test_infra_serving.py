@@ -61,7 +61,7 @@ def vllm_settings(stack: str = "vllm-trial", **overrides: Any) -> Settings:
 def nim_manifests(settings: Settings) -> dict[str, Any]:
     return {
         "namespace": manifests.namespace(settings),
-        "ngcSecret": manifests.ngc_secret(settings, "placeholder-not-a-key"),
+        "ngcSecret": manifests.token_secret(settings, "ngcApiKey", "placeholder-not-a-key"),
         "cacheClaim": manifests.model_cache_claim(settings),
         "downloadJob": manifests.model_download_job(settings),
         "graph": manifests.graph(settings),
@@ -134,8 +134,7 @@ def test_every_serving_path_renders_valid_manifests(config: tuple) -> None:
     for component in graph["spec"]["components"]:
         validate_pod_template(component["podTemplate"])
     validate_k8s(manifests.model_download_job(settings))
-    secret = (manifests.hf_token_secret if config[0] == "vllm" else manifests.ngc_secret)(
-        settings, "placeholder")
+    secret = manifests.token_secret(settings, settings.secrets.required[0], "placeholder")
     validate_k8s(secret)
 
 
@@ -185,7 +184,7 @@ def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
     assert {"--async-scheduling", "--enable-multimodal"} <= set(args)
     assert flag(args, "--dtype") == "bfloat16" and "--quantization" not in args
     env = env_of(main)
-    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": settings.secrets.hf_secret_name,
+    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": settings.secrets.refs["hfToken"][0],
                                                     "key": HF_SECRET_KEY}}
     assert env["DYN_SYSTEM_PORT"] == "9090"
     assert not any(name.startswith("NIM_") or name == "NGC_API_KEY" for name in env)
@@ -224,7 +223,7 @@ def test_vllm_download_job_uses_the_hf_cli_with_the_token_secret() -> None:
                                     weights]
     assert container["image"] == TEST_VLLM_IMAGE
     secret = env_of(container)[HF_SECRET_KEY]["secretKeyRef"]["name"]
-    assert secret == settings.secrets.hf_secret_name
+    assert secret == settings.secrets.refs["hfToken"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]  # no GPU needed
     assert "nodeSelector" not in pod
     _, main = worker_of(settings)
@@ -236,7 +235,7 @@ def test_hf_token_lives_only_in_its_secret() -> None:
     settings = vllm_settings()
     rendered = json.dumps([manifests.graph(settings), manifests.model_download_job(settings)])
     assert TEST_HF_TOKEN not in rendered and TEST_HF_TOKEN not in repr(settings)
-    secret = manifests.hf_token_secret(settings, TEST_HF_TOKEN)
+    secret = manifests.token_secret(settings, "hfToken", TEST_HF_TOKEN)
     assert secret["stringData"] == {HF_SECRET_KEY: TEST_HF_TOKEN}
     assert settings.secrets.required == ("hfToken",)
 
