@@ -124,8 +124,9 @@ def test_a_level_attribution_is_saved_and_the_raw_export_then_goes(tmp_path: Pat
     assert not (folder / RAW_EXPORT).exists()
     assert json.loads((folder / ATTRIBUTION_FILE).read_text()) == {
         "workers_by_video": {"v1": [1, 2], "v2": [2]}, "unattributed": 2}
-    # Read again from the saved file alone.
+    # Read again from the saved file alone, its raw export already gone.
     assert level_attribution(folder) == Attribution({"v1": [1, 2], "v2": [2]}, 2)
+    assert level_evidence(folder, None, None, True)["routing"] == evidence["routing"]
 
 
 def test_evidence_is_only_what_was_measured(tmp_path: Path) -> None:
@@ -133,8 +134,11 @@ def test_evidence_is_only_what_was_measured(tmp_path: Path) -> None:
     assert level_evidence(folder, None, FrontendCounts(), False) == {}
     assert level_evidence(folder, FrontendCounts(), None, False) == {}
     assert (folder / RAW_EXPORT).exists()
-    with pytest.raises(FileNotFoundError, match="run it with --export-level raw"):
+    with pytest.raises(FileNotFoundError) as missing:
         level_attribution(tmp_path / "empty")
+    assert str(missing.value) == (
+        f"{tmp_path / 'empty' / RAW_EXPORT} is missing: this level ran without AIPerf's raw "
+        "export, so the worker of each request is unknown (run it with --export-level raw)")
 
 
 def test_an_empty_attribution_spreads_nothing() -> None:
@@ -152,7 +156,9 @@ def test_more_workers_than_the_graph_has_fail_a_level() -> None:
     assert routing_problems(routing(8), 8, False) == []
     assert routing_problems(routing(9), None, False) == []
     [problem] = routing_problems(routing(9), 8, False)
-    assert problem.startswith("9 worker ids answered but the graph has 8 workers")
+    assert problem == ("9 worker ids answered but the graph has 8 workers: workers were "
+                       "replaced during the level (a rollout?); rerun it once the graph is "
+                       "settled")
 
 
 def test_affinity_fails_a_level_where_a_video_moved() -> None:
@@ -160,8 +166,9 @@ def test_affinity_fails_a_level_where_a_video_moved() -> None:
     assert routing_problems(routing(8, single=1.0), 8, True) == []
     assert routing_problems(routing(0, videos=0, single=0.0), 8, True) == []
     [problem] = routing_problems(routing(8, single=0.75), 8, True)
-    assert problem.startswith("session affinity is on but 1 of 4 videos were served by "
-                              "more than one worker")
+    assert problem == ("session affinity is on but 1 of 4 videos were served by more "
+                       "than one worker: the frontend did not keep its sessions (its "
+                       "affinity flags, or a restart during the level)")
     assert len(routing_problems(routing(9, single=0.5), 8, True)) == 2
     assert routing_problems(None, 8, True) == routing_problems({}, 8, True) == []
 
