@@ -303,3 +303,79 @@ def test_an_overcommitted_node_takes_nothing_from_the_others() -> None:
     allocatable 0) fits no replica; it takes none from the other nodes."""
     settings = settings_of()
     assert fits(settings, node("gpu-1", 8), node("gpu-2", 0), pods=(gpu_pod("gpu-2", 1),))
+
+
+def claim(modes: list[str], size: str | None, storage_class: str | None = None) -> Any:
+    resources = {"requests": {"storage": size}} if size else None
+    return as_api_returns({"metadata": {"name": "shared-model-cache"}, "spec": {
+        "accessModes": modes, "resources": resources, "storageClassName": storage_class}},
+        "V1PersistentVolumeClaim")
+
+
+def test_a_claim_of_exactly_the_needed_size_fits_and_one_without_a_size_does_not() -> None:
+    settings = settings_of()  # this serving path downloads 100Gi
+    assert cluster._cache(settings, replace(healthy(), claim=claim(["ReadWriteMany"],
+                                                                   "100Gi"))) == []
+    [small] = cluster._cache(settings, replace(healthy(), claim=claim(["ReadWriteMany"],
+                                                                      "99Gi")))
+    assert "holds 99Gi, less than the 100Gi" in small
+    [unsized] = cluster._cache(settings, replace(healthy(), claim=claim(["ReadWriteMany"],
+                                                                        None)))
+    assert "holds None, less than the 100Gi" in unsized
+
+
+def test_a_claim_without_a_storage_class_uses_the_default_one() -> None:
+    """`storageClassName` unset: the cluster's default class binds it, so a missing class
+    named in the settings is no reason to refuse it; an unreadable class says nothing."""
+    fits_claim = claim(["ReadWriteMany"], "300Gi")
+    assert cluster._cache(settings_of(), replace(healthy(), claim=fits_claim,
+                                                 storage_class=None)) == []
+    gone = claim(["ReadWriteMany"], "300Gi", "old")
+    assert cluster._cache(settings_of(), replace(
+        healthy(), claim=gone, storage_class=None,
+        unreadable=frozenset({"storage class"}))) == []
+
+
+def test_a_claim_that_is_not_read_write_many_names_its_modes() -> None:
+    [problem] = cluster._cache(settings_of(), replace(healthy(), claim=claim(
+        ["ReadWriteOnce", "ReadOnlyMany"], "300Gi")))
+    assert "claim shared-model-cache is ReadWriteOnce, ReadOnlyMany; eight workers" in problem
+
+
+def test_the_download_problems_name_the_settings_and_every_step_of_the_fix() -> None:
+    settings = settings_of()
+    kubectl, job = settings.kubectl, settings.download_job_name
+    [failed] = cluster._download(settings, replace(healthy(), download_job=as_api_returns({
+        "metadata": {"name": job}, "spec": {"template": {}},
+        "status": {"conditions": [{"type": "Failed", "status": "True"}]}}, "V1Job")))
+    assert failed == (
+        f"download Job {job} failed in an earlier `up` (`{kubectl} logs job/{job}` says why); "
+        f"fix the cause, then `{kubectl} delete job {job}` and `pulumi up --refresh` to run "
+        "it again")
+    [blocked] = cluster._download(settings, replace(healthy(), graph={"metadata": {}}))
+    assert ("it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile id "
+            "(the download then needs no GPU), or free the GPUs first: "
+            f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
+            "`pulumi up --refresh`") in blocked
+
+
+def test_pull_secrets_that_could_not_be_read_are_not_called_missing() -> None:
+    settings = settings_of(imagePullSecrets=["mirror", "backup"])
+    [problem] = cluster._pull_secrets(settings, healthy())
+    assert problem.startswith(f"{K}imagePullSecrets: mirror, backup not in namespace")
+    assert cluster._pull_secrets(settings, replace(
+        healthy(), unreadable=frozenset({"pull secrets"}))) == []
+
+
+def test_the_stacks_own_benchmark_pod_gives_back_its_gpus() -> None:
+    settings = settings_of()
+    bench = gpu_pod("gpu-1", 8, settings.namespace.name,
+                    {manifests.PROFILE_LABEL: settings.profile})
+    assert fits(settings, node("gpu-1", 8), pods=(bench,))
+
+
+def test_a_job_complete_after_a_false_condition_is_complete() -> None:
+    job = as_api_returns({"metadata": {"name": "j"}, "spec": {"template": {}}, "status": {
+        "conditions": [{"type": "Failed", "status": "False"},
+                       {"type": "Complete", "status": "True"}]}}, "V1Job")
+    assert cluster.job_status_of(job).state is JobState.SUCCEEDED
