@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def at_a_terminal() -> None:
+    """`preexec_fn` of a child that stands for a command run in the foreground, where Ctrl-C
+    reaches it. An ignored SIGINT survives exec, and a suite started in the background of a
+    non-interactive shell (`pytest ... &`) has it ignored: such a child never hears Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 

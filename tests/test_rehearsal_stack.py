@@ -31,7 +31,7 @@ from rehearsal.local_dynamo import (
     listeners,
     local_frontend_command,
 )
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, at_a_terminal
 from tests.support_rehearsal import (
     alive,
     child_env,
@@ -164,14 +164,11 @@ _CHILD = textwrap.dedent(
 
 
 def _start_child(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
-    """The rehearsal as a user runs it in the foreground. An ignored SIGINT survives exec,
-    and a Python that starts with it ignored never raises KeyboardInterrupt: a suite
-    started in the background of a non-interactive shell (`pytest ... &`, which ignores
-    SIGINT for it) would otherwise hand the child a Ctrl-C it cannot hear."""
+    """The rehearsal as a user runs it in the foreground (`at_a_terminal`)."""
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
         env=child_env(), start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=at_a_terminal,
     )
     assert child.stdout is not None
     line = child.stdout.readline()

@@ -19,7 +19,7 @@ import pytest
 from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape
 from infra.benchmark_names import video_name
 from infra.benchmark_shape import SEED_SHAPE
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, at_a_terminal
 
 SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
 
@@ -107,7 +107,7 @@ def test_ctrl_c_stops_at_once_and_keeps_what_was_made(tmp_path: Path) -> None:
             "--width", "160", "--height", "96", "--jobs", "1"]
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "videos", *args],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=at_a_terminal)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (out / video_name(1)).is_file():
         time.sleep(0.1)
