@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.aiperf_run import (
-    EXPORT_LEVELS,
     RECORDS_EXPORT,
     SUMMARY_EXPORT,
     ExportError,
@@ -77,6 +76,8 @@ STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 # rehearsal's): a level where more worker ids answer is failed (evidence.routing_problems).
 WORKER_COUNT_FACTS = ("replicas", "mock_workers")
 BAD_SETTINGS = "bad sweep settings"
+# What a refused resume says, in words that fit the CLI, the rehearsal and the cluster.
+NEW_RUN_HINT = "use a new --run-id (on the cluster: benchmarkRunId) for these settings"
 Say = Callable[[str], None]
 
 
@@ -114,8 +115,7 @@ class SweepConfig:
     Every level sends the whole dataset. `tokenizer` None builds the tiny local tokenizer
     in the run directory (token counts come from the server's usage).
     `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
-    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`); `export_level`
-    "raw" keeps every response (see benchmarks/aiperf_run.py). `deployment` holds
+    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`). `deployment` holds
     facts about the target (images, versions...) copied into the manifest; `notes` are
     free-text lines shown in the report.
     """
@@ -136,17 +136,12 @@ class SweepConfig:
     run_id: str | None = None
     run_dir: Path | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-    export_level: str = "records"
     request_timeout_secs: float = 600.0
     level_timeout_secs: float = 8 * 3600.0
     heartbeat_secs: float = 60.0
     notes: tuple[str, ...] = ()
     deployment: Mapping[str, Any] = field(default_factory=dict)
     python: str = sys.executable
-    # A level where any request got other than `output_tokens` is failed unless accepted.
-    accept_other_lengths: bool = False
-    # What a refused resume tells the user to do (the cluster's way differs).
-    new_run_hint: str = "use a new --run-id (or --out) for these settings"
     level_target: LevelTarget | None = None
     # Ask the frontend which worker served each request (AIPerf's raw export), and record
     # per level how sticky routing was and how requests spread over the workers.
@@ -221,8 +216,6 @@ def config_problems(config: SweepConfig) -> list[str]:
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
     if config.output_tokens < 1:
         problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
-    if config.export_level not in EXPORT_LEVELS:
-        problems.append(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}")
     if config.run_id is not None and (not RUN_ID.match(config.run_id)
                                       or len(config.run_id) > RUN_ID_MAX_LEN):
         problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
@@ -293,7 +286,6 @@ def manifest_base(
         },
         "video_settings": info.video_settings if info else None,
         "extra_body": dict(config.extra_body),
-        "export_level": config.export_level,
         "tokenizer": tokenizer,
         "deployment": dict(config.deployment),
         "notes": list(config.notes),
@@ -304,7 +296,7 @@ def manifest_base(
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "warmup_requests", "random_seed", "extra_body", "export_level",
+    "warmup_requests", "random_seed", "extra_body",
     # What was measured (images, topology, routing, the graph's uid, the code's hash):
     # results of one deployment never resume under another's name.
     "deployment",
@@ -480,8 +472,7 @@ def open_run(config: SweepConfig) -> tuple[
     if problems:
         raise InputError(BAD_SETTINGS, problems)
     if config.attribute_workers:
-        config = replace(config, export_level="raw",
-                         extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
+        config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
     affinity = resolve_affinity(config)
     scan = scan_dataset(Path(config.dataset))
     check_output_tokens(config, scan)
@@ -494,7 +485,7 @@ def open_run(config: SweepConfig) -> tuple[
     changed = settings_changes(earlier, base) if earlier is not None else []
     if changed:
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
-                         f"({'; '.join(changed)}); {config.new_run_hint}")
+                         f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     return config, affinity, scan, tokenizer, base, earlier
 
 
@@ -537,7 +528,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             concurrency=concurrency, sessions=scan.sessions, output_tokens=config.output_tokens,
             artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
             random_seed=config.random_seed,
-            extra_body=config.extra_body, export_level=config.export_level,
+            extra_body=config.extra_body,
             request_timeout_secs=config.request_timeout_secs,
         )
         level = manifest["levels"][str(concurrency)] = {
@@ -593,7 +584,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
                     config: SweepConfig, level_dir: Path) -> list[str]:
     """Why a measured level is not kept: any failed request (docs/benchmark-toolkit.md,
-    "Failed requests"), answers without a token count, other lengths unless accepted."""
+    "Failed requests"), answers without a token count, other output lengths."""
     problems = []
     if summary.errors:
         problems.append(f"{summary.errors} of {summary.requests + summary.errors} requests "
@@ -603,11 +594,10 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
         problems.append(f"{lengths['missing']} answers carry no output token count (the "
                         "server sent no `usage`), so their length is unchecked: make the "
                         "server report usage in its stream")
-    if lengths and lengths["other"] and not config.accept_other_lengths:
+    if lengths and lengths["other"]:
         problems.append(f"{lengths['other']} requests got other than {config.output_tokens} "
                         f"output tokens (min {lengths['min']}, max {lengths['max']}): the "
-                        "server stops early or ignores the length fields; fix it, or pass "
-                        "--accept-other-lengths to keep such levels")
+                        "server stops early or ignores the length fields; fix it")
     return problems
 
 
@@ -666,8 +656,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
-    p.add_argument("--export-level", choices=EXPORT_LEVELS, default="records",
-                   help="raw keeps every request and response (large)")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
     p.add_argument("--level-timeout", type=float, default=8 * 3600.0,
                    help="seconds per level")
@@ -678,14 +666,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--attribute-workers", action="store_true",
                    help="record which worker served each request (the frontend's nvext "
                    "worker_id) and per level the routing's stickiness and spread")
-    p.add_argument("--accept-other-lengths", action="store_true",
-                   help="keep levels where requests got other than --output-tokens tokens")
-    p.add_argument("--resume-hint", default=None,
-                   help="what a failed run tells you to do (default: rerun this command)")
     p.add_argument("--follow-command", default=None,
                    help="the command that follows this sweep's log, printed at its start")
-    p.add_argument("--new-run-hint", default=None,
-                   help="what a refused resume tells you to do (default: a new --run-id)")
     p.set_defaults(func=_run)
 
 
@@ -722,12 +704,10 @@ def _run(args: argparse.Namespace) -> int:
         affinity=args.affinity, concurrencies=tuple(args.concurrency),
         output_tokens=args.output_tokens, random_seed=args.seed, tokenizer=args.tokenizer,
         results_root=args.results_root, run_id=args.run_id, run_dir=args.out,
-        export_level=args.export_level, request_timeout_secs=args.request_timeout,
+        request_timeout_secs=args.request_timeout,
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
         deployment=dict(item.partition("=")[::2] for item in args.deployment),
-        accept_other_lengths=args.accept_other_lengths,
         attribute_workers=args.attribute_workers,
-        **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
     run_dir: Path | None = None
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
@@ -770,9 +750,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
-    """The command that resumes this run: a run id of the clock's is not "the same"."""
-    if args.resume_hint:
-        return f"to resume {run_dir}, {args.resume_hint}"
+    """How to resume this run, in words that fit the CLI and the cluster's Job (whose run
+    id is `benchmarkRunId`): a run id of the clock's is not "the same"."""
     if args.run_id or args.out:
-        return f"to resume {run_dir}, rerun the same command"
+        return (f"to resume {run_dir}, run it again with the same run id (the cluster's "
+                "benchmarkRunId) or --out: finished levels are kept")
     return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"

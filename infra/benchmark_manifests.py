@@ -313,11 +313,6 @@ def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
     ]
 
 
-# What the sweep's failure says to do, in the cluster's terms.
-RESUME_HINT = "run `pulumi up` again with the same benchmarkRunId: finished levels are kept"
-NEW_RUN_HINT = "set a new run id (`pulumi config set benchmarkRunId run-2`), then `pulumi up`"
-
-
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
         "sweep", "--url", target.frontend_url, "--model", target.model,
@@ -336,7 +331,6 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--attribute-workers",
         *(arg for note in target.notes for arg in ("--note", note)),
         *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
-        "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,
         "--follow-command", target.run.follow_command,
     ]
 

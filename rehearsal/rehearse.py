@@ -242,7 +242,6 @@ class Rehearsal:
             concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
-            new_run_hint="use a new --run-id, or the run's own settings to resume it",
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
                 "frontend_command": local_frontend_command("python", stack.routing, 0),

@@ -85,7 +85,7 @@ def _run_once(base: Path) -> SweepRuns:
             results_root=base / "results", run_id="test-run", heartbeat_secs=5,
         )
         affinity = _sweep(server, SweepConfig(
-            profile="session-affinity", export_level="raw",
+            profile="session-affinity",
             extra_body=WORKER_ID_REQUEST_FIELDS, notes=("recording server, not a model",),
             **common,
         ))
