@@ -48,7 +48,6 @@ from benchmarks.aiperf_run import (
     summarize_file,
 )
 from benchmarks.dataset import (
-    add_prompt_style_options,
     build_run_datasets,
     load_dataset_info,
     video_references,
@@ -641,7 +640,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="text-only: a ~N-token per-video block instead of the video")
     src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
                      help=f"default {s.questions_per_video}")
-    add_prompt_style_options(src)
     p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
                    help=f"levels (default {' '.join(map(str, s.concurrencies))})")
     p.add_argument("--output-tokens", type=int, default=s.output_tokens,
@@ -682,15 +680,14 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
         raise InputError(BAD_SETTINGS, [
             "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
     options: dict[str, Any] = dict(
-        output_tokens=args.output_tokens, seed=args.seed,
-        reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
+        output_tokens=args.output_tokens, seed=args.seed)
     references = None
     try:
         if args.text_standin_tokens is not None:
             options["text_standin_tokens"] = args.text_standin_tokens
         else:
             references = partial(video_references, args.videos, args.video_base_url)
-            options.update(video_settings=video_settings_for(args.videos, args.video_base_url),
+            options.update(video_settings=video_settings_for(args.videos),
                            video_source=args.video_base_url or "local files")
         return build_run_datasets(run_dir, args.video_count, args.questions_per_video,
                                   args.warmup_videos, references, **options)

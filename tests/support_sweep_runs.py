@@ -28,7 +28,6 @@ WARMUP = 2
 OUTPUT_TOKENS = 128
 VIDEO_BASE_URL = "http://127.0.0.1:9/videos"
 # Per-line body fields must reach the wire too (the dataset's `extra`).
-SAMPLING_PRESET = "no-reasoning"
 
 
 @dataclass
@@ -68,15 +67,13 @@ def _run_once(base: Path) -> SweepRuns:
     dataset = base / "dataset.jsonl"
     refs = [f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)]
     build_dataset(dataset, video_refs=refs, questions_per_video=QUESTIONS,
-                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL,
-                  sampling_preset=SAMPLING_PRESET)
+                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL)
     # The warm-up videos follow the measured ones and the smoke test's, as the sweep's CLI
     # and the cluster's video maker number them.
     warmup = base / "warmup.jsonl"
     build_dataset(warmup, video_refs=[f"{VIDEO_BASE_URL}/video_{VIDEOS + 1 + i:04d}.mp4"
                                       for i in range(WARMUP)],
-                  questions_per_video=1, output_tokens=OUTPUT_TOKENS, first_video=VIDEOS + 1,
-                  sampling_preset=SAMPLING_PRESET)
+                  questions_per_video=1, output_tokens=OUTPUT_TOKENS, first_video=VIDEOS + 1)
     tokenizer = build_tiny_model_dir(base / "tokenizer")
     with RecordingOpenAIServer(models=[MODEL]) as server:
         common = dict(
