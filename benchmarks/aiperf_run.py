@@ -12,8 +12,7 @@ Why each choice of the command:
 - Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
   `X-Correlation-ID` to the header Dynamo routes on. Round robin sends no such header.
   AIPerf's default extra `X-Session-Affinity` header is switched off (see `aiperf_env`).
-- No AIPerf warm-up: its warm-up requests would ask about measured videos (the sweep's
-  own warm-up uses videos outside the measured set, see benchmarks/sweep.py).
+- No warm-up (as the seed): AIPerf's would ask about measured videos.
 - Token counts come from the server's `usage` (`--use-server-token-count`), so the
   tokenizer only has to load (offline: a local directory).
 - `--export-level raw`, always: every request and response (SSE chunks verbatim, e.g. a

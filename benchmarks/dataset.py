@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.videos import load_manifest
-from infra.benchmark_names import first_warmup_video, video_name
+from infra.benchmark_names import video_name
 from infra.benchmark_shape import SEED_SHAPE
 
 MODE_VIDEO = "video"
@@ -142,8 +142,7 @@ def dataset_lines(
 ) -> list[dict]:
     """The dataset as data (pure). Exactly one mode: `video_refs`, or
     `text_standin_tokens` with `video_count` (how many stand-in videos). `first_video`
-    is the index of the first video (its session id and stand-in text), so a warm-up
-    dataset of the videos after the measured ones shares none of their sessions."""
+    is the index of the first video (its session id and stand-in text)."""
     if not 1 <= questions_per_video <= len(QUESTIONS):
         raise ValueError(
             f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
@@ -231,26 +230,15 @@ def video_settings_for(videos_dir: Path | None) -> dict | None:
 
 
 DATASET_FILE = "dataset.jsonl"
-WARMUP_FILE = "warmup.jsonl"
 
 
-def build_run_datasets(
-    folder: Path, videos: int | None, questions_per_video: int, warmup_videos: int,
+def build_run_dataset(
+    folder: Path, videos: int | None, questions_per_video: int,
     references: Callable[[int | None, int], Sequence[str]] | None = None, **options: Any,
-) -> tuple[Path, Path | None]:
-    """A run's measured dataset and its warm-up one (None without warm-up videos): one
-    question about each of the `warmup_videos` videos that follow the measured ones and the
-    smoke test's. Videos come from `references(count, first)`; without it they are text
-    stand-ins (`options` then hold `text_standin_tokens`). `options` go to `build_dataset`."""
-
-    def build(name: str, count: int | None, first: int, questions: int) -> Path:
-        refs = None if references is None else references(count, first)
-        build_dataset(folder / name, video_refs=refs, video_count=count,
-                      questions_per_video=questions, first_video=first, **options)
-        return folder / name
-
-    dataset = build(DATASET_FILE, videos, 0, questions_per_video)
-    if not warmup_videos:
-        return dataset, None
-    assert videos is not None, "warm-up videos follow a known number of measured ones"
-    return dataset, build(WARMUP_FILE, warmup_videos, first_warmup_video(videos), 1)
+) -> Path:
+    """A run's dataset in `folder`: videos from `references(count, first)`, else text
+    stand-ins (`options` then hold `text_standin_tokens`); `options` go to `build_dataset`."""
+    refs = None if references is None else references(videos, 0)
+    build_dataset(folder / DATASET_FILE, video_refs=refs, video_count=videos,
+                  questions_per_video=questions_per_video, **options)
+    return folder / DATASET_FILE

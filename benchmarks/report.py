@@ -337,8 +337,8 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
             + (f", frontend `{routing}`" if routing else "")
             + f"; {m.get('requests_per_level')} requests per level "
             f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
-            f"questions), {m.get('output_tokens')} output tokens, warm-up "
-            f"{m.get('warmup_requests')} requests, seed {m.get('random_seed')}; "
+            f"questions), {m.get('output_tokens')} output tokens, "
+            f"seed {m.get('random_seed')}; "
             f"AIPerf {(m.get('tools') or {}).get('aiperf')}",
         ]
         out.append("- " + " ".join(facts))

@@ -1,11 +1,11 @@
 """`sweep`: AIPerf at each concurrency level, resumable, with a manifest of what ran.
 
 The sweep owns each level's life: it brings up the level's target (`level_target`; the
-cluster's frontend needs none), warms up, runs AIPerf, reads its summary once and records
-it with the level's evidence in the run's `manifest.json`, the one record the report,
-`collect` and the rehearsal read. A rerun of the same run directory keeps finished levels
-and redoes any other from scratch; a rerun with other settings is refused, so results of
-two setups never mix. Layout and options: docs/benchmark-toolkit.md.
+cluster's frontend needs none), runs AIPerf (no warm-up, as the seed), reads its summary
+once and records it with the level's evidence in the run's `manifest.json`, the one record
+the report, `collect` and the rehearsal read. A rerun of the same run directory keeps
+finished levels and redoes any other from scratch; a rerun with other settings is refused,
+so results of two setups never mix. Layout and options: docs/benchmark-toolkit.md.
 
 Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
 """
@@ -22,9 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -44,11 +42,10 @@ from benchmarks.aiperf_run import (
     failure_cause,
     output_lengths,
     progress_counts,
-    request_body_extras,
     summarize_file,
 )
 from benchmarks.dataset import (
-    build_run_datasets,
+    build_run_dataset,
     load_dataset_info,
     video_references,
     video_settings_for,
@@ -126,9 +123,6 @@ class SweepConfig:
     affinity: bool | None = None
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     output_tokens: int = SEED_SHAPE.output_tokens
-    # Requests sent before each level and not measured: a dataset of videos outside the
-    # measured set (their own sessions), so no measured video is cached anywhere first.
-    warmup_dataset: Path | None = None
     random_seed: int = SEED_SHAPE.random_seed
     tokenizer: str | None = None
     results_root: Path = Path("results")
@@ -273,8 +267,6 @@ def manifest_base(
         "sessions_per_level": scan.sessions,
         "questions_per_video": scan.questions_per_session,
         "output_tokens": config.output_tokens,
-        "warmup_requests": (scan_dataset(config.warmup_dataset).requests
-                            if config.warmup_dataset else 0),
         "random_seed": config.random_seed,
         "dataset": {
             "path": str(Path(config.dataset).resolve()),
@@ -295,7 +287,7 @@ def manifest_base(
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "warmup_requests", "random_seed", "extra_body",
+    "random_seed", "extra_body",
     # What was measured (images, topology, routing, the graph's uid, the code's hash):
     # results of one deployment never resume under another's name.
     "deployment",
@@ -432,36 +424,6 @@ def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
     return str(path.resolve())
 
 
-def warm_up(url: str, config: SweepConfig, affinity: bool, concurrency: int, say: Say) -> None:
-    """Send every warm-up line as AIPerf would (streamed, exact length, the session header
-    under affinity), `concurrency` at a time; raises SweepError on the first failure."""
-    lines = [json.loads(raw) for raw in Path(config.warmup_dataset).read_text().splitlines()
-             if raw.strip()]
-
-    def send(line: dict[str, Any]) -> None:
-        body = {"model": config.model, "messages": line["messages"], "stream": True,
-                "max_completion_tokens": line["output_length"], **line.get("extra", {}),
-                **request_body_extras(line["output_length"], config.extra_body)}
-        headers = {"Content-Type": "application/json"}
-        if affinity:
-            headers[SESSION_HEADER] = f"warmup-{concurrency}-{line['session_id']}"
-        request = urllib.request.Request(f"{url.rstrip('/')}/v1/chat/completions",
-                                         json.dumps(body).encode(), headers)
-        try:
-            with urllib.request.urlopen(request, timeout=config.request_timeout_secs) as r:
-                r.read()
-        except OSError as exc:
-            raise SweepError(f"concurrency {concurrency}: a warm-up request "
-                             f"({line['session_id']}) failed: {exc}; check the endpoint, "
-                             "or run without warm-up videos") from exc
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(send, lines))
-    say(f"concurrency {concurrency}: warm-up, {len(lines)} requests on videos outside the "
-        f"measured set, {time.monotonic() - started:.1f} s (not measured)")
-
-
 def open_run(config: SweepConfig) -> tuple[
         SweepConfig, bool, DatasetScan, str, dict[str, Any], dict[str, Any] | None]:
     """Check a sweep's settings against the run directory's earlier run, before anything
@@ -536,8 +498,6 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         write_json(manifest_path, manifest)
         try:
             with target(concurrency, level_dir) as level_run:
-                if config.warmup_dataset:
-                    warm_up(level_run.url, config, affinity, concurrency, say)
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
                 counted = scrape_frontend(level_run.url)
@@ -623,7 +583,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run AIPerf at each concurrency level (resumable)",
         description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
         "level: every video's questions as one session, video first, exact output length, "
-        "warm-up excluded. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
+        "no warm-up. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
         "same run id to resume.",
     )
     p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
@@ -644,9 +604,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"levels (default {' '.join(map(str, s.concurrencies))})")
     p.add_argument("--output-tokens", type=int, default=s.output_tokens,
                    help=f"exact output tokens per request (default {s.output_tokens})")
-    p.add_argument("--warmup-videos", type=int, default=s.warmup_videos,
-                   help="videos after the measured ones and the smoke test's, one request "
-                   f"each before every level, not measured (default {s.warmup_videos})")
     p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer name or local directory (default: a tiny local one)")
@@ -669,16 +626,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path | None]:
-    """The measured dataset, built in the run directory from the video options, and the
-    warm-up one: one question about each of the `--warmup-videos` videos that follow the
-    measured ones and the smoke test's."""
-    if args.warmup_videos < 0:
-        raise InputError(BAD_SETTINGS,
-                         [f"--warmup-videos must be >= 0 (got {args.warmup_videos})"])
-    if args.warmup_videos and args.video_count is None:
-        raise InputError(BAD_SETTINGS, [
-            "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
+def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
+    """The dataset, built in `run_dir` from the video options."""
     options: dict[str, Any] = dict(
         output_tokens=args.output_tokens, seed=args.seed)
     references = None
@@ -689,8 +638,8 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path |
             references = partial(video_references, args.videos, args.video_base_url)
             options.update(video_settings=video_settings_for(args.videos),
                            video_source=args.video_base_url or "local files")
-        return build_run_datasets(run_dir, args.video_count, args.questions_per_video,
-                                  args.warmup_videos, references, **options)
+        return build_run_dataset(run_dir, args.video_count, args.questions_per_video,
+                                 references, **options)
     except ValueError as exc:
         raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
 
@@ -719,11 +668,9 @@ def _run(args: argparse.Namespace) -> int:
                 # A resume: check the settings on datasets built aside, so a refusal
                 # leaves the earlier run's files as they were.
                 with tempfile.TemporaryDirectory(dir=run_dir, prefix=".check-") as aside:
-                    dataset, warmup = _datasets_for(args, Path(aside))
-                    open_run(replace(config, run_dir=run_dir, dataset=dataset,
-                                     warmup_dataset=warmup))
-            dataset, warmup = _datasets_for(args, run_dir)
-            config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
+                    open_run(replace(config, run_dir=run_dir,
+                                     dataset=_datasets_for(args, Path(aside))))
+            config = replace(config, run_dir=run_dir, dataset=_datasets_for(args, run_dir))
             if args.follow_command:
                 print(f"follow this sweep: {args.follow_command}", flush=True)
             run_sweep(config, say=lambda line: print(line, flush=True))

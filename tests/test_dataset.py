@@ -128,8 +128,8 @@ def test_the_sweep_builds_its_dataset_and_sidecar_from_a_video_directory(
     args = parser.parse_args(["sweep", "--url", "http://127.0.0.1:9", "--videos",
                               str(videos_dir), "--video-base-url", BASE,
                               "--questions-per-video", "3"])
-    out, warmup = sweep._datasets_for(args, tmp_path / "run")
-    assert warmup is None and load_dataset_info(out).requests == 6  # 2 videos x 3 questions
+    out = sweep._datasets_for(args, tmp_path / "run")
+    assert load_dataset_info(out).requests == 6  # 2 videos x 3 questions
     info = load_dataset_info(out)
     assert info.video_source == BASE and info.video_settings["width"] == 96
     urls = {json.loads(x)["messages"][0]["content"][0]["video_url"]["url"]

@@ -40,7 +40,6 @@ from tests.support_sweep_runs import (
     QUESTIONS,
     VIDEO_BASE_URL,
     VIDEOS,
-    WARMUP,
     SweepRuns,
     sweep_runs,  # noqa: F401  (fixture)
 )
@@ -60,16 +59,9 @@ def test_affinity_sends_one_session_id_per_video_on_exactly_its_questions(
     sweep_runs: SweepRuns,  # noqa: F811
 ) -> None:
     run = sweep_runs.affinity
-    assert len(run.requests) == len(LEVELS) * (WARMUP + VIDEOS * QUESTIONS)
+    assert len(run.requests) == len(LEVELS) * VIDEOS * QUESTIONS
     for index, _level in enumerate(LEVELS):
-        warmup, measured = run.level_requests(index)
-        # The warm-up asks about videos outside the measured set, under sessions of its own.
-        assert sorted(_video_of(r) for r in warmup) == [
-            f"{VIDEO_BASE_URL}/video_{VIDEOS + 1 + i:04d}.mp4" for i in range(WARMUP)]
-        assert all(r.body["max_completion_tokens"] == OUTPUT_TOKENS for r in warmup)
-        assert not {r.header(SESSION_HEADER) for r in warmup} & {
-            r.header(SESSION_HEADER) for r in measured}
-        assert all(r.header(SESSION_HEADER) for r in warmup)
+        measured = run.level_requests(index)
         by_session: dict[str, list[RecordedRequest]] = defaultdict(list)
         for request in measured:
             session = request.header(SESSION_HEADER)
@@ -85,13 +77,13 @@ def test_affinity_sends_one_session_id_per_video_on_exactly_its_questions(
         assert videos == {f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)}
     all_sessions = [r.header(SESSION_HEADER) for r in run.requests]
     # Sessions never span levels: each level's sessions are new.
-    first, second = (set(all_sessions[i * 11:(i + 1) * 11]) for i in range(2))
+    first, second = (set(all_sessions[i * 9:(i + 1) * 9]) for i in range(2))
     assert not first & second
 
 
 def test_round_robin_sends_no_session_header(sweep_runs: SweepRuns) -> None:  # noqa: F811
     run = sweep_runs.round_robin
-    assert len(run.requests) == len(LEVELS) * (WARMUP + VIDEOS * QUESTIONS)
+    assert len(run.requests) == len(LEVELS) * VIDEOS * QUESTIONS
     for request in run.requests:
         assert request.header(SESSION_HEADER) is None
         assert request.header("X-Session-Affinity") is None
@@ -133,7 +125,7 @@ def test_run_layout_manifest_and_summary_lines(sweep_runs: SweepRuns) -> None:  
     assert manifest["requests_per_level"] == VIDEOS * QUESTIONS
     assert manifest["sessions_per_level"] == VIDEOS
     assert manifest["output_tokens"] == OUTPUT_TOKENS
-    assert manifest["warmup_requests"] == WARMUP and manifest["random_seed"] == 0
+    assert manifest["random_seed"] == 0
     assert manifest["dataset"]["info"]["video_source"] == VIDEO_BASE_URL
     assert manifest["tools"]["aiperf"] == "0.13.0"
     assert manifest["notes"] == ["recording server, not a model"]
@@ -265,28 +257,6 @@ def test_cli_builds_the_dataset_in_the_run_directory_and_reports_aiperf_failures
     assert manifest["levels"]["1"]["status"] == "failed"
 
 
-def test_cli_warm_up_uses_the_videos_after_the_measured_and_smoke_ones(
-        tmp_path: Path) -> None:
-    """--warmup-videos 2 with 2 measured videos: video_0002 is the smoke test's, so the
-    warm-up asks about video_0003 and video_0004, before the level, and is not measured."""
-    with RecordingOpenAIServer(models=["m"]) as server:
-        result = subprocess.run(
-            [sys.executable, "-m", "benchmarks", "sweep", "--url", server.url, "--model", "m",
-             "--profile", "round-robin", "--video-base-url", "http://127.0.0.1:9/v",
-             "--video-count", "2", "--questions-per-video", "1", "--warmup-videos", "2",
-             "--concurrency", "1", "--output-tokens", "8", "--out", str(tmp_path / "run"),
-             "--request-timeout", "5"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
-        )
-        videos = [_video_of(r) for r in server.chat_requests()]
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert videos == [f"http://127.0.0.1:9/v/video_{i:04d}.mp4" for i in (3, 4, 0, 1)]
-    manifest = json.loads((tmp_path / "run" / MANIFEST_NAME).read_text())
-    assert manifest["warmup_requests"] == 2
-    summary = json.loads((tmp_path / "run" / level_dir_name(1) / SUMMARY_EXPORT).read_text())
-    assert summary["request_count"]["avg"] == 2, "the warm-up is not measured"
-
-
 def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> None:
     env = aiperf_env({"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
     assert "HF_HUB_OFFLINE" not in env, "AIPerf 0.13 then takes a local tokenizer for a repo id"
@@ -329,7 +299,7 @@ def test_a_run_of_another_deployment_is_never_resumed(sweep_runs: SweepRuns) -> 
     config = SweepConfig(
         url=manifest["endpoint"], dataset=sweep_runs.dataset, profile="session-affinity",
         model=manifest["model"], run_dir=run_dir, tokenizer=manifest["tokenizer"],
-        concurrencies=tuple(LEVELS), warmup_dataset=sweep_runs.warmup,
+        concurrencies=tuple(LEVELS),
         output_tokens=OUTPUT_TOKENS,
         deployment={"graph_uid": "a-new-graph", "code": "0123456789ab"},
         notes=tuple(manifest["notes"]),
