@@ -12,11 +12,10 @@ Why each choice of the command:
 - Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
   `X-Correlation-ID` to the header Dynamo routes on. Round robin sends no such header.
   AIPerf's default extra `X-Session-Affinity` header is switched off (see `aiperf_env`).
-- No AIPerf warm-up: its warm-up requests would ask about measured videos (the sweep's
-  own warm-up uses videos outside the measured set, see benchmarks/sweep.py).
+- No warm-up (as the seed): AIPerf's would ask about measured videos.
 - Token counts come from the server's `usage` (`--use-server-token-count`), so the
   tokenizer only has to load (offline: a local directory).
-- `--export-level raw` keeps every request and response (SSE chunks verbatim, e.g. a
+- `--export-level raw`, always: every request and response (SSE chunks verbatim, e.g. a
   Dynamo `nvext.worker_id`) in `profile_export_raw.jsonl`; each record's
   `metadata.conversation_id` is the dataset's session id (`video-0000`...) and
   `metadata.benchmark_phase` is `warmup` or `profiling`. Session header values there are
@@ -37,7 +36,6 @@ from typing import Any
 from infra.recipe import SESSION_HEADER
 
 DATASET_TYPE = "mooncake_trace"
-EXPORT_LEVELS = ("summary", "records", "raw")
 SUMMARY_EXPORT = "profile_export_aiperf.json"
 RAW_EXPORT = "profile_export_raw.jsonl"
 RECORDS_EXPORT = "profile_export.jsonl"
@@ -63,7 +61,6 @@ class LevelSpec:
     affinity: bool
     random_seed: int = 0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-    export_level: str = "records"
     request_timeout_secs: float = 600.0
 
 
@@ -88,7 +85,7 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--random-seed", str(spec.random_seed),
         "--tokenizer", spec.tokenizer,
         "--artifact-dir", str(spec.artifact_dir),
-        "--export-level", spec.export_level,
+        "--export-level", "raw",
         "--request-timeout-seconds", f"{spec.request_timeout_secs:g}",
         "--ui", "none",
         "--no-gpu-telemetry",
@@ -162,10 +159,6 @@ def concurrency_of(export: dict[str, Any]) -> int:
     for phase in config.get("phases") or []:
         if phase.get("kind", phase.get("name")) == "profiling" and phase.get("concurrency"):
             return int(phase["concurrency"])
-    # Older layouts keep it under loadgen.
-    loadgen = config.get("loadgen") or {}
-    if loadgen.get("concurrency"):
-        return int(loadgen["concurrency"])
     raise ExportError("no concurrency in input_config (not a concurrency-mode AIPerf run?)")
 
 

@@ -27,24 +27,16 @@ its run manifest.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.prompts import (
-    QUESTIONS,
-    SAMPLING_PRESETS,
-    question_text,
-    sampling_fields,
-    standin_text,
-)
-from benchmarks.videos import MANIFEST_NAME, load_manifest
-from infra.benchmark_names import first_warmup_video, video_name
+from benchmarks.prompts import QUESTIONS, standin_text
+from benchmarks.videos import load_manifest
+from infra.benchmark_names import video_name
 from infra.benchmark_shape import SEED_SHAPE
 
 MODE_VIDEO = "video"
@@ -65,8 +57,6 @@ class DatasetInfo:
     text_standin_tokens: int | None = None
     video_source: str | None = None
     video_settings: dict | None = None
-    reasoning_format: bool = False
-    sampling_preset: str = "none"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,21 +78,10 @@ def session_id(video_index: int) -> str:
     return f"video-{video_index:04d}"
 
 
-def dataset_line(
-    video_index: int, content: str | list[dict], output_tokens: int, extra: dict | None = None
-) -> dict:
-    """One request: a single user message (no history), in its video's session.
-
-    `extra` (body fields, e.g. a sampling preset) is merged into the request by AIPerf.
-    """
-    line = {
-        "session_id": session_id(video_index),
-        "messages": [{"role": "user", "content": content}],
-        "output_length": output_tokens,
-    }
-    if extra:
-        line["extra"] = extra
-    return line
+def dataset_line(video_index: int, content: str | list[dict], output_tokens: int) -> dict:
+    """One request: a single user message (no history), in its video's session."""
+    return {"session_id": session_id(video_index),
+            "messages": [{"role": "user", "content": content}], "output_length": output_tokens}
 
 
 def video_url(ref: str) -> str:
@@ -113,18 +92,6 @@ def video_url(ref: str) -> str:
     if not path.is_file():
         raise ValueError(f"video {ref} does not exist: make the videos first, or give URLs")
     return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-
-
-def fetch_video_settings(base_url: str, timeout: float = 10.0) -> dict | None:
-    """The settings in `videos.json` beside served videos (the `videos` command writes it
-    there), so a run's manifest records them; None when the server does not offer it."""
-    url = f"{base_url.rstrip('/')}/{MANIFEST_NAME}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            settings = json.loads(response.read(1 << 20)).get("settings")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return settings if isinstance(settings, dict) else None
 
 
 def video_references(
@@ -171,18 +138,11 @@ def dataset_lines(
     questions_per_video: int = SEED_SHAPE.questions_per_video,
     output_tokens: int = SEED_SHAPE.output_tokens,
     seed: int = SEED_SHAPE.random_seed,
-    reasoning_format: bool = False,
-    sampling_preset: str = "none",
     first_video: int = 0,
 ) -> list[dict]:
     """The dataset as data (pure). Exactly one mode: `video_refs`, or
     `text_standin_tokens` with `video_count` (how many stand-in videos). `first_video`
-    is the index of the first video (its session id and stand-in text), so a warm-up
-    dataset of the videos after the measured ones shares none of their sessions.
-
-    Optional prompt styles (benchmarks/prompts.py, off by default as in the seed):
-    `reasoning_format` appends the cookbook's reasoning suffix to each question;
-    `sampling_preset` adds that preset's sampling fields to every request body."""
+    is the index of the first video (its session id and stand-in text)."""
     if not 1 <= questions_per_video <= len(QUESTIONS):
         raise ValueError(
             f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
@@ -190,11 +150,7 @@ def dataset_lines(
         )
     if output_tokens < 1:
         raise ValueError(f"--output-tokens must be at least 1 (got {output_tokens})")
-    try:
-        extra = sampling_fields(sampling_preset)
-    except KeyError as exc:
-        raise ValueError(f"--sampling-preset: {exc.args[0]}") from None
-    questions = [question_text(q, reasoning_format) for q in QUESTIONS[:questions_per_video]]
+    questions = QUESTIONS[:questions_per_video]
     if text_standin_tokens is not None:
         if video_refs:
             raise ValueError(
@@ -205,7 +161,7 @@ def dataset_lines(
         blocks = [standin_text(first_video + i, text_standin_tokens, seed)
                   for i in range(video_count)]
         return [
-            dataset_line(first_video + i, f"{block}\n\n{question}", output_tokens, extra)
+            dataset_line(first_video + i, f"{block}\n\n{question}", output_tokens)
             for i, block in enumerate(blocks)
             for question in questions
         ]
@@ -217,7 +173,6 @@ def dataset_lines(
             first_video + i,
             [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": question}],
             output_tokens,
-            extra,
         )
         for i, url in enumerate(urls)
         for question in questions
@@ -235,8 +190,6 @@ def build_dataset(
     seed: int = SEED_SHAPE.random_seed,
     video_settings: dict | None = None,
     video_source: str | None = None,
-    reasoning_format: bool = False,
-    sampling_preset: str = "none",
     first_video: int = 0,
 ) -> DatasetInfo:
     """Write the dataset to `out` and its sidecar; returns what it holds.
@@ -248,8 +201,7 @@ def build_dataset(
     lines = dataset_lines(
         video_refs=video_refs, video_count=video_count,
         text_standin_tokens=text_standin_tokens, questions_per_video=questions_per_video,
-        output_tokens=output_tokens, seed=seed, reasoning_format=reasoning_format,
-        sampling_preset=sampling_preset, first_video=first_video,
+        output_tokens=output_tokens, seed=seed, first_video=first_video,
     )
     videos = len(lines) // questions_per_video
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,49 +219,26 @@ def build_dataset(
         text_standin_tokens=text_standin_tokens,
         video_source=video_source,
         video_settings=video_settings,
-        reasoning_format=reasoning_format,
-        sampling_preset=sampling_preset,
     )
     meta_path(out).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
     return info
 
 
-def video_settings_for(videos_dir: Path | None, base_url: str | None) -> dict | None:
-    """Video settings from the local `videos.json`, else from the video server's."""
-    if videos_dir is not None:
-        return (load_manifest(videos_dir) or {}).get("settings")
-    return fetch_video_settings(base_url) if base_url else None
-
-
-def add_prompt_style_options(parser: argparse.ArgumentParser) -> None:
-    """The optional prompt styles of benchmarks/prompts.py (off by default, as in the seed)."""
-    parser.add_argument("--reasoning-format", action="store_true",
-                        help="append the cookbook's <think> answer format to each question")
-    parser.add_argument("--sampling-preset", choices=list(SAMPLING_PRESETS), default="none",
-                        help="sampling fields added to every request (default none)")
+def video_settings_for(videos_dir: Path | None) -> dict | None:
+    """Video settings from the local `videos.json` (served videos: none recorded)."""
+    return (load_manifest(videos_dir) or {}).get("settings") if videos_dir else None
 
 
 DATASET_FILE = "dataset.jsonl"
-WARMUP_FILE = "warmup.jsonl"
 
 
-def build_run_datasets(
-    folder: Path, videos: int | None, questions_per_video: int, warmup_videos: int,
+def build_run_dataset(
+    folder: Path, videos: int | None, questions_per_video: int,
     references: Callable[[int | None, int], Sequence[str]] | None = None, **options: Any,
-) -> tuple[Path, Path | None]:
-    """A run's measured dataset and its warm-up one (None without warm-up videos): one
-    question about each of the `warmup_videos` videos that follow the measured ones and the
-    smoke test's. Videos come from `references(count, first)`; without it they are text
-    stand-ins (`options` then hold `text_standin_tokens`). `options` go to `build_dataset`."""
-
-    def build(name: str, count: int | None, first: int, questions: int) -> Path:
-        refs = None if references is None else references(count, first)
-        build_dataset(folder / name, video_refs=refs, video_count=count,
-                      questions_per_video=questions, first_video=first, **options)
-        return folder / name
-
-    dataset = build(DATASET_FILE, videos, 0, questions_per_video)
-    if not warmup_videos:
-        return dataset, None
-    assert videos is not None, "warm-up videos follow a known number of measured ones"
-    return dataset, build(WARMUP_FILE, warmup_videos, first_warmup_video(videos), 1)
+) -> Path:
+    """A run's dataset in `folder`: videos from `references(count, first)`, else text
+    stand-ins (`options` then hold `text_standin_tokens`); `options` go to `build_dataset`."""
+    refs = None if references is None else references(videos, 0)
+    build_dataset(folder / DATASET_FILE, video_refs=refs, video_count=videos,
+                  questions_per_video=questions_per_video, **options)
+    return folder / DATASET_FILE

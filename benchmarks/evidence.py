@@ -180,8 +180,7 @@ def level_attribution(level_dir: Path) -> Attribution:
     """A level's attribution: from its `worker_attribution.json`, else from the raw export
     (then saved beside it, so the large raw export may be deleted afterwards).
 
-    Raises FileNotFoundError naming the level when neither exists (the sweep must run
-    AIPerf with `--export-level raw` and the worker-id body fields).
+    Raises FileNotFoundError naming the level when neither exists.
     """
     saved = level_dir / ATTRIBUTION_FILE
     if saved.is_file():
@@ -191,7 +190,7 @@ def level_attribution(level_dir: Path) -> Attribution:
     if not raw.is_file():
         raise FileNotFoundError(
             f"{raw} is missing: this level ran without AIPerf's raw export, so the worker of "
-            "each request is unknown (run it with --export-level raw)"
+            "each request is unknown (rerun the level with --attribute-workers)"
         )
     attribution = attribute_raw_export(raw)
     saved.write_text(json.dumps(asdict(attribution)) + "\n")

@@ -1,5 +1,4 @@
-"""What the benchmark asks: the fixed question set, the text stand-in for a video, and the
-optional prompt styles of the Cosmos3 Reasoner cookbook (seed 003).
+"""What the benchmark asks: the fixed question set and the text stand-in for a video.
 
 The seed sends 20 questions per video, each request [video, question]. The questions are
 fixed and varied (appearance, motion, counting, timing...) so answers differ while the
@@ -10,16 +9,11 @@ block of words, distinct per video, placed before the question: the mock's prefi
 then models the per-video work that session affinity saves. Every stand-in word is one
 token for the tiny tokenizer (benchmarks/tiny_model.py), which includes this
 vocabulary, so "N tokens" is exact there and close to N for common BPE tokenizers.
-
-The prompt styles (a reasoning answer format, sampling presets) are off by default so the
-seed's benchmark (plain questions, server-default sampling) is unchanged; the smoke test
-and the dataset take them as options.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
 
 QUESTIONS: tuple[str, ...] = (
     "Describe what happens in this video.",
@@ -72,46 +66,3 @@ def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
     head = ["video", str(video_index), "shows", ":"]
     words = [rng.choice(STANDIN_WORDS) for _ in range(tokens - len(head))]
     return " ".join(head + words)
-
-
-# Request-body fields of each sampling preset. `top_k` and `repetition_penalty` are not
-# OpenAI parameters; vLLM and Dynamo read them from the body all the same.
-SAMPLING_PRESETS: dict[str, dict[str, Any]] = {
-    "none": {},
-    "no-reasoning": {
-        "temperature": 0.7,
-        "top_p": 0.8,
-        "top_k": 20,
-        "repetition_penalty": 1.0,
-        "presence_penalty": 1.5,
-    },
-    "reasoning": {
-        "temperature": 0.6,
-        "top_p": 0.95,
-        "top_k": 20,
-        "repetition_penalty": 1.0,
-        "presence_penalty": 0.0,
-    },
-}
-
-# Appended to the question for chain-of-thought answers; the tags are literal output.
-REASONING_SUFFIX = (
-    "\n\nAnswer the question using the following format:\n\n"
-    "<think>\nYour reasoning.\n</think>\n\n"
-    "Write your final answer immediately after the </think> tag."
-)
-
-
-def sampling_fields(preset: str) -> dict[str, Any]:
-    """Body fields of a preset; a KeyError names the valid ones."""
-    try:
-        return dict(SAMPLING_PRESETS[preset])
-    except KeyError:
-        raise KeyError(
-            f"unknown sampling preset {preset!r}; choose one of {', '.join(SAMPLING_PRESETS)}"
-        ) from None
-
-
-def question_text(question: str, reasoning_format: bool) -> str:
-    """The text part of a request: the question, with the reasoning suffix when asked."""
-    return question + REASONING_SUFFIX if reasoning_format else question

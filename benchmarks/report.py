@@ -213,8 +213,6 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "throughput_gain_ci95_low": interval[0] if interval else None,
                 "throughput_gain_ci95_high": interval[1] if interval else None,
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
-                # Requests that got other than the asked output tokens (the sweep flags them).
-                "output_tokens_other": (state.get("output_lengths") or {}).get("other", 0),
                 # Server-side evidence the sweep recorded: the frontend's prefix-cache count
                 # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
@@ -339,20 +337,13 @@ def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
             + (f", frontend `{routing}`" if routing else "")
             + f"; {m.get('requests_per_level')} requests per level "
             f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
-            f"questions), {m.get('output_tokens')} output tokens, warm-up "
-            f"{m.get('warmup_requests')} requests, seed {m.get('random_seed')}; "
+            f"questions), {m.get('output_tokens')} output tokens, "
+            f"seed {m.get('random_seed')}; "
             f"AIPerf {(m.get('tools') or {}).get('aiperf')}",
         ]
         out.append("- " + " ".join(facts))
         for note in m.get("notes") or []:
             out.append(f"  - note: {note}")
-        for level in sorted(run.levels):
-            lengths = _level_state(run, level).get("output_lengths")
-            if lengths:
-                out.append(f"  - FLAGGED: concurrency {level}: {lengths['other']} of "
-                           f"{lengths['requests']} requests got other than "
-                           f"{m.get('output_tokens')} output tokens (min {lengths['min']}, "
-                           f"max {lengths['max']})")
     return "\n".join(out) + "\n"
 
 

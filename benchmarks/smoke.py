@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import openai
 
-from benchmarks.dataset import add_prompt_style_options, video_url
+from benchmarks.dataset import video_url
 from benchmarks.evidence import FrontendCounts, scrape_frontend
-from benchmarks.prompts import QUESTIONS, question_text, sampling_fields
+from benchmarks.prompts import QUESTIONS
 from infra.recipe import SERVED_MODEL_NAME
 
 Say = Callable[[str], None]
@@ -43,8 +43,6 @@ class SmokeConfig:
     poll_secs: float = 5.0
     request_timeout_secs: float = 300.0
     max_tokens: int = 256
-    reasoning_format: bool = False
-    sampling_preset: str = "none"
 
 
 def _client(config: SmokeConfig, timeout: float) -> openai.OpenAI:
@@ -106,12 +104,12 @@ def ask(config: SmokeConfig, video: str) -> tuple[str, int | None]:
     client = _client(config, timeout=config.request_timeout_secs)
     content = [
         {"type": "video_url", "video_url": {"url": video}},
-        {"type": "text", "text": question_text(config.question, config.reasoning_format)},
+        {"type": "text", "text": config.question},
     ]
     try:
         response = client.chat.completions.create(
             model=config.model, messages=[{"role": "user", "content": content}],
-            max_tokens=config.max_tokens, extra_body=sampling_fields(config.sampling_preset),
+            max_tokens=config.max_tokens,
         )
     except openai.APIStatusError as exc:
         detail = _error_message(exc)
@@ -192,7 +190,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--request-timeout", type=float, default=300.0,
                    help="seconds for the chat request (default 300)")
     p.add_argument("--max-tokens", type=int, default=256)
-    add_prompt_style_options(p)
     p.set_defaults(func=_run)
 
 
@@ -208,9 +205,7 @@ def _run(args: argparse.Namespace) -> int:
     config = SmokeConfig(
         url=args.url, video_url=args.video_url, model=args.model, question=args.question,
         wait_secs=args.wait, request_timeout_secs=args.request_timeout,
-        max_tokens=args.max_tokens, reasoning_format=args.reasoning_format,
-        sampling_preset=args.sampling_preset,
-    )
+        max_tokens=args.max_tokens)
     try:
         answer = run_smoke(config, say=lambda line: print(line, flush=True))
     except ValueError as exc:

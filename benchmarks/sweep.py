@@ -1,11 +1,11 @@
 """`sweep`: AIPerf at each concurrency level, resumable, with a manifest of what ran.
 
 The sweep owns each level's life: it brings up the level's target (`level_target`; the
-cluster's frontend needs none), warms up, runs AIPerf, reads its summary once and records
-it with the level's evidence in the run's `manifest.json`, the one record the report,
-`collect` and the rehearsal read. A rerun of the same run directory keeps finished levels
-and redoes any other from scratch; a rerun with other settings is refused, so results of
-two setups never mix. Layout and options: docs/benchmark-toolkit.md.
+cluster's frontend needs none), runs AIPerf (no warm-up, as the seed), reads its summary
+once and records it with the level's evidence in the run's `manifest.json`, the one record
+the report, `collect` and the rehearsal read. A rerun of the same run directory keeps
+finished levels and redoes any other from scratch; a rerun with other settings is refused,
+so results of two setups never mix. Layout and options: docs/benchmark-toolkit.md.
 
 Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
 """
@@ -22,9 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -34,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.aiperf_run import (
-    EXPORT_LEVELS,
     RECORDS_EXPORT,
     SUMMARY_EXPORT,
     ExportError,
@@ -45,12 +42,10 @@ from benchmarks.aiperf_run import (
     failure_cause,
     output_lengths,
     progress_counts,
-    request_body_extras,
     summarize_file,
 )
 from benchmarks.dataset import (
-    add_prompt_style_options,
-    build_run_datasets,
+    build_run_dataset,
     load_dataset_info,
     video_references,
     video_settings_for,
@@ -77,6 +72,8 @@ STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 # rehearsal's): a level where more worker ids answer is failed (evidence.routing_problems).
 WORKER_COUNT_FACTS = ("replicas", "mock_workers")
 BAD_SETTINGS = "bad sweep settings"
+# What a refused resume says, in words that fit the CLI, the rehearsal and the cluster.
+NEW_RUN_HINT = "use a new --run-id (on the cluster: benchmarkRunId) for these settings"
 Say = Callable[[str], None]
 
 
@@ -114,8 +111,7 @@ class SweepConfig:
     Every level sends the whole dataset. `tokenizer` None builds the tiny local tokenizer
     in the run directory (token counts come from the server's usage).
     `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
-    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`); `export_level`
-    "raw" keeps every response (see benchmarks/aiperf_run.py). `deployment` holds
+    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`). `deployment` holds
     facts about the target (images, versions...) copied into the manifest; `notes` are
     free-text lines shown in the report.
     """
@@ -127,26 +123,18 @@ class SweepConfig:
     affinity: bool | None = None
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     output_tokens: int = SEED_SHAPE.output_tokens
-    # Requests sent before each level and not measured: a dataset of videos outside the
-    # measured set (their own sessions), so no measured video is cached anywhere first.
-    warmup_dataset: Path | None = None
     random_seed: int = SEED_SHAPE.random_seed
     tokenizer: str | None = None
     results_root: Path = Path("results")
     run_id: str | None = None
     run_dir: Path | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-    export_level: str = "records"
     request_timeout_secs: float = 600.0
     level_timeout_secs: float = 8 * 3600.0
     heartbeat_secs: float = 60.0
     notes: tuple[str, ...] = ()
     deployment: Mapping[str, Any] = field(default_factory=dict)
     python: str = sys.executable
-    # A level where any request got other than `output_tokens` is failed unless accepted.
-    accept_other_lengths: bool = False
-    # What a refused resume tells the user to do (the cluster's way differs).
-    new_run_hint: str = "use a new --run-id (or --out) for these settings"
     level_target: LevelTarget | None = None
     # Ask the frontend which worker served each request (AIPerf's raw export), and record
     # per level how sticky routing was and how requests spread over the workers.
@@ -221,8 +209,6 @@ def config_problems(config: SweepConfig) -> list[str]:
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
     if config.output_tokens < 1:
         problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
-    if config.export_level not in EXPORT_LEVELS:
-        problems.append(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}")
     if config.run_id is not None and (not RUN_ID.match(config.run_id)
                                       or len(config.run_id) > RUN_ID_MAX_LEN):
         problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
@@ -281,8 +267,6 @@ def manifest_base(
         "sessions_per_level": scan.sessions,
         "questions_per_video": scan.questions_per_session,
         "output_tokens": config.output_tokens,
-        "warmup_requests": (scan_dataset(config.warmup_dataset).requests
-                            if config.warmup_dataset else 0),
         "random_seed": config.random_seed,
         "dataset": {
             "path": str(Path(config.dataset).resolve()),
@@ -293,7 +277,6 @@ def manifest_base(
         },
         "video_settings": info.video_settings if info else None,
         "extra_body": dict(config.extra_body),
-        "export_level": config.export_level,
         "tokenizer": tokenizer,
         "deployment": dict(config.deployment),
         "notes": list(config.notes),
@@ -304,7 +287,7 @@ def manifest_base(
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "warmup_requests", "random_seed", "extra_body", "export_level",
+    "random_seed", "extra_body",
     # What was measured (images, topology, routing, the graph's uid, the code's hash):
     # results of one deployment never resume under another's name.
     "deployment",
@@ -441,36 +424,6 @@ def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
     return str(path.resolve())
 
 
-def warm_up(url: str, config: SweepConfig, affinity: bool, concurrency: int, say: Say) -> None:
-    """Send every warm-up line as AIPerf would (streamed, exact length, the session header
-    under affinity), `concurrency` at a time; raises SweepError on the first failure."""
-    lines = [json.loads(raw) for raw in Path(config.warmup_dataset).read_text().splitlines()
-             if raw.strip()]
-
-    def send(line: dict[str, Any]) -> None:
-        body = {"model": config.model, "messages": line["messages"], "stream": True,
-                "max_completion_tokens": line["output_length"], **line.get("extra", {}),
-                **request_body_extras(line["output_length"], config.extra_body)}
-        headers = {"Content-Type": "application/json"}
-        if affinity:
-            headers[SESSION_HEADER] = f"warmup-{concurrency}-{line['session_id']}"
-        request = urllib.request.Request(f"{url.rstrip('/')}/v1/chat/completions",
-                                         json.dumps(body).encode(), headers)
-        try:
-            with urllib.request.urlopen(request, timeout=config.request_timeout_secs) as r:
-                r.read()
-        except OSError as exc:
-            raise SweepError(f"concurrency {concurrency}: a warm-up request "
-                             f"({line['session_id']}) failed: {exc}; check the endpoint, "
-                             "or run without warm-up videos") from exc
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(send, lines))
-    say(f"concurrency {concurrency}: warm-up, {len(lines)} requests on videos outside the "
-        f"measured set, {time.monotonic() - started:.1f} s (not measured)")
-
-
 def open_run(config: SweepConfig) -> tuple[
         SweepConfig, bool, DatasetScan, str, dict[str, Any], dict[str, Any] | None]:
     """Check a sweep's settings against the run directory's earlier run, before anything
@@ -480,8 +433,7 @@ def open_run(config: SweepConfig) -> tuple[
     if problems:
         raise InputError(BAD_SETTINGS, problems)
     if config.attribute_workers:
-        config = replace(config, export_level="raw",
-                         extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
+        config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
     affinity = resolve_affinity(config)
     scan = scan_dataset(Path(config.dataset))
     check_output_tokens(config, scan)
@@ -494,7 +446,7 @@ def open_run(config: SweepConfig) -> tuple[
     changed = settings_changes(earlier, base) if earlier is not None else []
     if changed:
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
-                         f"({'; '.join(changed)}); {config.new_run_hint}")
+                         f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     return config, affinity, scan, tokenizer, base, earlier
 
 
@@ -537,7 +489,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
             concurrency=concurrency, sessions=scan.sessions, output_tokens=config.output_tokens,
             artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
             random_seed=config.random_seed,
-            extra_body=config.extra_body, export_level=config.export_level,
+            extra_body=config.extra_body,
             request_timeout_secs=config.request_timeout_secs,
         )
         level = manifest["levels"][str(concurrency)] = {
@@ -546,8 +498,6 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
         write_json(manifest_path, manifest)
         try:
             with target(concurrency, level_dir) as level_run:
-                if config.warmup_dataset:
-                    warm_up(level_run.url, config, affinity, concurrency, say)
                 say(f"concurrency {concurrency}: running AIPerf (output: "
                     f"{level_dir / LEVEL_LOG})")
                 counted = scrape_frontend(level_run.url)
@@ -593,7 +543,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
                     config: SweepConfig, level_dir: Path) -> list[str]:
     """Why a measured level is not kept: any failed request (docs/benchmark-toolkit.md,
-    "Failed requests"), answers without a token count, other lengths unless accepted."""
+    "Failed requests"), answers without a token count, other output lengths."""
     problems = []
     if summary.errors:
         problems.append(f"{summary.errors} of {summary.requests + summary.errors} requests "
@@ -603,11 +553,10 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
         problems.append(f"{lengths['missing']} answers carry no output token count (the "
                         "server sent no `usage`), so their length is unchecked: make the "
                         "server report usage in its stream")
-    if lengths and lengths["other"] and not config.accept_other_lengths:
+    if lengths and lengths["other"]:
         problems.append(f"{lengths['other']} requests got other than {config.output_tokens} "
                         f"output tokens (min {lengths['min']}, max {lengths['max']}): the "
-                        "server stops early or ignores the length fields; fix it, or pass "
-                        "--accept-other-lengths to keep such levels")
+                        "server stops early or ignores the length fields; fix it")
     return problems
 
 
@@ -634,7 +583,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run AIPerf at each concurrency level (resumable)",
         description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
         "level: every video's questions as one session, video first, exact output length, "
-        "warm-up excluded. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
+        "no warm-up. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
         "same run id to resume.",
     )
     p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
@@ -651,14 +600,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="text-only: a ~N-token per-video block instead of the video")
     src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
                      help=f"default {s.questions_per_video}")
-    add_prompt_style_options(src)
     p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
                    help=f"levels (default {' '.join(map(str, s.concurrencies))})")
     p.add_argument("--output-tokens", type=int, default=s.output_tokens,
                    help=f"exact output tokens per request (default {s.output_tokens})")
-    p.add_argument("--warmup-videos", type=int, default=s.warmup_videos,
-                   help="videos after the measured ones and the smoke test's, one request "
-                   f"each before every level, not measured (default {s.warmup_videos})")
     p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer name or local directory (default: a tiny local one)")
@@ -666,8 +611,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
-    p.add_argument("--export-level", choices=EXPORT_LEVELS, default="records",
-                   help="raw keeps every request and response (large)")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
     p.add_argument("--level-timeout", type=float, default=8 * 3600.0,
                    help="seconds per level")
@@ -678,40 +621,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--attribute-workers", action="store_true",
                    help="record which worker served each request (the frontend's nvext "
                    "worker_id) and per level the routing's stickiness and spread")
-    p.add_argument("--accept-other-lengths", action="store_true",
-                   help="keep levels where requests got other than --output-tokens tokens")
-    p.add_argument("--resume-hint", default=None,
-                   help="what a failed run tells you to do (default: rerun this command)")
     p.add_argument("--follow-command", default=None,
                    help="the command that follows this sweep's log, printed at its start")
-    p.add_argument("--new-run-hint", default=None,
-                   help="what a refused resume tells you to do (default: a new --run-id)")
     p.set_defaults(func=_run)
 
 
-def _datasets_for(args: argparse.Namespace, run_dir: Path) -> tuple[Path, Path | None]:
-    """The measured dataset, built in the run directory from the video options, and the
-    warm-up one: one question about each of the `--warmup-videos` videos that follow the
-    measured ones and the smoke test's."""
-    if args.warmup_videos < 0:
-        raise InputError(BAD_SETTINGS,
-                         [f"--warmup-videos must be >= 0 (got {args.warmup_videos})"])
-    if args.warmup_videos and args.video_count is None:
-        raise InputError(BAD_SETTINGS, [
-            "--warmup-videos needs --video-count: the warm-up videos follow the measured ones"])
+def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
+    """The dataset, built in `run_dir` from the video options."""
     options: dict[str, Any] = dict(
-        output_tokens=args.output_tokens, seed=args.seed,
-        reasoning_format=args.reasoning_format, sampling_preset=args.sampling_preset)
+        output_tokens=args.output_tokens, seed=args.seed)
     references = None
     try:
         if args.text_standin_tokens is not None:
             options["text_standin_tokens"] = args.text_standin_tokens
         else:
             references = partial(video_references, args.videos, args.video_base_url)
-            options.update(video_settings=video_settings_for(args.videos, args.video_base_url),
+            options.update(video_settings=video_settings_for(args.videos),
                            video_source=args.video_base_url or "local files")
-        return build_run_datasets(run_dir, args.video_count, args.questions_per_video,
-                                  args.warmup_videos, references, **options)
+        return build_run_dataset(run_dir, args.video_count, args.questions_per_video,
+                                 references, **options)
     except ValueError as exc:
         raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
 
@@ -722,12 +650,10 @@ def _run(args: argparse.Namespace) -> int:
         affinity=args.affinity, concurrencies=tuple(args.concurrency),
         output_tokens=args.output_tokens, random_seed=args.seed, tokenizer=args.tokenizer,
         results_root=args.results_root, run_id=args.run_id, run_dir=args.out,
-        export_level=args.export_level, request_timeout_secs=args.request_timeout,
+        request_timeout_secs=args.request_timeout,
         level_timeout_secs=args.level_timeout, notes=tuple(args.note),
         deployment=dict(item.partition("=")[::2] for item in args.deployment),
-        accept_other_lengths=args.accept_other_lengths,
         attribute_workers=args.attribute_workers,
-        **({"new_run_hint": args.new_run_hint} if args.new_run_hint else {}),
     )
     run_dir: Path | None = None
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
@@ -742,11 +668,9 @@ def _run(args: argparse.Namespace) -> int:
                 # A resume: check the settings on datasets built aside, so a refusal
                 # leaves the earlier run's files as they were.
                 with tempfile.TemporaryDirectory(dir=run_dir, prefix=".check-") as aside:
-                    dataset, warmup = _datasets_for(args, Path(aside))
-                    open_run(replace(config, run_dir=run_dir, dataset=dataset,
-                                     warmup_dataset=warmup))
-            dataset, warmup = _datasets_for(args, run_dir)
-            config = replace(config, run_dir=run_dir, dataset=dataset, warmup_dataset=warmup)
+                    open_run(replace(config, run_dir=run_dir,
+                                     dataset=_datasets_for(args, Path(aside))))
+            config = replace(config, run_dir=run_dir, dataset=_datasets_for(args, run_dir))
             if args.follow_command:
                 print(f"follow this sweep: {args.follow_command}", flush=True)
             run_sweep(config, say=lambda line: print(line, flush=True))
@@ -770,9 +694,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
-    """The command that resumes this run: a run id of the clock's is not "the same"."""
-    if args.resume_hint:
-        return f"to resume {run_dir}, {args.resume_hint}"
+    """How to resume this run, in words that fit the CLI and the cluster's Job (whose run
+    id is `benchmarkRunId`): a run id of the clock's is not "the same"."""
     if args.run_id or args.out:
-        return f"to resume {run_dir}, rerun the same command"
+        return (f"to resume {run_dir}, run it again with the same run id (the cluster's "
+                "benchmarkRunId) or --out: finished levels are kept")
     return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"

@@ -44,7 +44,6 @@ from infra.benchmark_names import (
     smoke_video,
     video_name,
     video_server_name,
-    videos_to_make,
 )
 from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
@@ -300,9 +299,8 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
-    """The measured videos, then one for the smoke test alone, then the warm-up's."""
-    return ["videos", "--out", VIDEOS_DIR,
-            "--count", str(videos_to_make(settings.videos, settings.warmup_videos))]
+    """The measured videos, then one for the smoke test alone."""
+    return ["videos", "--out", VIDEOS_DIR, "--count", str(smoke_video(settings.videos) + 1)]
 
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
@@ -313,11 +311,6 @@ def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
     ]
 
 
-# What the sweep's failure says to do, in the cluster's terms.
-RESUME_HINT = "run `pulumi up` again with the same benchmarkRunId: finished levels are kept"
-NEW_RUN_HINT = "set a new run id (`pulumi config set benchmarkRunId run-2`), then `pulumi up`"
-
-
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     return [
         "sweep", "--url", target.frontend_url, "--model", target.model,
@@ -325,7 +318,6 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--video-base-url", target.video_base_url,
         "--video-count", str(settings.videos),
         "--questions-per-video", str(settings.questions_per_video),
-        "--warmup-videos", str(settings.warmup_videos),
         "--concurrency", *(str(c) for c in settings.concurrencies),
         "--run-id", target.run.run_id,
         "--out", f"{CACHE_DIR}/{target.run.results_path}",
@@ -336,7 +328,6 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
         "--attribute-workers",
         *(arg for note in target.notes for arg in ("--note", note)),
         *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
-        "--resume-hint", RESUME_HINT, "--new-run-hint", NEW_RUN_HINT,
         "--follow-command", target.run.follow_command,
     ]
 

@@ -26,18 +26,10 @@ def video_name(index: int) -> str:
     return f"video_{index:04d}.mp4"
 
 
-# A run's videos in index order: the measured ones, one for the smoke test alone (nothing
-# it caches is measured), then the warm-up's.
+# A run's videos in index order: the measured ones, then one for the smoke test alone
+# (nothing it caches is measured).
 def smoke_video(videos: int) -> int:
     return videos
-
-
-def first_warmup_video(videos: int) -> int:
-    return smoke_video(videos) + 1
-
-
-def videos_to_make(videos: int, warmup_videos: int) -> int:
-    return first_warmup_video(videos) + warmup_videos
 
 
 def code_config_map_name(profile: str) -> str:

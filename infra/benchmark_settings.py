@@ -39,7 +39,6 @@ class BenchmarkSettings:
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     videos: int = SEED_SHAPE.videos.count
     questions_per_video: int = SEED_SHAPE.questions_per_video
-    warmup_videos: int = SEED_SHAPE.warmup_videos
     image: str = DEFAULT_BENCHMARK_IMAGE
     smoke_timeout_secs: int = 1800
     sweep_timeout_secs: int = 12 * 3600
@@ -107,7 +106,6 @@ def read_benchmark_settings(r: ConfigReader, profile: str) -> BenchmarkSettings:
         videos=r.integer("benchmarkVideos", 1, MAX_VIDEOS, " videos"),
         questions_per_video=r.integer("benchmarkQuestionsPerVideo", 1, MAX_QUESTIONS,
                                       " questions"),
-        warmup_videos=r.integer("benchmarkWarmupVideos", 0, MAX_VIDEOS, " videos"),
         image=image,
         smoke_timeout_secs=r.seconds("benchmarkSmokeTimeoutSecs"),
         sweep_timeout_secs=r.seconds("benchmarkSweepTimeoutSecs"),

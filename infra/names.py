@@ -173,11 +173,8 @@ class SweepShape:
 
     questions_per_video: int = 20
     output_tokens: int = 128
+    # No warm-up, as the seed: one on measured videos would cache them off their session.
     concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
-    # The seed sends no warm-up. Where one is wanted, it asks about videos outside the
-    # measured set: a measured video's questions warmed under another session would be
-    # cached on a worker that video's measured session is not bound to.
-    warmup_videos: int = 0
     random_seed: int = 0
     videos: VideoShape = field(default_factory=VideoShape)
 

@@ -14,8 +14,7 @@ labels, ours by the profile label), so two stacks in one namespace stay apart. T
   platform needs nothing inbound here: with Kubernetes discovery the pods find each other
   through the API server (EndpointSlices, DynamoWorkerMetadata), not through a peer;
 - the video server: from this graph's pods (the media fetch happens where the request is
-  processed; `DYN_MM_ALLOW_INTERNAL` is set on both components) and from the sweep, which
-  reads the videos' settings;
+  processed; `DYN_MM_ALLOW_INTERNAL` is set on both components);
 - nothing to the download Job's pods, the smoke test, the sweep or the results reader.
 
 Egress stays open: the download reaches NGC or Hugging Face, the pods reach the API server,
@@ -109,7 +108,7 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
             *from_sources(names.WORKER_SYSTEM_PORT),
         ]),
         "videos": (videos, [
-            {"from": [graph, _our_pods(settings, ("benchmark-sweep",))],
+            {"from": [graph],
              "ports": _tcp(VIDEO_SERVER_PORT)},
         ]),
         "no-ingress": (_our_pods(settings, CLOSED_COMPONENTS), []),

@@ -100,7 +100,7 @@ KEYS: dict[str, tuple] = {
     "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
     "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
     "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
-    "benchmarkWarmupVideos": _int(0, MAX_VIDEOS, " videos"), "benchmarkImage": S,
+    "benchmarkImage": S,
     "benchmarkSmokeTimeoutSecs": SECS, "benchmarkSweepTimeoutSecs": SECS,
     "benchmarkVideoServerTimeoutSecs": SECS, "benchmarkPipIndexUrl": S,
     "benchmarkNodeSelector": L, "benchmarkTolerations": L,
@@ -599,7 +599,7 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
         wait_for_sweep=v["benchmarkWaitForSweep"], run_id=run_id,
         concurrencies=v[key] or BenchmarkSettings().concurrencies, videos=v["benchmarkVideos"],
         questions_per_video=v["benchmarkQuestionsPerVideo"],
-        warmup_videos=v["benchmarkWarmupVideos"], image=image,
+        image=image,
         smoke_timeout_secs=v["benchmarkSmokeTimeoutSecs"],
         sweep_timeout_secs=v["benchmarkSweepTimeoutSecs"],
         video_server_timeout_secs=v["benchmarkVideoServerTimeoutSecs"], pip_index_url=pip_index)

@@ -39,9 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-speedup-ratio", type=float, default=d.decode_speedup_ratio,
                    help="the mocker's extra speed-up of decode steps (default "
                    f"{d.decode_speedup_ratio:g}: decode as the seed's cache hits)")
-    p.add_argument("--warmup-videos", type=int, default=d.warmup_videos,
-                   help="videos outside the measured set, one request each before every "
-                   f"level, not measured (default {d.warmup_videos})")
     p.add_argument("--results-root", type=Path, default=d.results_root,
                    help=f"default {d.results_root}")
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
@@ -55,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     rehearsal = Rehearsal(RehearsalConfig(
         profiles=tuple(args.profiles), videos=args.videos,
         questions_per_video=args.questions_per_video, concurrencies=tuple(args.concurrency),
-        standin_tokens=args.standin_tokens, warmup_videos=args.warmup_videos,
+        standin_tokens=args.standin_tokens,
         speedup_ratio=args.speedup_ratio, decode_speedup_ratio=args.decode_speedup_ratio,
         results_root=args.results_root, run_id=args.run_id,
         level_timeout_secs=args.level_timeout), say=lambda line: print(line, flush=True))

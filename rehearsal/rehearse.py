@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.dataset import build_run_datasets
+from benchmarks.dataset import build_run_dataset
 from benchmarks.processes import PeakMemory, sigterm_as_interrupt
 from benchmarks.report import ProfileRun, build_report, gain_pct, read_run
 from benchmarks.sweep import (
@@ -81,7 +81,6 @@ class RehearsalConfig:
     concurrencies: tuple[int, ...] = REHEARSAL_CONCURRENCIES
     standin_tokens: int = STANDIN_TOKENS
     output_tokens: int = SEED_SHAPE.output_tokens
-    warmup_videos: int = SEED_SHAPE.warmup_videos
     speedup_ratio: float = CALIBRATED.speedup_ratio
     decode_speedup_ratio: float = CALIBRATED.decode_speedup_ratio
     results_root: Path = RESULTS_ROOT
@@ -93,7 +92,7 @@ class RehearsalConfig:
         return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
                 "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
                 "--decode-speedup-ratio": self.decode_speedup_ratio,
-                "--warmup-videos": self.warmup_videos, "output tokens": self.output_tokens}
+                "output tokens": self.output_tokens}
 
 
 def config_problems(config: RehearsalConfig) -> list[str]:
@@ -102,7 +101,6 @@ def config_problems(config: RehearsalConfig) -> list[str]:
     if len(set(config.profiles)) != len(config.profiles):
         problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
     for option, value, least in (("--videos", config.videos, 1),
-                                 ("--warmup-videos", config.warmup_videos, 0),
                                  ("--questions-per-video", config.questions_per_video, 1)):
         if value < least:
             problems.append(f"{option} must be at least {least} (got {value})")
@@ -226,23 +224,21 @@ class Rehearsal:
         if problems:
             raise InputError("the rehearsal cannot start (nothing was started)", problems)
 
-    def datasets(self, folder: Path) -> tuple[Path, Path | None]:
+    def datasets(self, folder: Path) -> Path:
         cfg = self.config
-        return build_run_datasets(
-            folder, cfg.videos, cfg.questions_per_video, cfg.warmup_videos,
+        return build_run_dataset(
+            folder, cfg.videos, cfg.questions_per_video,
             text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
             video_source="text stand-in (local rehearsal)")
 
-    def sweep_config(self, stack: Settings, model: Path, datasets: tuple[Path, Path | None]
-                     ) -> SweepConfig:
+    def sweep_config(self, stack: Settings, model: Path, dataset: Path) -> SweepConfig:
         cfg = self.config
         return SweepConfig(
-            url=f"http://{LOOPBACK}", dataset=datasets[0], warmup_dataset=datasets[1],
+            url=f"http://{LOOPBACK}", dataset=dataset,
             profile=stack.profile, affinity=stack.routing.affinity,
             concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
-            new_run_hint="use a new --run-id, or the run's own settings to resume it",
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
                 "frontend_command": local_frontend_command("python", stack.routing, 0),
@@ -276,7 +272,7 @@ class Rehearsal:
             total = sum(after) - sum(before)
             run.measured["cpu_busy"] = None if total <= 0 else 1 - idle / total
 
-    def run_profile(self, stack: Settings, model: Path, datasets: tuple[Path, Path | None]
+    def run_profile(self, stack: Settings, model: Path, dataset: Path
                     ) -> tuple[ProfileRun, int]:
         """The profile's run as its sweep recorded it (this rehearsal's levels), and how
         many of them a resumed run kept from the earlier attempt."""
@@ -284,7 +280,7 @@ class Rehearsal:
         manifest = run_dir / MANIFEST_NAME
         earlier = json.loads(manifest.read_text()) if manifest.is_file() else {}
         kept = sum(level_complete(run_dir, earlier, c) for c in levels)
-        run_sweep(self.sweep_config(stack, model, datasets),
+        run_sweep(self.sweep_config(stack, model, dataset),
                   say=lambda line: self.say(f"{stack.profile}: {line}"))
         run = read_run(manifest)
         run.levels = {c: run.levels[c] for c in levels}
@@ -307,8 +303,8 @@ class Rehearsal:
                     built = self.datasets(Path(aside))
                     for p in cfg.profiles:
                         open_run(self.sweep_config(self.stacks[p], model, built))
-            datasets = self.datasets(self.run_dir)
-            runs, kept = zip(*(self.run_profile(self.stacks[p], model, datasets)
+            dataset = self.datasets(self.run_dir)
+            runs, kept = zip(*(self.run_profile(self.stacks[p], model, dataset)
                                for p in cfg.profiles), strict=True)
             notes = self.direction(runs)
             report = build_report([r.source for r in runs], self.run_dir,

@@ -2,8 +2,7 @@
 session and shared by tests/test_sweep.py and tests/test_report.py.
 
 AIPerf takes several seconds to start per level, so the suite runs as few as it can:
-session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2, warm-up on 2
-videos outside the measured set (one request each per level).
+session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ MODEL = "test-model"
 VIDEOS = 3
 QUESTIONS = 3
 LEVELS = (1, 2)
-WARMUP = 2
 OUTPUT_TOKENS = 128
 VIDEO_BASE_URL = "http://127.0.0.1:9/videos"
 # Per-line body fields must reach the wire too (the dataset's `extra`).
-SAMPLING_PRESET = "no-reasoning"
 
 
 @dataclass
@@ -37,19 +34,15 @@ class SweepRun:
     said: list[str]
     requests: list[RecordedRequest]  # chat requests, in arrival order
 
-    def level_requests(
-        self, level_index: int
-    ) -> tuple[list[RecordedRequest], list[RecordedRequest]]:
-        """(warm-up, measured) requests of the `level_index`-th level (levels run in turn)."""
-        per_level = WARMUP + VIDEOS * QUESTIONS
-        chunk = self.requests[level_index * per_level:(level_index + 1) * per_level]
-        return chunk[:WARMUP], chunk[WARMUP:]
+    def level_requests(self, level_index: int) -> list[RecordedRequest]:
+        """The requests of the `level_index`-th level (levels run in turn)."""
+        per_level = VIDEOS * QUESTIONS
+        return self.requests[level_index * per_level:(level_index + 1) * per_level]
 
 
 @dataclass
 class SweepRuns:
     dataset: Path
-    warmup: Path
     affinity: SweepRun
     round_robin: SweepRun
     extra: dict = field(default_factory=dict)
@@ -68,29 +61,21 @@ def _run_once(base: Path) -> SweepRuns:
     dataset = base / "dataset.jsonl"
     refs = [f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)]
     build_dataset(dataset, video_refs=refs, questions_per_video=QUESTIONS,
-                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL,
-                  sampling_preset=SAMPLING_PRESET)
-    # The warm-up videos follow the measured ones and the smoke test's, as the sweep's CLI
-    # and the cluster's video maker number them.
-    warmup = base / "warmup.jsonl"
-    build_dataset(warmup, video_refs=[f"{VIDEO_BASE_URL}/video_{VIDEOS + 1 + i:04d}.mp4"
-                                      for i in range(WARMUP)],
-                  questions_per_video=1, output_tokens=OUTPUT_TOKENS, first_video=VIDEOS + 1,
-                  sampling_preset=SAMPLING_PRESET)
+                  output_tokens=OUTPUT_TOKENS, video_source=VIDEO_BASE_URL)
     tokenizer = build_tiny_model_dir(base / "tokenizer")
     with RecordingOpenAIServer(models=[MODEL]) as server:
         common = dict(
             url=server.url, dataset=dataset, model=MODEL, concurrencies=LEVELS,
-            warmup_dataset=warmup, output_tokens=OUTPUT_TOKENS, tokenizer=str(tokenizer),
+            output_tokens=OUTPUT_TOKENS, tokenizer=str(tokenizer),
             results_root=base / "results", run_id="test-run", heartbeat_secs=5,
         )
         affinity = _sweep(server, SweepConfig(
-            profile="session-affinity", export_level="raw",
+            profile="session-affinity",
             extra_body=WORKER_ID_REQUEST_FIELDS, notes=("recording server, not a model",),
             **common,
         ))
         round_robin = _sweep(server, SweepConfig(profile="round-robin", **common))
-    return SweepRuns(dataset, warmup, affinity, round_robin)
+    return SweepRuns(dataset, affinity, round_robin)
 
 
 @pytest.fixture(scope="session")

@@ -230,17 +230,10 @@ def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> 
 
 
 
-def test_a_warm_up_uses_videos_made_after_the_smoke_test_s(sources) -> None:
-    """benchmarkWarmupVideos: the video maker makes them after the smoke video, and the
-    sweep, which numbers them the same way, is told how many; none by default (the seed)."""
-    objects = manifests(BenchmarkSettings(videos=12, warmup_videos=3), sources)
+def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources) -> None:
+    objects = manifests(BenchmarkSettings(videos=12), sources)
     maker = objects["video-server"]["spec"]["template"]["spec"]["initContainers"][0]["command"]
-    assert maker[maker.index("--count") + 1] == "16"  # 12 measured, 1 smoke, 3 warm-up
-    sweep = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert sweep[sweep.index("--warmup-videos") + 1] == "3"
-    default = manifests(BenchmarkSettings(), sources)["sweep"]
-    command = default["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[command.index("--warmup-videos") + 1] == "0"
+    assert maker[maker.index("--count") + 1] == "13"  # 12 measured, 1 smoke
 
 # ---------------------------------------------------------------------------------------
 # The shipped code, laid out as a pod sees it
@@ -439,7 +432,6 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
     command = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
     facts = [command[i + 1] for i, arg in enumerate(command) if arg == "--deployment"]
     assert facts == ["worker_image=nim:2.1.0", "graph_uid=u1", f"code={bj.code_hash(sources)}"]
-    assert command[command.index("--resume-hint") + 1] == bj.RESUME_HINT
 
 
 def test_a_code_change_rolls_the_video_server(sources) -> None:

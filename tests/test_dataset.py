@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import base64
-import functools
-import http.server
 import json
-import threading
 from itertools import groupby
 from pathlib import Path
 
@@ -21,11 +18,10 @@ from benchmarks.dataset import (
     MODE_TEXT_STANDIN,
     build_dataset,
     dataset_lines,
-    fetch_video_settings,
     load_dataset_info,
     video_references,
 )
-from benchmarks.prompts import QUESTIONS, REASONING_SUFFIX, sampling_fields, standin_text
+from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.rules import InputError
 
@@ -57,19 +53,6 @@ def test_one_session_per_video_video_first_exact_output_length() -> None:
             ]
             assert line["output_length"] == 128
     assert len(set(QUESTIONS)) == 20
-
-
-def test_optional_prompt_styles_reach_every_line() -> None:
-    plain = dataset_lines(video_refs=["http://x/v.mp4"], questions_per_video=2)
-    assert all("extra" not in line for line in plain), "the seed's requests: no extras"
-    styled = dataset_lines(video_refs=["http://x/v.mp4"], questions_per_video=2,
-                           reasoning_format=True, sampling_preset="reasoning")
-    for line, question in zip(styled, QUESTIONS, strict=False):
-        assert line["extra"] == sampling_fields("reasoning")
-        text = line["messages"][0]["content"][1]["text"]
-        assert text == question + REASONING_SUFFIX
-    with pytest.raises(ValueError, match="--sampling-preset"):
-        dataset_lines(video_refs=["http://x/v.mp4"], sampling_preset="hot")
 
 
 def test_local_videos_are_inlined_as_data_urls(tmp_path: Path) -> None:
@@ -145,8 +128,8 @@ def test_the_sweep_builds_its_dataset_and_sidecar_from_a_video_directory(
     args = parser.parse_args(["sweep", "--url", "http://127.0.0.1:9", "--videos",
                               str(videos_dir), "--video-base-url", BASE,
                               "--questions-per-video", "3"])
-    out, warmup = sweep._datasets_for(args, tmp_path / "run")
-    assert warmup is None and load_dataset_info(out).requests == 6  # 2 videos x 3 questions
+    out = sweep._datasets_for(args, tmp_path / "run")
+    assert load_dataset_info(out).requests == 6  # 2 videos x 3 questions
     info = load_dataset_info(out)
     assert info.video_source == BASE and info.video_settings["width"] == 96
     urls = {json.loads(x)["messages"][0]["content"][0]["video_url"]["url"]
@@ -156,27 +139,6 @@ def test_the_sweep_builds_its_dataset_and_sidecar_from_a_video_directory(
                                   "99", "--video-base-url", BASE, "--video-count", "1"])
     with pytest.raises(InputError, match="--questions-per-video"):
         sweep._datasets_for(too_many, tmp_path / "run-2")
-
-
-def test_video_settings_come_from_the_video_server_when_only_a_url_is_given(
-    tmp_path: Path,
-) -> None:
-    served = tmp_path / "served"
-    assert _cli(videos, "videos", "--out", str(served), "--count", "1", "--duration", "1",
-                "--width", "64", "--height", "64") == 0
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}/"
-        assert fetch_video_settings(base)["width"] == 64
-        assert fetch_video_settings(base + "nothing-here/") is None
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
-    assert fetch_video_settings(base, timeout=2) is None, "server gone: no settings, no error"
 
 
 @pytest.mark.parametrize("module,name", [

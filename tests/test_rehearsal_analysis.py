@@ -62,7 +62,7 @@ def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Pa
     run_dir = tmp_path / "r1" / "round-robin"
     run_dir.mkdir(parents=True)
     (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
-    dataset = Rehearsal(first, say=lambda line: None).datasets(tmp_path / "r1")[0]
+    dataset = Rehearsal(first, say=lambda line: None).datasets(tmp_path / "r1")
     before = dataset.read_bytes()
     with pytest.raises(SweepError, match="new --run-id") as failure:
         Rehearsal(replace(first, videos=5), say=lambda line: None).run()

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.rehearsal
 LEVELS = (2, 4)
 SMALL = [
     "--videos", "4", "--questions-per-video", "4", "--standin-tokens", "2000",
-    "--concurrency", *map(str, LEVELS), "--speedup-ratio", "4", "--warmup-videos", "2",
+    "--concurrency", *map(str, LEVELS), "--speedup-ratio", "4",
 ]
 
 

@@ -236,7 +236,7 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
         (pods["benchmark-sweep"], frontend, 8000), (pods["benchmark-smoke"], frontend, 8000),
         (frontend, worker, 9090), (frontend, worker, 34567),  # requests, any port
         (worker, frontend, 45678),  # the response stream the worker opens
-        (worker, videos, 8080), (frontend, videos, 8080), (pods["benchmark-sweep"], videos, 8080),
+        (worker, videos, 8080), (frontend, videos, 8080),
         (gateway, frontend, 8000), (scraper, frontend, 8000), (scraper, worker, 9090),
     ]
     # Were the operator to label the workers by another type (v1beta1's "decode"), the
@@ -250,7 +250,8 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
     closed = [
         (stranger, frontend, 8000), (stranger, worker, 9090), (gateway, worker, 34567),
         (gateway, frontend, 9090), (pods["benchmark-sweep"], worker, 9090),
-        (pods["benchmark-smoke"], videos, 8080), (videos, worker, 9090),
+        (pods["benchmark-smoke"], videos, 8080), (pods["benchmark-sweep"], videos, 8080),
+        (videos, worker, 9090),
         (other["benchmark-sweep"], frontend, 8000), (other["worker"], frontend, 45678),
         (other["frontend"], worker, 34567), (frontend, other["worker"], 34567),
         (frontend, pods["model-download"], 8000), (frontend, pods["benchmark-sweep"], 8000),

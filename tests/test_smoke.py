@@ -9,7 +9,6 @@ import threading
 import pytest
 
 from benchmarks import smoke
-from benchmarks.prompts import QUESTIONS, REASONING_SUFFIX, sampling_fields
 from benchmarks.smoke import SmokeConfig, SmokeFailure, run_smoke
 from tests.support_openai_server import RecordingOpenAIServer
 
@@ -40,15 +39,6 @@ def test_passes_on_an_answer_and_sends_the_video_first(server, capsys) -> None:
     assert [p["type"] for p in content] == ["video_url", "text"]
     assert content[0]["video_url"]["url"] == VIDEO
     assert chat.body["model"] == MODEL
-
-
-def test_prompt_style_options_reach_the_request(server) -> None:
-    assert _cli("--url", server.url, "--video-url", VIDEO, "--model", MODEL,
-                "--reasoning-format", "--sampling-preset", "reasoning") == 0
-    (chat,) = server.chat_requests()
-    assert chat.body["messages"][0]["content"][1]["text"] == QUESTIONS[0] + REASONING_SUFFIX
-    for key, value in sampling_fields("reasoning").items():
-        assert chat.body[key] == value
 
 
 def test_unreachable_endpoint(capsys) -> None:
