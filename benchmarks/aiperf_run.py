@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.recipe import SESSION_HEADER
+from infra.names import SESSION_HEADER
 
 DATASET_TYPE = "mooncake_trace"
 SUMMARY_EXPORT = "profile_export_aiperf.json"

@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.videos import load_manifest
 from infra.benchmark_names import video_name
-from infra.benchmark_shape import SEED_SHAPE
+from infra.names import SEED_SHAPE
 
 MODE_VIDEO = "video"
 MODE_TEXT_STANDIN = "text-standin"

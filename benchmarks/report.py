@@ -32,7 +32,7 @@ from benchmarks.sweep import (
     dataset_identity,
     level_dir_name,
 )
-from infra.rules import InputError
+from infra.names import InputError
 
 BAD_INPUT = "bad report input"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")

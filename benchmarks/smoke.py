@@ -23,7 +23,7 @@ import openai
 from benchmarks.dataset import video_url
 from benchmarks.evidence import FrontendCounts, scrape_frontend
 from benchmarks.prompts import QUESTIONS
-from infra.recipe import SERVED_MODEL_NAME
+from infra.names import SERVED_MODEL_NAME
 
 Say = Callable[[str], None]
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2

@@ -59,10 +59,16 @@ from benchmarks.evidence import (
 )
 from benchmarks.processes import log_tail, sigterm_as_interrupt
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
-from infra.benchmark_shape import SEED_SHAPE
-from infra.recipe import SERVED_MODEL_NAME, SESSION_HEADER
+from infra.names import (
+    RUN_ID,
+    RUN_ID_MAX_LEN,
+    SEED_SHAPE,
+    SERVED_MODEL_NAME,
+    SESSION_HEADER,
+    InputError,
+    levels_problems,
+)
 from infra.routing import PROFILES
-from infra.rules import RUN_ID, RUN_ID_MAX_LEN, InputError, levels_problems
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
@@ -107,7 +113,7 @@ class SweepConfig:
     """One sweep. Only `url` and `dataset` are required.
 
     `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
-    PROFILES needs it explicitly. True sends `infra.recipe.SESSION_HEADER` per session.
+    PROFILES needs it explicitly. True sends `infra.names.SESSION_HEADER` per session.
     Every level sends the whole dataset. `tokenizer` None builds the tiny local tokenizer
     in the run directory (token counts come from the server's usage).
     `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every

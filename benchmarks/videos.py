@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from infra.benchmark_names import video_name
-from infra.benchmark_shape import SEED_SHAPE, VideoShape
+from infra.names import SEED_SHAPE, VideoShape
 
 
 class FFmpegMissing(RuntimeError):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infra import recipe
+from infra import names
 from infra.benchmark_names import (
     Run,
     code_config_map_name,
@@ -102,7 +102,7 @@ class BenchmarkTarget:
     run: Run
     frontend_service: str
     session_affinity: bool
-    model: str = recipe.SERVED_MODEL_NAME
+    model: str = names.SERVED_MODEL_NAME
     # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
     # The deployment the run measures (see module docstring), key -> value.
@@ -110,7 +110,7 @@ class BenchmarkTarget:
 
     @property
     def frontend_url(self) -> str:
-        return f"http://{self.frontend_service}.{self.run.namespace}.svc:{recipe.FRONTEND_PORT}"
+        return f"http://{self.frontend_service}.{self.run.namespace}.svc:{names.FRONTEND_PORT}"
 
     @property
     def video_base_url(self) -> str:

@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from infra import recipe
+from infra import names
 
 # A Job's name is also a label value of its pods: at most 63 characters.
 MAX_NAME_LEN = 63
@@ -33,19 +33,19 @@ def smoke_video(videos: int) -> int:
 
 
 def code_config_map_name(profile: str) -> str:
-    return f"{recipe.GRAPH_NAME_PREFIX}-bench-code-{profile}"
+    return f"{names.GRAPH_NAME_PREFIX}-bench-code-{profile}"
 
 
 def video_server_name(profile: str) -> str:
-    return f"{recipe.GRAPH_NAME_PREFIX}-videos-{profile}"
+    return f"{names.GRAPH_NAME_PREFIX}-videos-{profile}"
 
 
 def smoke_job_name(profile: str, run_id: str) -> str:
-    return f"{recipe.GRAPH_NAME_PREFIX}-smoke-{profile}-{run_id}"
+    return f"{names.GRAPH_NAME_PREFIX}-smoke-{profile}-{run_id}"
 
 
 def sweep_job_name(profile: str, run_id: str) -> str:
-    return f"{recipe.GRAPH_NAME_PREFIX}-sweep-{profile}-{run_id}"
+    return f"{names.GRAPH_NAME_PREFIX}-sweep-{profile}-{run_id}"
 
 
 def max_run_id_len(profile: str) -> int:

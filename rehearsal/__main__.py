@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.sweep import SweepError
-from infra.benchmark_shape import SEED_SHAPE
-from infra.rules import InputError
+from infra.names import SEED_SHAPE, InputError
 from rehearsal.local_dynamo import LocalDynamoError
 from rehearsal.rehearse import Rehearsal, RehearsalConfig
 

@@ -30,7 +30,7 @@ import psutil
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from benchmarks.processes import log_tail, tree_pids
 from benchmarks.tiny_model import build_tiny_model_dir
-from infra.recipe import SERVED_MODEL_NAME
+from infra.names import SERVED_MODEL_NAME
 from infra.routing import Routing, frontend_args, frontend_command
 
 LOOPBACK = "127.0.0.1"

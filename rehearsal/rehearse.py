@@ -33,7 +33,6 @@ from benchmarks.sweep import (
     run_sweep,
     write_json,
 )
-from infra.benchmark_shape import SEED_SHAPE
 from infra.calibration import (
     SEED_16_LATENCY_P50_MS,
     SEED_16_TTFT_P90_MS,
@@ -41,8 +40,8 @@ from infra.calibration import (
     mock_calibration,
     relative_error,
 )
+from infra.names import SEED_SHAPE, InputError, levels_problems
 from infra.routing import PROFILES, routing_args
-from infra.rules import InputError, levels_problems
 from infra.settings import Settings, SettingsError
 from infra.stack_files import stack_settings
 from rehearsal.local_dynamo import (

@@ -25,8 +25,8 @@ from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
 from infra.benchmark_names import Run, sweep_job_name
 from infra.benchmark_settings import BenchmarkSettings
-from infra.benchmark_shape import SEED_SHAPE
 from infra.job_runner import COMMAND_PACKAGES, normalize
+from infra.names import SEED_SHAPE
 from tests.conftest import REPO_ROOT
 
 K8S_VERSION = "1.33"
@@ -244,8 +244,8 @@ def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
         assert f"benchmarks/{module}.py" in sources
     assert "infra/job_runner.py" in sources and "constraints.txt" in sources
     config_map = bj.code_config_map("ns", "p", sources)
-    assert config_map["data"][bj.config_map_key("infra/benchmark_shape.py")] == (
-        REPO_ROOT / "infra/benchmark_shape.py").read_text()
+    assert config_map["data"][bj.config_map_key("infra/names.py")] == (
+        REPO_ROOT / "infra/names.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
     assert config_map["metadata"]["annotations"][bj.CODE_ANNOTATION] == bj.code_hash(sources)
 
@@ -396,7 +396,7 @@ def test_the_video_maker_installs_no_aiperf() -> None:
 
 def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
     """The line `pulumi up` shows when the smoke Job fails: the smoke test's own verdict."""
-    from infra.recipe import SERVED_MODEL_NAME
+    from infra.names import SERVED_MODEL_NAME
     from tests.support_openai_server import RecordingOpenAIServer
 
     with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:

@@ -246,7 +246,7 @@ def sweep_run(tmp_path_factory) -> Path:
     """A real sweep's results folder: `python -m benchmarks sweep` (real AIPerf, tiny
     shape) against the recording OpenAI server on 127.0.0.1."""
     from infra.benchmark_names import results_subpath
-    from infra.recipe import SERVED_MODEL_NAME
+    from infra.names import SERVED_MODEL_NAME
     from tests.support_openai_server import RecordingOpenAIServer
 
     root = tmp_path_factory.mktemp("claim")

@@ -23,7 +23,7 @@ from benchmarks.dataset import (
 )
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
-from infra.rules import InputError
+from infra.names import InputError
 
 BASE = "http://videos.example.internal:8080/"
 

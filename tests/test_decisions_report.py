@@ -22,7 +22,7 @@ from benchmarks.report import (
     gain_pct,
     report_rows,
 )
-from infra.rules import InputError
+from infra.names import InputError
 
 MANIFEST = {
     "model": "m", "sessions_per_level": 3, "questions_per_video": 2, "output_tokens": 128,

@@ -1,14 +1,14 @@
 """The small rules every check reads, stated at their boundaries: concurrency levels,
 the error type's text, CIDRs, the frontend's routing flags and the operator's name
-limits (infra/operator_names.py cites the operator's source)."""
+limits (infra/names.py cites the operator's source)."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra import operator_names, routing
+from infra import names, routing
+from infra.names import MAX_CONCURRENCY, InputError, cidr, levels_problems
 from infra.routing import Routing
-from infra.rules import MAX_CONCURRENCY, InputError, cidr, levels_problems
 
 LEVELS = [
     ([1], []),
@@ -81,13 +81,13 @@ def test_the_frontend_runs_dynamos_own_module_and_the_profiles_are_the_recipes()
 
 
 def test_the_operators_names_and_their_limits() -> None:
-    assert operator_names.dynamo_namespace("ns", "a.b.c") == "ns-a-b-c"
-    assert operator_names.component_name("g", "VllmWorker") == "g-vllmworker"
-    assert operator_names.component_name("g", "VllmWorker", True) == "g-vllmworker-00000000"
+    assert names.dynamo_namespace("ns", "a.b.c") == "ns-a-b-c"
+    assert names.component_name("g", "VllmWorker") == "g-vllmworker"
+    assert names.component_name("g", "VllmWorker", True) == "g-vllmworker-00000000"
     # Grove's 45 - len(component) binds before the Service's 63 - len("-<component>[-<hash>]").
-    assert operator_names.max_graph_len({"Frontend": False}) == 45 - 8
-    assert operator_names.max_graph_len({"W": True}) == 45 - 1
-    assert operator_names.max_graph_len({"Frontend": False, "w" * 40: True}) == 5
+    assert names.max_graph_len({"Frontend": False}) == 45 - 8
+    assert names.max_graph_len({"W": True}) == 45 - 1
+    assert names.max_graph_len({"Frontend": False, "w" * 40: True}) == 5
     # The label `<namespace>-<graph>` is at most 63 characters.
-    assert operator_names.max_namespace_len("g.x") == 63 - 4
-    assert operator_names.max_namespace_len("") == 62
+    assert names.max_namespace_len("g.x") == 63 - 4
+    assert names.max_namespace_len("") == 62

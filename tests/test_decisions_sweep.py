@@ -26,7 +26,7 @@ from benchmarks.sweep import (
     resolve_affinity,
     settings_changes,
 )
-from infra.rules import RUN_ID_MAX_LEN, InputError
+from infra.names import RUN_ID_MAX_LEN, InputError
 
 
 def record(tokens: int | None, phase: str = "profiling", error: str | None = None

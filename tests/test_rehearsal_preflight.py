@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from infra.rules import InputError
+from infra.names import InputError
 from rehearsal.local_dynamo import find_nats_server, preflight_problems
 from rehearsal.rehearse import Rehearsal, RehearsalConfig
 from tests.support_rehearsal import child_env

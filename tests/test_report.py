@@ -13,7 +13,7 @@ import pytest
 from benchmarks.aiperf_run import SUMMARY_EXPORT
 from benchmarks.report import build_report
 from benchmarks.sweep import MANIFEST_NAME, level_dir_name
-from infra.rules import InputError
+from infra.names import InputError
 from tests.support_sweep_runs import (
     LEVELS,
     SweepRuns,

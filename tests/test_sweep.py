@@ -29,8 +29,7 @@ from benchmarks.sweep import (
     run_sweep,
 )
 from benchmarks.tiny_model import build_tiny_model_dir
-from infra.recipe import SESSION_HEADER
-from infra.rules import InputError
+from infra.names import SESSION_HEADER, InputError
 from tests.conftest import REPO_ROOT
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
 from tests.support_sweep_runs import (
