@@ -138,7 +138,8 @@ def test_evidence_is_only_what_was_measured(tmp_path: Path) -> None:
         level_attribution(tmp_path / "empty")
     assert str(missing.value) == (
         f"{tmp_path / 'empty' / RAW_EXPORT} is missing: this level ran without AIPerf's raw "
-        "export, so the worker of each request is unknown (run it with --export-level raw)")
+        "export, so the worker of each request is unknown (rerun the level with "
+        "--attribute-workers)")
 
 
 def test_an_empty_attribution_spreads_nothing() -> None:

@@ -77,26 +77,20 @@ def test_one_failed_request_fails_a_level_and_none_passes(tmp_path: Path) -> Non
                        f"{tmp_path / SUMMARY_EXPORT}, error_summary)")
 
 
-def test_other_lengths_fail_a_level_unless_accepted(tmp_path: Path) -> None:
+def test_other_lengths_fail_a_level(tmp_path: Path) -> None:
     lengths = {"requests": 4, "other": 4, "min": 5, "max": 5}
     [problem] = _level_problems(summary(), lengths, CONFIG, tmp_path)
     assert problem == (
         "4 requests got other than 8 output tokens (min 5, max 5): the server stops early "
-        "or ignores the length fields; fix it, or pass --accept-other-lengths to keep such "
-        "levels")
-    accepting = replace(CONFIG, accept_other_lengths=True)
-    assert _level_problems(summary(), lengths, accepting, tmp_path) == []
+        "or ignores the length fields; fix it")
 
 
-def test_answers_without_a_count_fail_a_level_even_when_lengths_are_accepted(
-        tmp_path: Path) -> None:
+def test_answers_without_a_count_fail_a_level(tmp_path: Path) -> None:
     lengths = {"requests": 4, "other": 0, "missing": 3, "min": 8, "max": 8}
-    accepting = replace(CONFIG, accept_other_lengths=True)
-    for config in (CONFIG, accepting):
-        [problem] = _level_problems(summary(), lengths, config, tmp_path)
-        assert problem == (
-            "3 answers carry no output token count (the server sent no `usage`), so their "
-            "length is unchecked: make the server report usage in its stream")
+    [problem] = _level_problems(summary(), lengths, CONFIG, tmp_path)
+    assert problem == (
+        "3 answers carry no output token count (the server sent no `usage`), so their "
+        "length is unchecked: make the server report usage in its stream")
     assert _level_problems(summary(), {**lengths, "missing": 0}, CONFIG, tmp_path) == []
 
 
@@ -152,7 +146,7 @@ def problems_of(tmp_path: Path, **changes: Any) -> list[str]:
 def test_good_settings_have_no_problem(tmp_path: Path) -> None:
     assert problems_of(tmp_path) == []
     assert problems_of(tmp_path, url="https://frontend.test:8000/v1", run_id="a" * 30,
-                       profile="My_profile.2-b", output_tokens=1, export_level="raw",
+                       profile="My_profile.2-b", output_tokens=1,
                        tokenizer="org/name") == []
     (tmp_path / "tok").mkdir()
     assert problems_of(tmp_path, tokenizer=str(tmp_path / "tok")) == []
@@ -164,8 +158,6 @@ BAD_SETTINGS = {
     "model": ({"model": ""}, "--model must not be empty"),
     "levels": ({"concurrencies": ()}, "--concurrency needs at least one level"),
     "output tokens": ({"output_tokens": 0}, "--output-tokens must be >= 1 (got 0)"),
-    "export level": ({"export_level": "all"}, "--export-level must be one of summary, "
-                                              "records, raw"),
     "run id": ({"run_id": "Run"}, "--run-id 'Run': use lowercase letters, digits and '-' "
                                   f"(at most {RUN_ID_MAX_LEN}; it names folders"),
     "long run id": ({"run_id": "a" * (RUN_ID_MAX_LEN + 1)}, "--run-id 'aaaa"),
