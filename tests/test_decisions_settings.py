@@ -1,58 +1,51 @@
-"""The config reader's rules at their boundaries: what counts as a boolean, a whole number
-in range, a quantity, a list; each wrong value is one problem naming the setting."""
+"""The settings rules at their boundaries: what counts as a boolean, a whole number in
+range, a quantity, a list (`_typed`, one row of `KEYS`), and the rules across keys; each
+wrong value is one problem naming the setting and the fix."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infra.settings import ConfigReader, quantity_amount
+from infra.settings import KEYS, _typed, quantity_amount
 
 
-def reader(value: Any) -> ConfigReader:
-    return ConfigReader({} if value is None else {"p:k": value}, "p")
+def typed(kind: tuple, value: Any) -> tuple[Any, list[str]]:
+    problems: list[str] = []
+    return _typed(kind, value, problems.append), problems
 
 
 def test_booleans_are_true_or_false_and_nothing_else() -> None:
     for value, expected in ((True, True), (False, False), ("TRUE", True), (" false ", False)):
-        r = reader(value)
-        assert r.boolean("k") is expected and r.problems == []
-    r = reader("yes")
-    assert r.boolean("k") is False
-    assert r.problems == ["p:k: 'yes' is not a boolean; use true or false"]
-    missing = reader(None)
-    assert missing.boolean("k") is False and len(missing.problems) == 1
+        assert typed(("bool",), value) == (expected, [])
+    assert typed(("bool",), "yes") == (False, ["'yes' is not a boolean; use true or false"])
 
 
 def test_whole_numbers_in_range_including_both_ends() -> None:
+    kind = ("int", 1, 8, " workers")
     for value in (1, 8, "8 "):
-        r = reader(value)
-        r.integer("k", 1, 8)
-        assert r.problems == [], value
-    r = reader(9)
-    assert r.integer("k", 1, 8) == 9
-    assert r.problems == ["p:k: 9 is out of range; use 1..8"]
-    r = reader(True)
-    assert r.integer("k", 1, 8) == 1
-    assert r.problems == ["p:k: 'True' is not a whole number; use an integer 1..8"]
+        assert typed(kind, value)[1] == [], value
+    assert typed(kind, 9) == (9, ["9 is out of range; use 1..8 workers"])
+    assert typed(kind, 0) == (0, ["0 is out of range; use 1..8 workers"])
+    # A YAML boolean is not a number, though Python's int(True) is 1.
+    assert typed(kind, True) == (1, ["'True' is not a whole number; use an integer 1..8"])
 
 
 def test_quantities_must_be_positive_and_reach_the_minimum() -> None:
     assert quantity_amount("0") == 0.0 and quantity_amount("500m") == 0.5
     assert quantity_amount("-1") is None and quantity_amount("lots") is None
-    r = reader("500m")
-    r.quantity("k")
-    assert r.problems == []
-    r = reader("0")
-    r.quantity("k", what=" for the cache")
-    assert r.problems == ["p:k: '0' is too small for the cache"]
+    assert typed(("quantity", 0, ""), "500m") == ("500m", [])
+    assert typed(("quantity", 0, " for the cache"), "0") == (
+        "0", ["'0' is too small for the cache"])
 
 
 def test_lists_are_lists_of_strings_and_empty_text_is_an_empty_list() -> None:
-    r = reader("")
-    assert r.string_list("k") == () and r.problems == []
-    r = reader('[" a ", "b"]')
-    assert r.string_list("k") == ("a", "b") and r.problems == []
-    r = reader("[1]")
-    assert r.string_list("k") == ()
-    assert r.problems == ["p:k: must be a list of strings; in Pulumi.<stack>.yaml write a "
-                          "YAML list, or run `pulumi config set --path 'k[0]' <value>`"]
+    assert typed(("list",), "") == ((), [])
+    assert typed(("list",), '[" a ", "b"]') == (("a", "b"), [])
+    assert typed(("list",), "[1]") == ((), [
+        "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or run "
+        "`pulumi config set --path '<key>[0]' <value>`"])
+
+
+def test_every_key_has_a_kind_the_reader_knows() -> None:
+    assert {kind[0] for kind in KEYS.values()} == {
+        "bool", "int", "str", "list", "levels", "choice", "quantity"}
