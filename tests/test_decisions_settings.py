@@ -439,3 +439,27 @@ def test_kv_events_are_refused_only_for_kv_routing_on_nim_workers() -> None:
         "the router's own prediction, `pulumi config set routerKvEvents false`"]
     vllm = {"runtime": "vllm", "vllmImage": "reg/x:1.0", "hfToken": "hf-test"}
     assert settings({**kv, **vllm}, "kv-trial").routing.kv_events is True
+
+
+def test_each_secret_is_a_stack_s_own_kubernetes_secret() -> None:
+    assert settings({}).secrets.refs == {
+        "ngcApiKey": ("cosmos3-round-robin-ngc-api-key", "NGC_API_KEY"),
+        "hfToken": ("cosmos3-round-robin-hf-token", "HF_TOKEN")}
+
+
+def test_the_cache_size_and_keep_are_read_as_given_with_or_without_an_existing_claim() -> None:
+    for claim in ("", "shared-cache"):
+        cache = settings({"cacheSize": "250Gi", "cacheKeepOnDestroy": False,
+                          "cacheExistingClaim": claim}).cache
+        assert (cache.size, cache.keep_on_destroy) == ("250Gi", False)
+        cache = settings({"cacheKeepOnDestroy": True, "cacheExistingClaim": claim}).cache
+        assert cache.keep_on_destroy is True
+
+
+def test_memory_sizes_start_at_one_gib() -> None:
+    assert problems({"workerMemory": "1Gi", "workerSharedMemory": "1Gi"}) == []
+    assert problems({"workerMemory": "1023Mi", "workerSharedMemory": "1023Mi"}) == [
+        f"{P}:workerMemory: '1023Mi' is too small; give a memory size such as 96Gi",
+        f"{P}:workerSharedMemory: '1023Mi' is too small; give a size such as 64Gi"]
+    assert problems({"workerCpu": "0"}) == [f"{P}:workerCpu: '0' is too small"]
+    assert settings({"workerCpu": "100m"}).workers.cpu == "100m"
