@@ -463,3 +463,16 @@ def test_memory_sizes_start_at_one_gib() -> None:
         f"{P}:workerSharedMemory: '1023Mi' is too small; give a size such as 64Gi"]
     assert problems({"workerCpu": "0"}) == [f"{P}:workerCpu: '0' is too small"]
     assert settings({"workerCpu": "100m"}).workers.cpu == "100m"
+
+
+def test_the_vllm_image_is_not_judged_on_runtime_nim() -> None:
+    assert problems({"vllmImage": "reg/x"}) == []
+
+
+def test_the_images_and_runtime_version_are_read_as_given() -> None:
+    images = settings({"frontendImage": "reg/front:1.2", "workerRuntimeVersion": "1.2.3"}).images
+    assert (images.frontend, images.worker_runtime_version) == ("reg/front:1.2", "1.2.3")
+
+
+def test_a_nim_tag_s_value_is_everything_after_its_first_equals_sign() -> None:
+    assert len(problems({"nimTagsSelector": "n_gpus=1=1"})) == 1
