@@ -476,3 +476,24 @@ def test_the_images_and_runtime_version_are_read_as_given() -> None:
 
 def test_a_nim_tag_s_value_is_everything_after_its_first_equals_sign() -> None:
     assert len(problems({"nimTagsSelector": "n_gpus=1=1"})) == 1
+
+
+def test_the_benchmark_stages_can_each_be_turned_off() -> None:
+    b = settings({"benchmarkSmoke": False, "benchmarkSweep": False,
+                  "benchmarkWaitForSweep": False}).benchmark
+    assert (b.smoke, b.sweep, b.wait_for_sweep) == (False, False, False)
+
+
+def test_ids_may_hold_capitals_and_the_served_model_follows_the_variant() -> None:
+    workers = settings({"nimModelProfile": "Abc.1", "servedModelName": "Org/Model"}).workers
+    assert (workers.nim_model_profile, workers.served_model) == ("Abc.1", "Org/Model")
+    assert settings({"modelVariant": "nano"}).workers.served_model == "nvidia/cosmos3-nano-reasoner"
+
+
+def test_a_run_id_of_one_character_is_all_an_overlong_stack_leaves() -> None:
+    stack = "x" * 60
+    found = problems({"benchmarkRunId": "rr"}, stack)
+    assert any(p.startswith(f"{P}:benchmarkRunId: 'rr'") and "at most 1 characters" in p
+               for p in found)
+    assert not any(p.startswith(f"{P}:benchmarkRunId") for p in problems(
+        {"benchmarkRunId": "r"}, stack))
