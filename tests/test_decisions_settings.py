@@ -19,6 +19,7 @@ from infra.settings import (
     ConfigReader,
     Settings,
     SettingsError,
+    TimeoutSettings,
     _typed,
     parse_settings,
     quantity_amount,
@@ -497,3 +498,8 @@ def test_a_run_id_of_one_character_is_all_an_overlong_stack_leaves() -> None:
                for p in found)
     assert not any(p.startswith(f"{P}:benchmarkRunId") for p in problems(
         {"benchmarkRunId": "r"}, stack))
+
+
+def test_the_timeouts_are_read_as_given() -> None:
+    t = settings({"downloadTimeoutSecs": 601, "downloadRetries": 3, "graphTimeoutSecs": 602})
+    assert t.timeouts == TimeoutSettings(download_secs=601, download_retries=3, graph_secs=602)
