@@ -15,6 +15,7 @@ from infra.routing import PROFILES, ROUTER_MODES, Routing
 from infra.serving import Serving, cache_gib_needed
 from infra.settings import (
     KEYS,
+    LEVELS_FIX,
     MAX_PROFILE_LEN,
     ConfigReader,
     Settings,
@@ -503,3 +504,13 @@ def test_a_run_id_of_one_character_is_all_an_overlong_stack_leaves() -> None:
 def test_the_timeouts_are_read_as_given() -> None:
     t = settings({"downloadTimeoutSecs": 601, "downloadRetries": 3, "graphTimeoutSecs": 602})
     assert t.timeouts == TimeoutSettings(download_secs=601, download_retries=3, graph_secs=602)
+
+
+def test_a_wrong_list_is_quoted_as_the_user_wrote_it() -> None:
+    levels = ("levels",)
+    assert typed(levels, [1, "x"]) == ((), [
+        "'[1, \"x\"]' is not a list of whole numbers" + LEVELS_FIX])
+    assert typed(levels, '["a"]') == ((), ["'[\"a\"]' is not a list of whole numbers" + LEVELS_FIX])
+    assert typed(levels, "[1, 4]") == ((1, 4), [])
+    # A native YAML list or map where text belongs is read as its JSON, not Python's repr.
+    assert typed(("str",), ["a"]) == ('["a"]', [])
