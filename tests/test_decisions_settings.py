@@ -514,3 +514,17 @@ def test_a_wrong_list_is_quoted_as_the_user_wrote_it() -> None:
     assert typed(levels, "[1, 4]") == ((1, 4), [])
     # A native YAML list or map where text belongs is read as its JSON, not Python's repr.
     assert typed(("str",), ["a"]) == ('["a"]', [])
+
+
+def test_a_missing_whole_number_or_boolean_is_one_problem_not_two() -> None:
+    r = ConfigReader({}, P)
+    for key in ("workerReplicas", "sessionAffinity"):
+        assert [p for p in r.problems if p.startswith(f"{P}:{key}:")] == [
+            f"{P}:{key}: missing; it is declared with a default in Pulumi.yaml, so restore that "
+            f"entry or run `pulumi config set {key} <value>`"]
+
+
+def test_a_list_s_fix_names_its_key() -> None:
+    assert problems({"imagePullSecrets": "[1]"}) == [
+        f"{P}:imagePullSecrets: must be a list of strings; in Pulumi.<stack>.yaml write a YAML "
+        "list, or run `pulumi config set --path 'imagePullSecrets[0]' <value>`"]
