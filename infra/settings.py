@@ -369,9 +369,11 @@ def _routing(r: ConfigReader, profile: str) -> Routing:
     if not v["routerKvEvents"] and mode != "kv":
         r.problem("routerKvEvents", f"only applies to routerMode kv (it is {mode}); remove it "
                                     "with `pulumi config rm routerKvEvents`")
-    routing = Routing(router_mode=mode, affinity_mode=v["sessionAffinityMode"],
-                      affinity_ttl_secs=v["sessionAffinityTtlSecs"] if v["sessionAffinity"]
-                      else None, kv_events=v["routerKvEvents"])
+    # Without affinity the mode routes nothing (no flag): it is left at its default.
+    affinity = v["sessionAffinity"]
+    routing = Routing(router_mode=mode, kv_events=v["routerKvEvents"],
+                      affinity_mode=v["sessionAffinityMode"] if affinity else Routing.affinity_mode,
+                      affinity_ttl_secs=v["sessionAffinityTtlSecs"] if affinity else None)
     expected = PROFILES.get(profile)
     keys = ("routerMode", "sessionAffinity", "sessionAffinityTtlSecs", "sessionAffinityMode")
     if expected is not None and not r.rejected.intersection(keys) and routing != expected:

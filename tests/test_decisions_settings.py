@@ -306,14 +306,14 @@ def test_benchmark_image_and_package_index() -> None:
 
 def test_benchmark_levels_and_counts_are_read_as_given() -> None:
     b = settings({"benchmarkConcurrencies": [2, 8], "benchmarkVideos": 3,
-                  "benchmarkQuestionsPerVideo": 2, "benchmarkWarmupVideos": 1,
+                  "benchmarkQuestionsPerVideo": 2,
                   "benchmarkSmoke": True, "benchmarkSweep": True,
                   "benchmarkWaitForSweep": True, "benchmarkSmokeTimeoutSecs": 601,
                   "benchmarkSweepTimeoutSecs": 602, "benchmarkVideoServerTimeoutSecs": 603,
                   "benchmarkRunId": "run-9", "benchmarkImage": "reg/b:1"}).benchmark
     assert b == BenchmarkSettings(
         smoke=True, sweep=True, wait_for_sweep=True, run_id="run-9", concurrencies=(2, 8),
-        videos=3, questions_per_video=2, warmup_videos=1, image="reg/b:1",
+        videos=3, questions_per_video=2, image="reg/b:1",
         smoke_timeout_secs=601, sweep_timeout_secs=602, video_server_timeout_secs=603,
         pip_index_url=b.pip_index_url)
     assert len(problems({"benchmarkConcurrencies": []})) == 1  # no level: nothing to measure
@@ -358,10 +358,8 @@ def test_a_recipe_stack_must_route_as_its_profile() -> None:
     assert problems({"sessionAffinityTtlSecs": 60}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: with sessionAffinity false the mode routes nothing "
-                   "(no flag is rendered), yet a recipe stack with sessionAffinityMode soft is "
-                   "refused as routing differently, the message naming the same routing twice")
 def test_the_affinity_mode_without_affinity_does_not_change_a_recipe_stack_s_routing() -> None:
+    """With sessionAffinity false the mode renders no flag: it routes nothing."""
     assert problems({"sessionAffinityMode": "soft"}) == []
 
 
