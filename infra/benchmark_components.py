@@ -28,7 +28,7 @@ import pulumi_kubernetes as k8s
 from infra import benchmark_manifests, cluster, manifests
 from infra.benchmark_names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.calibration import stack_plan
-from infra.components import TYPE_PREFIX, Deployment, _timeouts
+from infra.components import TYPE_PREFIX, Deployment, _declare, _timeouts
 from infra.settings import Settings
 from infra.stack_files import REPO_ROOT
 
@@ -142,46 +142,36 @@ class BenchmarkRun(pulumi.ComponentResource):
             )
 
         namespace = deployment.namespace
-        code_manifest = objects["code"]
-        code = k8s.core.v1.ConfigMap(
-            "code", metadata=code_manifest["metadata"], data=code_manifest["data"],
-            opts=child(namespace),
-        )
+        code = _declare(k8s.core.v1.ConfigMap, "code", objects["code"], child(namespace))
         server_manifest = objects["video-server"]
-        server = k8s.apps.v1.Deployment(
-            "video-server", metadata=server_manifest["metadata"], spec=server_manifest["spec"],
-            opts=child(namespace, code, awaited=server_manifest),
-        )
+        server = _declare(k8s.apps.v1.Deployment, "video-server", server_manifest,
+                          child(namespace, code, awaited=server_manifest))
         service_manifest = objects["video-service"]
         # After the server: its endpoints exist only once a server pod is Ready.
-        service = k8s.core.v1.Service(
-            "video-service", metadata=service_manifest["metadata"],
-            spec=service_manifest["spec"], opts=child(namespace, server, awaited=service_manifest),
-        )
+        service = _declare(k8s.core.v1.Service, "video-service", service_manifest,
+                           child(namespace, server, awaited=service_manifest))
         if "video-budget" in objects:
-            budget = objects["video-budget"]
-            k8s.policy.v1.PodDisruptionBudget(
-                "video-budget", metadata=budget["metadata"], spec=budget["spec"],
-                opts=child(namespace))
+            _declare(k8s.policy.v1.PodDisruptionBudget, "video-budget", objects["video-budget"],
+                     child(namespace))
         ready: list[pulumi.Resource] = [deployment.graph.graph, server, service]
         self.smoke_job = None
         if b.smoke:
             smoke = objects["smoke"]
-            self.smoke_job = k8s.batch.v1.Job(
-                "smoke", metadata=smoke["metadata"], spec=jobs.apply(lambda o: o["smoke"]["spec"]),
-                opts=child(*ready, awaited=smoke, provider=deployment.adopting),
-            )
+            self.smoke_job = _declare(
+                k8s.batch.v1.Job, "smoke", smoke,
+                child(*ready, awaited=smoke, provider=deployment.adopting),
+                spec=jobs.apply(lambda o: o["smoke"]["spec"]))
             ready = [self.smoke_job]
         self.sweep_job = None
         if b.sweep:
             sweep = objects["sweep"]
             hook = results_home_hook(settings)
-            self.sweep_job = k8s.batch.v1.Job(
-                "sweep", metadata=sweep["metadata"], spec=jobs.apply(lambda o: o["sweep"]["spec"]),
-                opts=child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
+            self.sweep_job = _declare(
+                k8s.batch.v1.Job, "sweep", sweep,
+                child(*ready, awaited=sweep, hooks=pulumi.ResourceHookBinding(
                     after_create=[hook], after_update=[hook]),
                     ignore_changes=["spec"] if kept else None, provider=deployment.adopting),
-            )
+                spec=jobs.apply(lambda o: o["sweep"]["spec"]))
         self.register_outputs({})
 
 
