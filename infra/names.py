@@ -177,6 +177,10 @@ class SweepShape:
     concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
     random_seed: int = 0
     videos: VideoShape = field(default_factory=VideoShape)
+    # The adaptive sweep's stop rule: a level ends once at least `min_replicates` chunks gave
+    # a request-throughput interval within +-`stop_within_pct` % (or the videos ran out).
+    min_replicates: int = 3
+    stop_within_pct: float = 3.0
 
     @property
     def requests_per_level(self) -> int:
