@@ -35,8 +35,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import t as student_t
-
 from infra.names import SESSION_HEADER
 
 DATASET_TYPE = "mooncake_trace"
@@ -137,6 +135,8 @@ class Interval:
 def replicate_interval(values: Sequence[float]) -> Interval | None:
     """The mean of `values` (one per replicate) with its Student t 95% interval; None with
     fewer than two replicates, which have no spread."""
+    from scipy.stats import t as student_t  # with AIPerf: the smoke pod has no scipy
+
     if len(values) < 2:
         return None
     mean = statistics.fmean(values)
