@@ -25,12 +25,10 @@ Why each choice of the command:
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-import statistics
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,40 +107,6 @@ def aiperf_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 class ExportError(ValueError):
     pass
-
-
-# A level's figures come with 95% intervals from the spread between its replicates: chunks
-# of disjoint videos, each its own AIPerf run. That spread sees what moves a whole run
-# (round robin falling into step with the workers, a noisy node); a bootstrap over one
-# run's videos does not.
-INTERVAL_METHOD = "Student t 95% over the level's replicate chunks"
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A figure's mean over a level's replicates and its 95% interval."""
-
-    mean: float
-    low: float
-    high: float
-    replicates: int
-
-    @property
-    def relative_half_width(self) -> float:
-        return (self.high - self.low) / 2 / abs(self.mean) if self.mean else math.inf
-
-
-def replicate_interval(values: Sequence[float]) -> Interval | None:
-    """The mean of `values` (one per replicate) with its Student t 95% interval; None with
-    fewer than two replicates, which have no spread."""
-    from scipy.stats import t as student_t  # with AIPerf: the smoke pod has no scipy
-
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    half = student_t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(
-        len(values))
-    return Interval(mean, mean - half, mean + half, len(values))
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -30,6 +32,8 @@ from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from scipy.stats import t as student_t
 
 from benchmarks.aiperf_run import (
     RECORDS_EXPORT,
@@ -69,6 +73,38 @@ from infra.names import (
     levels_problems,
 )
 from infra.routing import PROFILES
+
+# A level's figures come with 95% intervals from the spread between its replicates: chunks
+# of disjoint videos, each its own AIPerf run. That spread sees what moves a whole run
+# (round robin falling into step with the workers, a noisy node); a bootstrap over one
+# run's videos does not.
+INTERVAL_METHOD = "Student t 95% over the level's replicate chunks"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure's mean over a level's replicates and its 95% interval."""
+
+    mean: float
+    low: float
+    high: float
+    replicates: int
+
+    @property
+    def relative_half_width(self) -> float:
+        return (self.high - self.low) / 2 / abs(self.mean) if self.mean else math.inf
+
+
+def replicate_interval(values: Sequence[float]) -> Interval | None:
+    """The mean of `values` (one per replicate) with its Student t 95% interval; None with
+    fewer than two replicates, which have no spread."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    half = student_t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(
+        len(values))
+    return Interval(mean, mean - half, mean + half, len(values))
+
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"

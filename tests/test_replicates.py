@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.aiperf_run import replicate_interval
+from benchmarks.sweep import replicate_interval
 
 
 def test_the_interval_is_students_t_over_the_replicates() -> None:
