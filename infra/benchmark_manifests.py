@@ -38,13 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from infra import names
-from infra.benchmark_names import (
-    Run,
-    code_config_map_name,
-    smoke_video,
-    video_name,
-    video_server_name,
-)
 from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
     COMPONENT_LABEL,
@@ -56,6 +49,13 @@ from infra.manifests import (
     container_security,
     graph,
     pod_security,
+)
+from infra.names import (
+    Run,
+    code_config_map_name,
+    smoke_video,
+    video_name,
+    video_server_name,
 )
 from infra.routing import routing_args
 from infra.settings import Settings

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import names
-from infra.benchmark_names import max_run_id_len
 from infra.benchmark_settings import (
     DEFAULT_BENCHMARK_IMAGE,
     MAX_QUESTIONS,
@@ -38,6 +37,7 @@ from infra.names import (
     InputError,
     cidr,
     levels_problems,
+    max_run_id_len,
 )
 from infra.routing import (
     AFFINITY_MODES,

@@ -8,9 +8,14 @@ from typing import Any
 
 import pytest
 
-from infra.benchmark_names import max_run_id_len
 from infra.benchmark_settings import DEFAULT_BENCHMARK_IMAGE, BenchmarkSettings
-from infra.names import RUN_ID_MAX_LEN, dynamo_namespace, graph_name, max_namespace_len
+from infra.names import (
+    RUN_ID_MAX_LEN,
+    dynamo_namespace,
+    graph_name,
+    max_namespace_len,
+    max_run_id_len,
+)
 from infra.routing import PROFILES, ROUTER_MODES, Routing
 from infra.serving import Serving, cache_gib_needed
 from infra.settings import (
