@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from infra import names
-from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
     COMPONENT_LABEL,
     PROFILE_LABEL,
@@ -58,7 +57,7 @@ from infra.names import (
     video_server_name,
 )
 from infra.routing import routing_args
-from infra.settings import Settings
+from infra.settings import BenchmarkSettings, Settings
 
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80

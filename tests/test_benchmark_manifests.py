@@ -23,9 +23,9 @@ from packaging.requirements import Requirement
 
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
-from infra.benchmark_settings import BenchmarkSettings
 from infra.job_runner import COMMAND_PACKAGES, normalize
 from infra.names import SEED_SHAPE, Run, sweep_job_name
+from infra.settings import BenchmarkSettings
 from tests.conftest import REPO_ROOT
 
 K8S_VERSION = "1.33"
