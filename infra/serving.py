@@ -1,9 +1,8 @@
 """How a worker serves the model: runtime, variant, precision, topology, GPU class.
 
 The facts each combination needs (GPU memory per replica, compute capability) and what
-follows from them (the NIM environment, the vLLM arguments, the weight download) live
-here as pure data and functions, so the settings validation, the graph manifest and the
-tests all read one table.
+follows from them (the NIM environment, the vLLM arguments, the weight download), as pure
+data and functions: the settings' checks and the graph manifest read the same table.
 
 Figures marked "estimate" are derived from parameter counts (weights only, plus a fixed
 allowance for the vision encoder), not measured. Measured or documented: Super FP8 about
@@ -24,25 +23,18 @@ PRECISIONS = ("fp8", "bf16")
 
 @dataclass(frozen=True)
 class Variant:
-    """A Cosmos3 Reasoner size."""
+    """A Cosmos3 Reasoner size (`VARIANTS` names it): its checkpoint, and the GiB of its
+    Reasoner weights (plus vision encoder) for the whole model, by precision."""
 
-    name: str
     hf_repo: str
-    # GiB of Reasoner weights (plus vision encoder) for the whole model, by precision.
     weights_gib: dict[str, float]
 
 
 VARIANTS: dict[str, Variant] = {
-    "super": Variant(
-        name="super",
-        hf_repo="nvidia/Cosmos3-Super",
-        weights_gib={"fp8": 67.0, "bf16": 128.0},  # fp8 measured; bf16 estimate (64B params)
-    ),
-    "nano": Variant(
-        name="nano",
-        hf_repo="nvidia/Cosmos3-Nano",
-        weights_gib={"fp8": 10.0, "bf16": 17.0},  # bf16 documented; fp8 estimate
-    ),
+    # fp8 measured; bf16 estimate (64B params)
+    "super": Variant("nvidia/Cosmos3-Super", {"fp8": 67.0, "bf16": 128.0}),
+    # bf16 documented; fp8 estimate
+    "nano": Variant("nvidia/Cosmos3-Nano", {"fp8": 10.0, "bf16": 17.0}),
 }
 
 
@@ -69,16 +61,13 @@ class GpuClass:
     compute_capability: float
 
 
-GPU_CLASSES: dict[str, GpuClass] = {
-    gpu.label: gpu
-    for gpu in (
-        GpuClass("NVIDIA-H200", 141.0, 9.0),
-        GpuClass("NVIDIA-H100-80GB-HBM3", 80.0, 9.0),
-        GpuClass("NVIDIA-B200", 180.0, 10.0),
-        GpuClass("NVIDIA-A100-SXM4-80GB", 80.0, 8.0),
-        GpuClass("NVIDIA-L40S", 48.0, 8.9),
-    )
-}
+GPU_CLASSES: dict[str, GpuClass] = {gpu.label: gpu for gpu in (
+    GpuClass("NVIDIA-H200", 141.0, 9.0),
+    GpuClass("NVIDIA-H100-80GB-HBM3", 80.0, 9.0),
+    GpuClass("NVIDIA-B200", 180.0, 10.0),
+    GpuClass("NVIDIA-A100-SXM4-80GB", 80.0, 8.0),
+    GpuClass("NVIDIA-L40S", 48.0, 8.9),
+)}
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 # FP8 checkpoints of Cosmos3 need Hopper or newer (compute capability 9.0+): documented
