@@ -20,23 +20,6 @@ from typing import Any
 import yaml
 
 from infra import names
-from infra.names import (
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    IMAGE,
-    LABEL_KEY,
-    LABEL_VALUE,
-    PLACEHOLDER,
-    RUN_ID,
-    RUN_ID_MAX_LEN,
-    SEED_SHAPE,
-    SEMVER,
-    TAINT_EFFECTS,
-    InputError,
-    cidr,
-    levels_problems,
-    max_run_id_len,
-)
 from infra.routing import (
     AFFINITY_MODES,
     AFFINITY_TTL_MAX_SECS,
@@ -218,7 +201,7 @@ def kubectl_prefix(namespace: str, context: str | None) -> str:
     return " ".join(["kubectl", *target, "-n", namespace])
 
 
-class SettingsError(InputError):
+class SettingsError(names.InputError):
     """Every problem with a stack's config, one line each: key, what is wrong, the fix."""
 
     def __init__(self, stack: str, problems: list[str]) -> None:
@@ -340,9 +323,9 @@ class BenchmarkSettings:
     sweep: bool = True
     wait_for_sweep: bool = True
     run_id: str = "run-1"
-    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
-    videos: int = SEED_SHAPE.videos.count
-    questions_per_video: int = SEED_SHAPE.questions_per_video
+    concurrencies: tuple[int, ...] = names.SEED_SHAPE.concurrencies
+    videos: int = names.SEED_SHAPE.videos.count
+    questions_per_video: int = names.SEED_SHAPE.questions_per_video
     image: str = DEFAULT_BENCHMARK_IMAGE
     smoke_timeout_secs: int = 1800
     sweep_timeout_secs: int = 12 * 3600
@@ -437,7 +420,7 @@ def _describe(routing: Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if not DNS_LABEL.match(name):
+    if not names.DNS_LABEL.match(name):
         r.problem("namespace", f"'{name}' is not a valid namespace name; use lowercase "
                                "letters, digits and '-'")
     elif len(name) > limit:
@@ -478,7 +461,7 @@ def _secrets(r: ConfigReader, runtime: str, graph: str,
             r.problem(name, "is stored in plain text; set it again with `pulumi config set "
                             f"--secret {name}`")
     for name in r.v["imagePullSecrets"]:
-        if not DNS_SUBDOMAIN.match(name):
+        if not names.DNS_SUBDOMAIN.match(name):
             r.problem("imagePullSecrets", f"'{name}' is not a Secret name; list names of "
                       "existing docker-registry Secrets in the namespace (kubectl create "
                       "secret docker-registry ...)")
@@ -498,19 +481,19 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
                   f"{need}Gi")
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
-        if not DNS_SUBDOMAIN.match(existing) or PLACEHOLDER.search(existing):
+        if not names.DNS_SUBDOMAIN.match(existing) or names.PLACEHOLDER.search(existing):
             r.problem("cacheExistingClaim", f"'{existing}' is not a claim name; give the name "
                       "of an existing ReadWriteMany PersistentVolumeClaim in the namespace, or "
                       "leave it empty")
         return CacheSettings(None, size, existing, keep)
-    if not storage_class or PLACEHOLDER.search(storage_class):
+    if not storage_class or names.PLACEHOLDER.search(storage_class):
         r.problem(
             "cacheStorageClass",
             f"'{storage_class}' is a placeholder; set a ReadWriteMany-capable storage class "
             "of your cluster (`kubectl get storageclass`), e.g. `pulumi config set "
             "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim",
         )
-    elif not DNS_SUBDOMAIN.match(storage_class):
+    elif not names.DNS_SUBDOMAIN.match(storage_class):
         r.problem("cacheStorageClass", f"'{storage_class}' is not a storage class name "
                                        "(lowercase DNS name)")
     return CacheSettings(storage_class, size, None, keep)
@@ -518,22 +501,22 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
 
 def _images(r: ConfigReader, runtime: str) -> ImageSettings:
     vllm = r.v["vllmImage"] if runtime == "vllm" else None
-    if vllm is not None and PLACEHOLDER.search(vllm):
+    if vllm is not None and names.PLACEHOLDER.search(vllm):
         r.problem("vllmImage", f"'{vllm}' is a placeholder; runtime vllm needs a Dynamo vLLM "
                   "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths.md): "
                   "build and push one, then `pulumi config set vllmImage <registry/repo:tag>`")
     for key in ("nimImage", "frontendImage", *(("vllmImage",) if vllm is not None else ())):
         value = r.v[key]
-        if key == "vllmImage" and PLACEHOLDER.search(value):
+        if key == "vllmImage" and names.PLACEHOLDER.search(value):
             continue
-        if not IMAGE.match(value) or PLACEHOLDER.search(value):
+        if not names.IMAGE.match(value) or names.PLACEHOLDER.search(value):
             r.problem(key, f"'{value}' is not a pinned image; write registry/repository:tag "
                       "with an explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or "
                       "@sha256:<digest>")
         elif value.endswith(":latest"):
             r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
     version = r.v["workerRuntimeVersion"]
-    if not SEMVER.match(version):
+    if not names.SEMVER.match(version):
         r.problem("workerRuntimeVersion", f"'{version}' is not MAJOR.MINOR.PATCH; give the "
                   "Dynamo version inside the worker image (the operator cannot read it from "
                   "a NIM or custom tag)")
@@ -542,11 +525,11 @@ def _images(r: ConfigReader, runtime: str) -> ImageSettings:
 
 def _toleration(text: str) -> Toleration | None:
     match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
-    if not match or not LABEL_KEY.match(match.group(1)):
+    if not match or not names.LABEL_KEY.match(match.group(1)):
         return None
     value, effect = match.group(3), match.group(5)
-    if (value is not None and not LABEL_VALUE.match(value)) or (
-            effect is not None and effect not in TAINT_EFFECTS):
+    if (value is not None and not names.LABEL_VALUE.match(value)) or (
+            effect is not None and effect not in names.TAINT_EFFECTS):
         return None
     return Toleration(match.group(1), value, effect)
 
@@ -556,7 +539,7 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     selector = []
     for item in r.v[f"{prefix}NodeSelector"]:
         key, sep, value = item.partition("=")
-        if sep and LABEL_KEY.match(key) and LABEL_VALUE.match(value):
+        if sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value):
             selector.append((key, value))
         else:
             r.problem(f"{prefix}NodeSelector", f"'{item}' is not label=value; e.g. "
@@ -567,7 +550,7 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
         toleration = _toleration(item)
         if toleration is None:
             r.problem(f"{prefix}Tolerations", f"'{item}' is not key[=value][:Effect]; e.g. "
-                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(TAINT_EFFECTS)})")
+                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
         else:
             tolerations.append(toleration)
     return PlacementSettings(tuple(selector), tuple(tolerations))
@@ -663,13 +646,13 @@ def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
 def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
     v = r.v
     run_id, image, pip_index = v["benchmarkRunId"], v["benchmarkImage"], v["benchmarkPipIndexUrl"]
-    longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
-    if not RUN_ID.match(run_id) or len(run_id) > longest:
+    longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
+    if not names.RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
                   f"lowercase letters, digits and '-', at most {longest} characters (it names "
                   "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
                   "run-2`")
-    if not IMAGE.match(image) or image.endswith(":latest"):
+    if not names.IMAGE.match(image) or image.endswith(":latest"):
         r.problem("benchmarkImage", f"'{image}' is not a pinned image; write "
                   "registry/repository:tag or @sha256:<digest>, e.g. "
                   f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)")
@@ -677,7 +660,7 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
         r.problem("benchmarkPipIndexUrl", f"'{pip_index}' is not an http(s) URL; give your "
                   "package mirror's simple index, e.g. https://pypi.example.com/simple")
     key = "benchmarkConcurrencies"
-    for problem in levels_problems(v[key]) if key not in r.rejected else ():
+    for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
         r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
     return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
                                 for f in fields(BenchmarkSettings)})
@@ -685,11 +668,11 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
 
 def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:
     where, sources = r.v["dynamoOperatorNamespace"], r.v["networkPolicySources"]
-    if where and not DNS_LABEL.match(where):
+    if where and not names.DNS_LABEL.match(where):
         r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
                   "namespace of the Dynamo operator, or leave it empty")
     for source in sources:
-        if cidr(source) is None and not DNS_LABEL.match(source):
+        if names.cidr(source) is None and not names.DNS_LABEL.match(source):
             r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
                       "nor a namespace name; list the clients allowed to call the frontend")
     return (PreflightSettings(r.v["skipPreflight"], where),
@@ -703,7 +686,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     HF token must be among them."""
     r = ConfigReader(raw, project)
     profile = stack.rsplit("/", 1)[-1]
-    if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
+    if not names.DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
             f"stack name '{stack}': it names the routing profile and the graph "
             f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
@@ -797,7 +780,7 @@ def with_stand_ins(project: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     out = {**raw, **{f"{project}:{k}": v for k, v in SECRET_STAND_INS.items()}}
     for key, stand_in in PLACEHOLDER_STAND_INS.items():
         value = str(out.get(f"{project}:{key}") or "")
-        if not value or PLACEHOLDER.search(value):
+        if not value or names.PLACEHOLDER.search(value):
             out[f"{project}:{key}"] = stand_in
     return out
 
