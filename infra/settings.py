@@ -234,14 +234,8 @@ class CacheSettings:
     size: str
     existing_claim: str | None
     keep_on_destroy: bool
-
-    @property
-    def claim_name(self) -> str:
-        return self.existing_claim or names.MODEL_CACHE_PVC_NAME
-
-    @property
-    def create_claim(self) -> bool:
-        return self.existing_claim is None
+    claim_name: str
+    create_claim: bool
 
 
 @dataclass(frozen=True)
@@ -343,7 +337,9 @@ class BenchmarkSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything one stack deploys, validated. `profile` is the stack name."""
+    """Everything one stack deploys, validated. `profile` is the stack name. The names
+    derived from the settings are data too, computed once here: what reads a stack reads
+    fields, and never calls back into this module."""
 
     stack: str
     profile: str
@@ -359,29 +355,15 @@ class Settings:
     benchmark_placement: PlacementSettings
     preflight: PreflightSettings
     network: NetworkSettings
-    # `kubernetes:context` (the provider's setting): the commands we print use it too.
-    kube_context: str | None = None
-
-    @property
-    def kubectl(self) -> str:
-        return kubectl_prefix(self.namespace.name, self.kube_context)
-
-    @property
-    def graph_name(self) -> str:
-        return names.graph_name(self.profile)
-
-    @property
-    def worker_image(self) -> str:
-        """The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image."""
-        return self.images.vllm or self.images.nim
-
-    @property
-    def download_job_name(self) -> str:
-        return names.stack_object_name(self.graph_name, "model-download")
-
-    @property
-    def frontend_service(self) -> str:
-        return names.frontend_service_name(self.graph_name)
+    # `kubernetes:context` (the provider's setting), and the kubectl prefix with it and the
+    # namespace that every command we print starts with.
+    kube_context: str | None
+    kubectl: str
+    graph_name: str
+    # The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image.
+    worker_image: str
+    download_job_name: str
+    frontend_service: str
 
 
 # --- The rules across keys, in the order of Pulumi.yaml ------------------------------------
@@ -485,7 +467,7 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
             r.problem("cacheExistingClaim", f"'{existing}' is not a claim name; give the name "
                       "of an existing ReadWriteMany PersistentVolumeClaim in the namespace, or "
                       "leave it empty")
-        return CacheSettings(None, size, existing, keep)
+        return CacheSettings(None, size, existing, keep, existing, False)
     if not storage_class or names.PLACEHOLDER.search(storage_class):
         r.problem(
             "cacheStorageClass",
@@ -496,7 +478,7 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
     elif not names.DNS_SUBDOMAIN.match(storage_class):
         r.problem("cacheStorageClass", f"'{storage_class}' is not a storage class name "
                                        "(lowercase DNS name)")
-    return CacheSettings(storage_class, size, None, keep)
+    return CacheSettings(storage_class, size, None, keep, names.MODEL_CACHE_PVC_NAME, True)
 
 
 def _images(r: ConfigReader, runtime: str) -> ImageSettings:
@@ -693,21 +675,24 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
             "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
             f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
         )
-    graph = names.graph_name(profile)
+    graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
     serving = _serving(r, placement)
     preflight, network = _checks(r)
+    namespace, images = _namespace(r, graph), _images(r, serving.runtime)
     settings = Settings(
-        stack=stack, profile=profile, routing=routing, namespace=_namespace(r, graph),
+        stack=stack, profile=profile, routing=routing, namespace=namespace,
         secrets=_secrets(r, serving.runtime, graph, secret_keys), cache=_cache(r, serving),
-        images=_images(r, serving.runtime), placement=placement,
-        workers=_workers(r, serving),
+        images=images, placement=placement, workers=_workers(r, serving),
         timeouts=TimeoutSettings(r.v["downloadTimeoutSecs"], r.v["downloadRetries"],
                                  r.v["graphTimeoutSecs"]),
         benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
-        preflight=preflight, network=network,
-        kube_context=raw.get("kubernetes:context") or None,
+        preflight=preflight, network=network, kube_context=context,
+        kubectl=kubectl_prefix(namespace.name, context), graph_name=graph,
+        worker_image=images.vllm or images.nim,
+        download_job_name=names.stack_object_name(graph, "model-download"),
+        frontend_service=names.frontend_service_name(graph),
     )
     if routing.router_mode == "kv" and routing.kv_events and serving.runtime == "nim":
         r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
