@@ -32,10 +32,9 @@ from urllib3.exceptions import HTTPError
 from benchmarks.report import binding_changes, build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_manifests import CACHE_DIR, results_reader_pod, run_of
-from infra.benchmark_names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.cluster import JobState, JobStatus, api_client, job_status_of
-from infra.settings import SettingsError, kubectl_prefix
-from infra.stack_files import REPO_ROOT, stack_settings
+from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
+from infra.settings import REPO_ROOT, SettingsError, kubectl_prefix, stack_settings
 
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]

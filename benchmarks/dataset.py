@@ -36,8 +36,7 @@ from typing import Any
 
 from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.videos import load_manifest
-from infra.benchmark_names import video_name
-from infra.names import SEED_SHAPE
+from infra.names import SEED_SHAPE, video_name
 
 MODE_VIDEO = "video"
 MODE_TEXT_STANDIN = "text-standin"

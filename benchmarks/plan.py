@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from infra.stack_files import stack_settings
+    from infra.settings import stack_settings
 
     try:
         settings = stack_settings(args.stack)

@@ -29,8 +29,7 @@ from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
 
-from infra.benchmark_names import video_name
-from infra.names import SEED_SHAPE, VideoShape
+from infra.names import SEED_SHAPE, VideoShape, video_name
 
 
 class FFmpegMissing(RuntimeError):

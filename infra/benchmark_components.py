@@ -26,11 +26,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import benchmark_manifests, cluster, manifests
-from infra.benchmark_names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.calibration import stack_plan
 from infra.components import TYPE_PREFIX, Deployment, _declare, _timeouts
-from infra.settings import Settings
-from infra.stack_files import REPO_ROOT
+from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
+from infra.settings import REPO_ROOT, Settings
 
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"

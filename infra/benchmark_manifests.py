@@ -38,14 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from infra import names
-from infra.benchmark_names import (
-    Run,
-    code_config_map_name,
-    smoke_video,
-    video_name,
-    video_server_name,
-)
-from infra.benchmark_settings import BenchmarkSettings
 from infra.manifests import (
     COMPONENT_LABEL,
     PROFILE_LABEL,
@@ -57,8 +49,15 @@ from infra.manifests import (
     graph,
     pod_security,
 )
+from infra.names import (
+    Run,
+    code_config_map_name,
+    smoke_video,
+    video_name,
+    video_server_name,
+)
 from infra.routing import routing_args
-from infra.settings import Settings
+from infra.settings import BenchmarkSettings, Settings
 
 VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80

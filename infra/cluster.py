@@ -28,7 +28,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
-from infra.benchmark_names import sweep_job_name
+from infra.names import sweep_job_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 

@@ -1,5 +1,6 @@
 """The one place of the recipe's names, the names the Dynamo operator derives from them,
-the rules input must follow, the one error type for bad input, and the seed's benchmark shape.
+the benchmark's object names and its run (`Run`), the rules input must follow, the one
+error type for bad input, and the seed's benchmark shape.
 
 Standard library only: the benchmark pods and the rehearsal import it. The operator's
 derived names (ai-dynamo/dynamo `deploy/operator`), checked before anything is created
@@ -18,7 +19,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 # --- The recipe --------------------------------------------------------------------------
 
@@ -96,6 +98,121 @@ def max_graph_len(components: dict[str, bool]) -> int:
 def max_namespace_len(graph: str) -> int:
     """The longest Kubernetes namespace whose Dynamo namespace label fits with `graph`."""
     return min(DNS_LABEL_MAX, DNS_LABEL_MAX - len(dynamo_namespace("", graph)))
+
+
+# --- The benchmark's objects: every name carries the profile (stacks share a namespace and
+# the cache); the Jobs' also the run id, so a new run id replaces the Jobs alone. ---------
+
+# Folder of the cache claim that holds benchmark results, beside the model files.
+RESULTS_FOLDER = "benchmarks"
+# `collect`'s exit code when the sweep is still running: it said how to collect later,
+# and the results hook (with `benchmarkWaitForSweep: false`) must not call that a failure.
+SWEEP_RUNNING_EXIT_CODE = 3
+# Where the results hook puts the stack's `kubernetes:kubeconfig` (a path or the file's
+# content) for `collect`: the environment, never argv or a log line.
+KUBECONFIG_ENV = "COSMOS3_ROUTING_KUBECONFIG"
+
+
+def video_name(index: int) -> str:
+    """A video's file name: the video maker, the dataset and the smoke Job agree on it."""
+    return f"video_{index:04d}.mp4"
+
+
+def smoke_video(videos: int) -> int:
+    """The smoke test's own video, after the measured ones (nothing it caches is measured)."""
+    return videos
+
+
+def code_config_map_name(profile: str) -> str:
+    return f"{GRAPH_NAME_PREFIX}-bench-code-{profile}"
+
+
+def video_server_name(profile: str) -> str:
+    return f"{GRAPH_NAME_PREFIX}-videos-{profile}"
+
+
+def smoke_job_name(profile: str, run_id: str) -> str:
+    return f"{GRAPH_NAME_PREFIX}-smoke-{profile}-{run_id}"
+
+
+def sweep_job_name(profile: str, run_id: str) -> str:
+    return f"{GRAPH_NAME_PREFIX}-sweep-{profile}-{run_id}"
+
+
+def max_run_id_len(profile: str) -> int:
+    """The longest run id that keeps both Job names (their pods' label values) within 63."""
+    return DNS_LABEL_MAX - max(len(smoke_job_name(profile, "")), len(sweep_job_name(profile, "")))
+
+
+def results_subpath(profile: str, run_id: str) -> str:
+    """Where a run's results live inside the cache claim."""
+    return f"{RESULTS_FOLDER}/{profile}/{run_id}"
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One stack's run: where its Jobs run and its results live, and how to reach them.
+    The program builds it once (`benchmark_manifests.run_of`), exports it as the stack's
+    `benchmark` output (`output()`, its one serialised form), the results hook hands that
+    to `collect`, and `collect` reads it back (`from_output`)."""
+
+    stack: str
+    run_id: str
+    namespace: str
+    cache_claim: str
+    image: str
+    image_pull_secrets: tuple[str, ...] = ()
+    # The stack's `kubernetes:context` ("" for the current one), and the kubectl prefix
+    # every printed command starts with.
+    kube_context: str = ""
+    kubectl: str = "kubectl"
+    # Where every benchmark pod (the results reader too) may run: nodeSelector, tolerations.
+    pod_placement: dict[str, Any] = field(default_factory=dict)
+    smoke: bool = True
+    sweep: bool = True
+
+    @property
+    def smoke_job(self) -> str:
+        return smoke_job_name(self.stack, self.run_id)
+
+    @property
+    def sweep_job(self) -> str:
+        return sweep_job_name(self.stack, self.run_id)
+
+    @property
+    def results_path(self) -> str:
+        return results_subpath(self.stack, self.run_id)
+
+    @property
+    def follow_command(self) -> str:
+        return f"{self.kubectl} logs -f job/{self.sweep_job}"
+
+    @property
+    def collect_command(self) -> str:
+        """`./run.sh`: the project's own environment, from the repository root (plain
+        `python` lacks the pinned packages)."""
+        return f"./run.sh collect --stack {self.stack} --run-id {self.run_id}"
+
+    def output(self) -> dict[str, Any]:
+        """The stack output: every field, and the names and commands a user looks up."""
+        out = {_camel(k): list(v) if isinstance(v, tuple) else v
+               for k, v in asdict(self).items()}
+        return {**out, "resultsPath": self.results_path,
+                "smokeJob": self.smoke_job if self.smoke else "",
+                "sweepJob": self.sweep_job if self.sweep else "",
+                "followCommand": self.follow_command if self.sweep else "",
+                "collectCommand": self.collect_command if self.sweep else ""}
+
+    @classmethod
+    def from_output(cls, output: dict[str, Any]) -> Run:
+        """The run an `output()` describes (its derived keys are ignored)."""
+        known = {_camel(f.name): f.name for f in fields(cls)}
+        return cls(**{known[k]: tuple(v) if isinstance(v, list) else v
+                      for k, v in output.items() if k in known})
 
 
 # --- Rules input follows, and the one error type -----------------------------------------

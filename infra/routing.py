@@ -1,24 +1,16 @@
-"""Routing configuration of the Dynamo frontend: the single source of its flags.
-
-`frontend_args` renders the arguments the graph's Frontend component runs with; the local
-rehearsal starts the real `dynamo.frontend` with the very same list, so a flag that Dynamo
-rejects or ignores shows up there before it reaches a cluster.
-"""
+"""How the Dynamo frontend routes, and the one source of its flags: the graph's Frontend and
+the rehearsal's real `dynamo.frontend` run the same list, so a flag Dynamo rejects shows
+up locally before it reaches a cluster."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra import names
+
 # What `python -m dynamo.frontend --router-mode` accepts (Dynamo 1.6.1).
-ROUTER_MODES = (
-    "round-robin",
-    "random",
-    "power-of-two",
-    "kv",
-    "direct",
-    "least-loaded",
-    "device-aware-weighted",
-)
+ROUTER_MODES = ("round-robin", "random", "power-of-two", "kv", "direct", "least-loaded",
+                "device-aware-weighted")
 AFFINITY_MODES = ("hard", "soft")
 AFFINITY_TTL_MIN_SECS = 1
 AFFINITY_TTL_MAX_SECS = 31_536_000
@@ -26,11 +18,8 @@ AFFINITY_TTL_MAX_SECS = 31_536_000
 
 @dataclass(frozen=True)
 class Routing:
-    """How the frontend picks a worker.
-
-    `affinity_ttl_secs` None means session affinity is off: the frontend gets no TTL flag,
-    and an `X-Dynamo-Session-ID` header only tags requests.
-    """
+    """How the frontend picks a worker. `affinity_ttl_secs` None: session affinity off (no
+    TTL flag; an `X-Dynamo-Session-ID` header only tags requests)."""
 
     router_mode: str = "round-robin"
     affinity_ttl_secs: int | None = None
@@ -68,13 +57,13 @@ def routing_args(routing: Routing) -> list[str]:
     return args
 
 
-def frontend_args(routing: Routing, host: str = "0.0.0.0", port: int = 8000) -> list[str]:
-    """Full argument list after `python3 -m dynamo.frontend`.
-
-    The graph's frontend binds 0.0.0.0, as NVIDIA's Cosmos3 NIM Dynamo manifests do
-    ("Dynamo discovery and routing": `--http-host 0.0.0.0`). Whether Dynamo 1.6.1 parses
-    `::` for an IPv6-only pod network is unverified here (no test may bind beyond
-    127.0.0.1); on such a cluster, check the frontend's log for its listen address."""
+def frontend_args(routing: Routing, host: str = "0.0.0.0",
+                  port: int = names.FRONTEND_PORT) -> list[str]:
+    """Full argument list after `python3 -m dynamo.frontend`. The graph's frontend binds
+    0.0.0.0, as NVIDIA's Cosmos3 NIM Dynamo manifests do ("Dynamo discovery and routing":
+    `--http-host 0.0.0.0`). Whether Dynamo 1.6.1 parses `::` for an IPv6-only pod network
+    is unverified here (no test may bind beyond 127.0.0.1); on such a cluster, check the
+    frontend's log for its listen address."""
     return ["--http-host", host, "--http-port", str(port), *routing_args(routing)]
 
 

@@ -1,9 +1,8 @@
 """How a worker serves the model: runtime, variant, precision, topology, GPU class.
 
 The facts each combination needs (GPU memory per replica, compute capability) and what
-follows from them (the NIM environment, the vLLM arguments, the weight download) live
-here as pure data and functions, so the settings validation, the graph manifest and the
-tests all read one table.
+follows from them (the NIM environment, the vLLM arguments, the weight download), as pure
+data and functions: the settings' checks and the graph manifest read the same table.
 
 Figures marked "estimate" are derived from parameter counts (weights only, plus a fixed
 allowance for the vision encoder), not measured. Measured or documented: Super FP8 about
@@ -24,25 +23,18 @@ PRECISIONS = ("fp8", "bf16")
 
 @dataclass(frozen=True)
 class Variant:
-    """A Cosmos3 Reasoner size."""
+    """A Cosmos3 Reasoner size (`VARIANTS` names it): its checkpoint, and the GiB of its
+    Reasoner weights (plus vision encoder) for the whole model, by precision."""
 
-    name: str
     hf_repo: str
-    # GiB of Reasoner weights (plus vision encoder) for the whole model, by precision.
     weights_gib: dict[str, float]
 
 
 VARIANTS: dict[str, Variant] = {
-    "super": Variant(
-        name="super",
-        hf_repo="nvidia/Cosmos3-Super",
-        weights_gib={"fp8": 67.0, "bf16": 128.0},  # fp8 measured; bf16 estimate (64B params)
-    ),
-    "nano": Variant(
-        name="nano",
-        hf_repo="nvidia/Cosmos3-Nano",
-        weights_gib={"fp8": 10.0, "bf16": 17.0},  # bf16 documented; fp8 estimate
-    ),
+    # fp8 measured; bf16 estimate (64B params)
+    "super": Variant("nvidia/Cosmos3-Super", {"fp8": 67.0, "bf16": 128.0}),
+    # bf16 documented; fp8 estimate
+    "nano": Variant("nvidia/Cosmos3-Nano", {"fp8": 10.0, "bf16": 17.0}),
 }
 
 
@@ -69,16 +61,13 @@ class GpuClass:
     compute_capability: float
 
 
-GPU_CLASSES: dict[str, GpuClass] = {
-    gpu.label: gpu
-    for gpu in (
-        GpuClass("NVIDIA-H200", 141.0, 9.0),
-        GpuClass("NVIDIA-H100-80GB-HBM3", 80.0, 9.0),
-        GpuClass("NVIDIA-B200", 180.0, 10.0),
-        GpuClass("NVIDIA-A100-SXM4-80GB", 80.0, 8.0),
-        GpuClass("NVIDIA-L40S", 48.0, 8.9),
-    )
-}
+GPU_CLASSES: dict[str, GpuClass] = {gpu.label: gpu for gpu in (
+    GpuClass("NVIDIA-H200", 141.0, 9.0),
+    GpuClass("NVIDIA-H100-80GB-HBM3", 80.0, 9.0),
+    GpuClass("NVIDIA-B200", 180.0, 10.0),
+    GpuClass("NVIDIA-A100-SXM4-80GB", 80.0, 8.0),
+    GpuClass("NVIDIA-L40S", 48.0, 8.9),
+)}
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 # FP8 checkpoints of Cosmos3 need Hopper or newer (compute capability 9.0+): documented
@@ -118,79 +107,6 @@ class Serving:
     def topology(self) -> str:
         """E.g. `8x1`: replicas x GPUs per replica."""
         return f"{self.replicas}x{self.gpus_per_replica}"
-
-
-def serving_problems(serving: Serving, keys: dict[str, str]) -> list[tuple[str, str]]:
-    """(config key, problem and fix) for every impossible combination; empty when fine.
-
-    `keys` maps field names (`runtime`, `variant`, ...) to the config keys the user set,
-    so each message names what to change.
-    """
-    problems: list[tuple[str, str]] = []
-
-    def bad(field: str, message: str) -> None:
-        problems.append((keys[field], message))
-
-    if serving.runtime not in RUNTIMES:
-        bad("runtime", f"must be one of {', '.join(RUNTIMES)}, not {serving.runtime!r}")
-    if serving.variant not in VARIANTS:
-        bad("variant", f"must be one of {', '.join(VARIANTS)}, not {serving.variant!r}")
-    if serving.precision not in PRECISIONS:
-        bad("precision", f"must be one of {', '.join(PRECISIONS)}, not {serving.precision!r}")
-    if not 1 <= serving.replicas <= MAX_REPLICAS:
-        bad("replicas", f"must be 1..{MAX_REPLICAS}, not {serving.replicas}")
-    if serving.gpus_per_replica not in TENSOR_PARALLEL_SIZES:
-        bad(
-            "gpus_per_replica",
-            f"must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} "
-            f"(the tensor-parallel size), not {serving.gpus_per_replica}",
-        )
-    elif serving.gpus_per_replica > serving.gpus_per_node:
-        bad(
-            "gpus_per_replica",
-            f"{serving.gpus_per_replica} GPUs per replica is more than the "
-            f"{serving.gpus_per_node} a node offers ({keys['gpus_per_node']}); a replica "
-            "cannot span nodes here: lower it, or raise the node size if yours is bigger",
-        )
-    elif serving.total_gpus > serving.gpu_budget:
-        bad(
-            "replicas",
-            f"{serving.replicas} replicas x {serving.gpus_per_replica} GPUs "
-            f"({keys['gpus_per_replica']}) need {serving.total_gpus} GPUs but "
-            f"{keys['gpu_budget']} allows {serving.gpu_budget}: lower the replicas (on one "
-            f"8-GPU node: 8x1, 4x2, 2x4 or 1x8), or raise {keys['gpu_budget']} if the "
-            "cluster has the GPUs",
-        )
-    gpu = GPU_CLASSES.get(serving.gpu_product)
-    if gpu is None:
-        bad(
-            "gpu_product",
-            f"unknown GPU class {serving.gpu_product!r}; known: {', '.join(GPU_CLASSES)} "
-            f"(as the {GPU_PRODUCT_LABEL} node label spells them)",
-        )
-    if problems or gpu is None:
-        return problems
-
-    variant = VARIANTS[serving.variant]
-    if serving.precision == "fp8" and gpu.compute_capability < FP8_MIN_COMPUTE_CAPABILITY:
-        bad(
-            "precision",
-            f"fp8 needs compute capability {FP8_MIN_COMPUTE_CAPABILITY}+ (documented for "
-            f"Super, kept for Nano as the cautious rule) but {gpu.label} has "
-            f"{gpu.compute_capability}: use precision bf16, or a Hopper/Blackwell GPU class "
-            f"({keys['gpu_product']})",
-        )
-    need = variant.weights_gib[serving.precision] / serving.gpus_per_replica + KV_HEADROOM_GIB
-    usable = gpu.memory_gib * GPU_MEMORY_UTILIZATION
-    if need > usable:
-        bad(
-            "gpus_per_replica",
-            f"{variant.name} {serving.precision} needs about {need:.0f} GiB per GPU at "
-            f"{serving.gpus_per_replica} GPU(s) per replica, more than the {usable:.0f} GiB "
-            f"usable on {gpu.label} ({keys['gpu_product']}): raise "
-            f"{keys['gpus_per_replica']} or use fp8",
-        )
-    return problems
 
 
 # --- The NIM path ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Stack settings: the config the Pulumi CLI hands the program in, typed and validated
-`Settings` out, every problem at once, each naming its key and the fix; nothing is declared
-when one is found. Pure, so tests and tools check a stack without Pulumi.
+"""Stack settings: the config the Pulumi CLI hands the program in (or a stack's files, for the
+tools that run without it), typed and validated `Settings` out, every problem at once, each
+naming its key and the fix; nothing is declared when one is found. Pure but for the files.
 
 One table (`KEYS`) gives each key its type and bounds; defaults and descriptions live only
 in Pulumi.yaml. The rules across keys follow the table. Values may come as the CLI's
@@ -13,32 +13,13 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from infra import names
-from infra.benchmark_names import max_run_id_len
-from infra.benchmark_settings import (
-    DEFAULT_BENCHMARK_IMAGE,
-    MAX_QUESTIONS,
-    MAX_VIDEOS,
-    BenchmarkSettings,
-)
-from infra.names import (
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    IMAGE,
-    LABEL_KEY,
-    LABEL_VALUE,
-    PLACEHOLDER,
-    RUN_ID,
-    RUN_ID_MAX_LEN,
-    SEMVER,
-    TAINT_EFFECTS,
-    InputError,
-    cidr,
-    levels_problems,
-)
 from infra.routing import (
     AFFINITY_MODES,
     AFFINITY_TTL_MAX_SECS,
@@ -48,25 +29,34 @@ from infra.routing import (
     Routing,
 )
 from infra.serving import (
+    FP8_MIN_COMPUTE_CAPABILITY,
     GPU_CLASSES,
+    GPU_MEMORY_UTILIZATION,
     GPU_PRODUCT_LABEL,
     HF_SECRET_KEY,
+    KV_HEADROOM_GIB,
     MAX_REPLICAS,
     MIN_CACHE_GIB,
     NIM_GPU_TAGS,
     PRECISIONS,
+    RUNTIMES,
+    TENSOR_PARALLEL_SIZES,
     VARIANTS,
     Serving,
     cache_gib_needed,
-    serving_problems,
 )
 
 PROJECT = "cosmos3-routing"
+REPO_ROOT = Path(__file__).resolve().parent.parent
 NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
 SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
+# A stock, pinned Python image; the Jobs install the pinned client into it at start.
+DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
+MAX_VIDEOS = 10_000
+MAX_QUESTIONS = 1000
 
 
 def _int(low: int, high: int, unit: str) -> tuple:
@@ -86,7 +76,8 @@ KEYS: dict[str, tuple] = {
     "namespace": S, "createNamespace": B, "imagePullSecrets": L,
     "cacheStorageClass": S, "cacheSize": Q, "cacheExistingClaim": S, "cacheKeepOnDestroy": B,
     "nimImage": S, "frontendImage": S, "vllmImage": S, "workerRuntimeVersion": S,
-    "runtime": S, "modelVariant": S, "precision": S,
+    "runtime": ("choice", RUNTIMES, ""), "modelVariant": ("choice", tuple(VARIANTS), ""),
+    "precision": ("choice", PRECISIONS, ""),
     "workerReplicas": _int(1, MAX_REPLICAS, " workers"),
     # Wide ranges: `serving_problems` names the sizes it accepts.
     "gpusPerWorker": _int(1, 64, " GPUs"), "gpusPerNode": _int(1, 64, " GPUs"),
@@ -115,6 +106,12 @@ FIELD_KEYS = {
 }
 LEVELS_FIX = ("; set the levels one by one, in order: `pulumi config set --path '<key>[0]' 1`, "
               "then `--path '<key>[1]' 4`, ... (or list them under <key> in Pulumi.<stack>.yaml)")
+
+
+def benchmark_key(field: str) -> str:
+    """A `BenchmarkSettings` field's config key: `smoke_timeout_secs` is
+    `benchmarkSmokeTimeoutSecs` (one name, so a new key is one row and one field)."""
+    return "benchmark" + "".join(word.title() for word in field.split("_"))
 
 
 def quantity_amount(value: str) -> float | None:
@@ -161,7 +158,7 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
                        "run `pulumi config set --path '<key>[0]' <value>`") or ()
         return tuple(v.strip() if item is str else v for v in value)
     text = (json.dumps(value) if isinstance(value, list | dict) else str(value)).strip()
-    if kind[0] == "choice" and text and text not in kind[1]:
+    if kind[0] == "choice" and text not in kind[1]:
         bad(f"'{text}' is not one of {', '.join(kind[1])}{kind[2]}")
     if kind[0] == "quantity":
         amount = quantity_amount(text)
@@ -183,12 +180,12 @@ class ConfigReader:
         self.v: dict[str, Any] = {}
         for key, kind in KEYS.items():
             value = raw.get(self.full(key))
-            if value is None:
+            if value is None:  # typed as "" without a second problem: the first says it all
                 self.problem(key, "missing; it is declared with a default in Pulumi.yaml, so "
                                   f"restore that entry or run `pulumi config set {key} <value>`")
-                value = kind[1] if kind[0] == "int" else {"bool": False}.get(kind[0], "")
-            bad = lambda message, key=key: self.problem(key, message.replace("<key>", key))  # noqa: E731
-            self.v[key] = _typed(kind, value, bad)
+            bad = (lambda message, key=key: self.problem(key, message.replace("<key>", key))
+                   ) if value is not None else (lambda message: None)
+            self.v[key] = _typed(kind, "" if value is None else value, bad)
 
     def full(self, key: str) -> str:
         return f"{self.project}:{key}"
@@ -204,7 +201,7 @@ def kubectl_prefix(namespace: str, context: str | None) -> str:
     return " ".join(["kubectl", *target, "-n", namespace])
 
 
-class SettingsError(InputError):
+class SettingsError(names.InputError):
     """Every problem with a stack's config, one line each: key, what is wrong, the fix."""
 
     def __init__(self, stack: str, problems: list[str]) -> None:
@@ -237,14 +234,8 @@ class CacheSettings:
     size: str
     existing_claim: str | None
     keep_on_destroy: bool
-
-    @property
-    def claim_name(self) -> str:
-        return self.existing_claim or names.MODEL_CACHE_PVC_NAME
-
-    @property
-    def create_claim(self) -> bool:
-        return self.existing_claim is None
+    claim_name: str
+    create_claim: bool
 
 
 @dataclass(frozen=True)
@@ -252,8 +243,7 @@ class ImageSettings:
     nim: str
     frontend: str
     worker_runtime_version: str
-    # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm only).
-    vllm: str | None
+    vllm: str | None  # the Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm)
 
 
 @dataclass(frozen=True)
@@ -318,8 +308,38 @@ class TimeoutSettings:
 
 
 @dataclass(frozen=True)
+class BenchmarkSettings:
+    """What runs after the graph is Ready, and how long it may take; each field is the key
+    `benchmark_key` names. The defaults (the seed's) serve the tests' fixtures; a stack's
+    come from Pulumi.yaml."""
+
+    smoke: bool = True
+    sweep: bool = True
+    wait_for_sweep: bool = True
+    run_id: str = "run-1"
+    concurrencies: tuple[int, ...] = names.SEED_SHAPE.concurrencies
+    videos: int = names.SEED_SHAPE.videos.count
+    questions_per_video: int = names.SEED_SHAPE.questions_per_video
+    image: str = DEFAULT_BENCHMARK_IMAGE
+    smoke_timeout_secs: int = 1800
+    sweep_timeout_secs: int = 12 * 3600
+    video_server_timeout_secs: int = 1800
+    pip_index_url: str = ""  # the pods' PIP_INDEX_URL, for clusters behind a mirror
+
+    @property
+    def requests_per_level(self) -> int:
+        return self.videos * self.questions_per_video
+
+    @property
+    def any_enabled(self) -> bool:
+        return self.smoke or self.sweep
+
+
+@dataclass(frozen=True)
 class Settings:
-    """Everything one stack deploys, validated. `profile` is the stack name."""
+    """Everything one stack deploys, validated. `profile` is the stack name. The names
+    derived from the settings are data too, computed once here: what reads a stack reads
+    fields, and never calls back into this module."""
 
     stack: str
     profile: str
@@ -335,29 +355,15 @@ class Settings:
     benchmark_placement: PlacementSettings
     preflight: PreflightSettings
     network: NetworkSettings
-    # `kubernetes:context` (the provider's setting): the commands we print use it too.
-    kube_context: str | None = None
-
-    @property
-    def kubectl(self) -> str:
-        return kubectl_prefix(self.namespace.name, self.kube_context)
-
-    @property
-    def graph_name(self) -> str:
-        return names.graph_name(self.profile)
-
-    @property
-    def worker_image(self) -> str:
-        """The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image."""
-        return self.images.vllm or self.images.nim
-
-    @property
-    def download_job_name(self) -> str:
-        return names.stack_object_name(self.graph_name, "model-download")
-
-    @property
-    def frontend_service(self) -> str:
-        return names.frontend_service_name(self.graph_name)
+    # `kubernetes:context` (the provider's setting), and the kubectl prefix with it and the
+    # namespace that every command we print starts with.
+    kube_context: str | None
+    kubectl: str
+    graph_name: str
+    # The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image.
+    worker_image: str
+    download_job_name: str
+    frontend_service: str
 
 
 # --- The rules across keys, in the order of Pulumi.yaml ------------------------------------
@@ -396,7 +402,7 @@ def _describe(routing: Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if not DNS_LABEL.match(name):
+    if not names.DNS_LABEL.match(name):
         r.problem("namespace", f"'{name}' is not a valid namespace name; use lowercase "
                                "letters, digits and '-'")
     elif len(name) > limit:
@@ -437,7 +443,7 @@ def _secrets(r: ConfigReader, runtime: str, graph: str,
             r.problem(name, "is stored in plain text; set it again with `pulumi config set "
                             f"--secret {name}`")
     for name in r.v["imagePullSecrets"]:
-        if not DNS_SUBDOMAIN.match(name):
+        if not names.DNS_SUBDOMAIN.match(name):
             r.problem("imagePullSecrets", f"'{name}' is not a Secret name; list names of "
                       "existing docker-registry Secrets in the namespace (kubectl create "
                       "secret docker-registry ...)")
@@ -457,42 +463,42 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
                   f"{need}Gi")
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
-        if not DNS_SUBDOMAIN.match(existing) or PLACEHOLDER.search(existing):
+        if not names.DNS_SUBDOMAIN.match(existing) or names.PLACEHOLDER.search(existing):
             r.problem("cacheExistingClaim", f"'{existing}' is not a claim name; give the name "
                       "of an existing ReadWriteMany PersistentVolumeClaim in the namespace, or "
                       "leave it empty")
-        return CacheSettings(None, size, existing, keep)
-    if not storage_class or PLACEHOLDER.search(storage_class):
+        return CacheSettings(None, size, existing, keep, existing, False)
+    if not storage_class or names.PLACEHOLDER.search(storage_class):
         r.problem(
             "cacheStorageClass",
             f"'{storage_class}' is a placeholder; set a ReadWriteMany-capable storage class "
             "of your cluster (`kubectl get storageclass`), e.g. `pulumi config set "
             "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim",
         )
-    elif not DNS_SUBDOMAIN.match(storage_class):
+    elif not names.DNS_SUBDOMAIN.match(storage_class):
         r.problem("cacheStorageClass", f"'{storage_class}' is not a storage class name "
                                        "(lowercase DNS name)")
-    return CacheSettings(storage_class, size, None, keep)
+    return CacheSettings(storage_class, size, None, keep, names.MODEL_CACHE_PVC_NAME, True)
 
 
 def _images(r: ConfigReader, runtime: str) -> ImageSettings:
     vllm = r.v["vllmImage"] if runtime == "vllm" else None
-    if vllm is not None and PLACEHOLDER.search(vllm):
+    if vllm is not None and names.PLACEHOLDER.search(vllm):
         r.problem("vllmImage", f"'{vllm}' is a placeholder; runtime vllm needs a Dynamo vLLM "
                   "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths.md): "
                   "build and push one, then `pulumi config set vllmImage <registry/repo:tag>`")
     for key in ("nimImage", "frontendImage", *(("vllmImage",) if vllm is not None else ())):
         value = r.v[key]
-        if key == "vllmImage" and PLACEHOLDER.search(value):
+        if key == "vllmImage" and names.PLACEHOLDER.search(value):
             continue
-        if not IMAGE.match(value) or PLACEHOLDER.search(value):
+        if not names.IMAGE.match(value) or names.PLACEHOLDER.search(value):
             r.problem(key, f"'{value}' is not a pinned image; write registry/repository:tag "
                       "with an explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or "
                       "@sha256:<digest>")
         elif value.endswith(":latest"):
             r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
     version = r.v["workerRuntimeVersion"]
-    if not SEMVER.match(version):
+    if not names.SEMVER.match(version):
         r.problem("workerRuntimeVersion", f"'{version}' is not MAJOR.MINOR.PATCH; give the "
                   "Dynamo version inside the worker image (the operator cannot read it from "
                   "a NIM or custom tag)")
@@ -501,11 +507,11 @@ def _images(r: ConfigReader, runtime: str) -> ImageSettings:
 
 def _toleration(text: str) -> Toleration | None:
     match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
-    if not match or not LABEL_KEY.match(match.group(1)):
+    if not match or not names.LABEL_KEY.match(match.group(1)):
         return None
     value, effect = match.group(3), match.group(5)
-    if (value is not None and not LABEL_VALUE.match(value)) or (
-            effect is not None and effect not in TAINT_EFFECTS):
+    if (value is not None and not names.LABEL_VALUE.match(value)) or (
+            effect is not None and effect not in names.TAINT_EFFECTS):
         return None
     return Toleration(match.group(1), value, effect)
 
@@ -515,7 +521,7 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     selector = []
     for item in r.v[f"{prefix}NodeSelector"]:
         key, sep, value = item.partition("=")
-        if sep and LABEL_KEY.match(key) and LABEL_VALUE.match(value):
+        if sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value):
             selector.append((key, value))
         else:
             r.problem(f"{prefix}NodeSelector", f"'{item}' is not label=value; e.g. "
@@ -526,20 +532,62 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
         toleration = _toleration(item)
         if toleration is None:
             r.problem(f"{prefix}Tolerations", f"'{item}' is not key[=value][:Effect]; e.g. "
-                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(TAINT_EFFECTS)})")
+                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
         else:
             tolerations.append(toleration)
     return PlacementSettings(tuple(selector), tuple(tolerations))
 
 
+def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
+    """(config key, problem and fix) for each topology or GPU the combination cannot run on
+    (serving.py's facts; the choices themselves are `KEYS` rows). `full` names a key."""
+    problems: list[tuple[str, str]] = []
+    gpus, node, budget = serving.gpus_per_replica, serving.gpus_per_node, serving.gpu_budget
+    if gpus not in TENSOR_PARALLEL_SIZES:
+        sizes = ", ".join(map(str, TENSOR_PARALLEL_SIZES))
+        problems.append(("gpusPerWorker", f"must be one of {sizes} (the tensor-parallel size), "
+                         f"not {gpus}"))
+    elif gpus > node:
+        problems.append(("gpusPerWorker", f"{gpus} GPUs per replica is more than the {node} a node "
+                         f"offers ({full('gpusPerNode')}); a replica cannot span nodes here: "
+                         "lower it, or raise the node size if yours is bigger"))
+    elif serving.total_gpus > budget:
+        problems.append((
+            "workerReplicas", f"{serving.replicas} replicas x {gpus} GPUs "
+            f"({full('gpusPerWorker')}) need {serving.total_gpus} GPUs but {full('gpuBudget')} "
+            f"allows {budget}: lower the replicas (on one 8-GPU node: 8x1, 4x2, 2x4 or 1x8), "
+            f"or raise {full('gpuBudget')} if the cluster has the GPUs"))
+    gpu = GPU_CLASSES.get(serving.gpu_product)
+    if gpu is None:
+        problems.append(("gpuProduct", f"unknown GPU class {serving.gpu_product!r}; known: "
+                         f"{', '.join(GPU_CLASSES)} (as the {GPU_PRODUCT_LABEL} node label "
+                         "spells them)"))
+    known = (serving.runtime in RUNTIMES and serving.variant in VARIANTS
+             and serving.precision in PRECISIONS and 1 <= serving.replicas <= MAX_REPLICAS)
+    if problems or gpu is None or not known:
+        return problems
+    if serving.precision == "fp8" and gpu.compute_capability < FP8_MIN_COMPUTE_CAPABILITY:
+        problems.append((
+            "precision", f"fp8 needs compute capability {FP8_MIN_COMPUTE_CAPABILITY}+ "
+            "(documented for Super, kept for Nano as the cautious rule) but "
+            f"{gpu.label} has {gpu.compute_capability}: use precision bf16, or a "
+            f"Hopper/Blackwell GPU class ({full('gpuProduct')})"))
+    need = VARIANTS[serving.variant].weights_gib[serving.precision] / gpus + KV_HEADROOM_GIB
+    usable = gpu.memory_gib * GPU_MEMORY_UTILIZATION
+    if need > usable:
+        problems.append((
+            "gpusPerWorker", f"{serving.variant} {serving.precision} needs about {need:.0f} GiB "
+            f"per GPU at {gpus} GPU(s) per replica, more than the {usable:.0f} GiB usable on "
+            f"{gpu.label} ({full('gpuProduct')}): raise {full('gpusPerWorker')} or use fp8"))
+    return problems
+
+
 def _serving(r: ConfigReader, placement: PlacementSettings) -> Serving:
-    """The serving keys, and whether the combination can run (serving.py's table)."""
+    """The serving keys, and whether the combination can run."""
     serving = Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
-    keys = {field: r.full(key) for field, key in FIELD_KEYS.items()}
-    rejected = {r.full(key) for key in r.rejected}  # a key rejected already is reported once
-    for key, message in serving_problems(serving, keys):
-        if key not in rejected:
-            r.problems.append(f"{key}: {message}")
+    for key, message in serving_problems(serving, r.full):
+        if key not in r.rejected:  # a key rejected already is reported once
+            r.problems.append(f"{r.full(key)}: {message}")
     selected = dict(placement.node_selector).get(GPU_PRODUCT_LABEL)
     if selected in GPU_CLASSES and selected != serving.gpu_product:
         r.problems.append(
@@ -580,13 +628,13 @@ def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
 def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
     v = r.v
     run_id, image, pip_index = v["benchmarkRunId"], v["benchmarkImage"], v["benchmarkPipIndexUrl"]
-    longest = max(1, min(RUN_ID_MAX_LEN, max_run_id_len(profile)))
-    if not RUN_ID.match(run_id) or len(run_id) > longest:
+    longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
+    if not names.RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
                   f"lowercase letters, digits and '-', at most {longest} characters (it names "
                   "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
                   "run-2`")
-    if not IMAGE.match(image) or image.endswith(":latest"):
+    if not names.IMAGE.match(image) or image.endswith(":latest"):
         r.problem("benchmarkImage", f"'{image}' is not a pinned image; write "
                   "registry/repository:tag or @sha256:<digest>, e.g. "
                   f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)")
@@ -594,26 +642,19 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
         r.problem("benchmarkPipIndexUrl", f"'{pip_index}' is not an http(s) URL; give your "
                   "package mirror's simple index, e.g. https://pypi.example.com/simple")
     key = "benchmarkConcurrencies"
-    for problem in levels_problems(v[key]) if key not in r.rejected else ():
+    for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
         r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
-    return BenchmarkSettings(
-        smoke=v["benchmarkSmoke"], sweep=v["benchmarkSweep"],
-        wait_for_sweep=v["benchmarkWaitForSweep"], run_id=run_id,
-        concurrencies=v[key] or BenchmarkSettings().concurrencies, videos=v["benchmarkVideos"],
-        questions_per_video=v["benchmarkQuestionsPerVideo"],
-        image=image,
-        smoke_timeout_secs=v["benchmarkSmokeTimeoutSecs"],
-        sweep_timeout_secs=v["benchmarkSweepTimeoutSecs"],
-        video_server_timeout_secs=v["benchmarkVideoServerTimeoutSecs"], pip_index_url=pip_index)
+    return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
+                                for f in fields(BenchmarkSettings)})
 
 
 def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:
     where, sources = r.v["dynamoOperatorNamespace"], r.v["networkPolicySources"]
-    if where and not DNS_LABEL.match(where):
+    if where and not names.DNS_LABEL.match(where):
         r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
                   "namespace of the Dynamo operator, or leave it empty")
     for source in sources:
-        if cidr(source) is None and not DNS_LABEL.match(source):
+        if names.cidr(source) is None and not names.DNS_LABEL.match(source):
             r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
                       "nor a namespace name; list the clients allowed to call the frontend")
     return (PreflightSettings(r.v["skipPreflight"], where),
@@ -627,28 +668,31 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     HF token must be among them."""
     r = ConfigReader(raw, project)
     profile = stack.rsplit("/", 1)[-1]
-    if not DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
+    if not names.DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(
             f"stack name '{stack}': it names the routing profile and the graph "
             f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
             "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
             f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
         )
-    graph = names.graph_name(profile)
+    graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
     serving = _serving(r, placement)
     preflight, network = _checks(r)
+    namespace, images = _namespace(r, graph), _images(r, serving.runtime)
     settings = Settings(
-        stack=stack, profile=profile, routing=routing, namespace=_namespace(r, graph),
+        stack=stack, profile=profile, routing=routing, namespace=namespace,
         secrets=_secrets(r, serving.runtime, graph, secret_keys), cache=_cache(r, serving),
-        images=_images(r, serving.runtime), placement=placement,
-        workers=_workers(r, serving),
+        images=images, placement=placement, workers=_workers(r, serving),
         timeouts=TimeoutSettings(r.v["downloadTimeoutSecs"], r.v["downloadRetries"],
                                  r.v["graphTimeoutSecs"]),
         benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
-        preflight=preflight, network=network,
-        kube_context=raw.get("kubernetes:context") or None,
+        preflight=preflight, network=network, kube_context=context,
+        kubectl=kubectl_prefix(namespace.name, context), graph_name=graph,
+        worker_image=images.vllm or images.nim,
+        download_job_name=names.stack_object_name(graph, "model-download"),
+        frontend_service=names.frontend_service_name(graph),
     )
     if routing.router_mode == "kv" and routing.kv_events and serving.runtime == "nim":
         r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
@@ -662,3 +706,72 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     if r.problems:
         raise SettingsError(stack, r.problems)
     return settings
+
+
+# --- A stack's files, for the tools and tests that read a stack without the Pulumi CLI ---
+# The exact mapping the program receives: Pulumi.yaml's `config:` defaults overlaid by
+# Pulumi.<stack>.yaml, keys namespaced by project, each value as the CLI hands it (a string;
+# lists and maps as JSON); secure values stay ciphertext only the CLI can open.
+
+# Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced,
+# the others only where the stack leaves the placeholder (or nothing).
+SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token"}
+PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
+                         "vllmImage": "stand-in.invalid/no-vllm-image:none"}
+
+
+def cli_value(value: Any) -> str:
+    """A config value as the CLI hands it to the program."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+def stack_names(root: Path) -> list[str]:
+    """The stacks that have a Pulumi.<stack>.yaml under `root`, sorted."""
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+
+
+def project_name(root: Path) -> str:
+    return yaml.safe_load((root / "Pulumi.yaml").read_text())["name"]
+
+
+def config_from_files(root: Path, stack: str, require_stack_file: bool = True
+                      ) -> tuple[str, dict[str, Any]]:
+    """(project name, raw config) for `stack` from the files under `root`."""
+    project_file, stack_file = root / "Pulumi.yaml", root / f"Pulumi.{stack}.yaml"
+    if not project_file.is_file():
+        raise SettingsError(stack, [f"no Pulumi.yaml in {root}; run this from the "
+                                    "repository root"])
+    if require_stack_file and not stack_file.is_file():
+        raise SettingsError(stack, [f"no stack '{stack}': {stack_file.name} is missing in "
+                                    f"{root} (stacks: {', '.join(stack_names(root)) or 'none'})"])
+    project = yaml.safe_load(project_file.read_text())
+    name = project["name"]
+    raw: dict[str, Any] = {f"{name}:{key}": cli_value(spec["default"])
+                           for key, spec in (project.get("config") or {}).items()
+                           if isinstance(spec, dict) and "default" in spec}
+    values = yaml.safe_load(stack_file.read_text()).get("config") or {} \
+        if stack_file.is_file() else {}
+    for key, value in values.items():
+        secure = isinstance(value, dict) and set(value) == {"secure"}
+        raw[key] = value if secure else cli_value(value)
+    return name, raw
+
+
+def with_stand_ins(project: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A stack's config as tools that read it without deploying it need it: cluster-only
+    settings stood in, so only what they use is checked, and no secret is ever read."""
+    out = {**raw, **{f"{project}:{k}": v for k, v in SECRET_STAND_INS.items()}}
+    for key, stand_in in PLACEHOLDER_STAND_INS.items():
+        value = str(out.get(f"{project}:{key}") or "")
+        if not value or names.PLACEHOLDER.search(value):
+            out[f"{project}:{key}"] = stand_in
+    return out
+
+
+def stack_settings(stack: str, root: Path = REPO_ROOT) -> Settings:
+    """A stack's validated settings from its files, cluster-only settings stood in.
+    Raises the program's `SettingsError` (each problem naming its key) before anything."""
+    project, raw = config_from_files(root, stack)
+    return parse_settings(with_stand_ins(project, raw), stack, project)

@@ -42,8 +42,7 @@ from infra.calibration import (
 )
 from infra.names import SEED_SHAPE, InputError, levels_problems
 from infra.routing import PROFILES, routing_args
-from infra.settings import Settings, SettingsError
-from infra.stack_files import stack_settings
+from infra.settings import Settings, SettingsError, stack_settings
 from rehearsal.local_dynamo import (
     LOOPBACK,
     MOCK_BLOCK_SIZE,

@@ -20,7 +20,7 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings as pulumi_settings
 
-from infra import cluster, stack_files
+from infra import cluster, settings
 from infra.cluster import LiveObjects
 from tests.conftest import REPO_ROOT
 
@@ -35,7 +35,7 @@ def project_file() -> dict[str, Any]:
 
 
 def project_name() -> str:
-    return stack_files.project_name(REPO_ROOT)
+    return settings.project_name(REPO_ROOT)
 
 
 def stack_config(stack: str, overrides: dict[str, Any] | None = None,
@@ -46,13 +46,13 @@ def stack_config(stack: str, overrides: dict[str, Any] | None = None,
     `ngc_key` stands for `pulumi config set --secret ngcApiKey`, `storage_class` for the
     cluster-specific storage class; `overrides` use short keys.
     """
-    name, raw = stack_files.config_from_files(REPO_ROOT, stack, require_stack_file=False)
+    name, raw = settings.config_from_files(REPO_ROOT, stack, require_stack_file=False)
     if ngc_key is not None:
         raw[f"{name}:ngcApiKey"] = ngc_key
     if storage_class is not None:
         raw[f"{name}:cacheStorageClass"] = storage_class
     for key, value in (overrides or {}).items():
-        raw[f"{name}:{key}"] = stack_files.cli_value(value)
+        raw[f"{name}:{key}"] = settings.cli_value(value)
     return raw
 
 

@@ -23,10 +23,9 @@ from packaging.requirements import Requirement
 
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
-from infra.benchmark_names import Run, sweep_job_name
-from infra.benchmark_settings import BenchmarkSettings
 from infra.job_runner import COMMAND_PACKAGES, normalize
-from infra.names import SEED_SHAPE
+from infra.names import SEED_SHAPE, Run, sweep_job_name
+from infra.settings import BenchmarkSettings
 from tests.conftest import REPO_ROOT
 
 K8S_VERSION = "1.33"
@@ -189,7 +188,7 @@ def test_a_new_run_id_renames_the_jobs_and_nothing_else(sources) -> None:
 
 
 def test_longest_run_id_keeps_job_names_valid(sources) -> None:
-    from infra.benchmark_names import max_run_id_len
+    from infra.names import max_run_id_len
     from infra.settings import MAX_PROFILE_LEN
 
     for profile in ("session-affinity", "p" * MAX_PROFILE_LEN):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from infra import benchmark_manifests as bj
-from infra.benchmark_names import smoke_job_name, sweep_job_name
 from infra.manifests import ALLOW_INTERNAL_MEDIA, TIMEOUT_SECONDS
+from infra.names import smoke_job_name, sweep_job_name
 from infra.routing import PROFILES
 from tests import support_pulumi
 from tests.support_pulumi import ProgramRun, Registration, run_program, stack_config

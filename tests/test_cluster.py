@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
-from infra import names, stack_files
+from infra import names
 from infra.routing import PROFILES
-from infra.settings import parse_settings
+from infra.settings import cli_value, parse_settings
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import project_file, project_name, stack_config
 
@@ -144,9 +144,9 @@ def test_the_cluster_tests_stack_holds_only_what_it_sets() -> None:
     raw = stack_config("session-affinity")
     name = project_name()
     fresh = {k: v for k, v in raw.items() if not k.startswith(f"{name}:")}
-    defaults = {f"{name}:{k}": stack_files.cli_value(v["default"])
+    defaults = {f"{name}:{k}": cli_value(v["default"])
                 for k, v in project_file()["config"].items()}
-    chosen = {f"{name}:{k}": stack_files.cli_value(v) for k, v in config.items()}
+    chosen = {f"{name}:{k}": cli_value(v) for k, v in config.items()}
     settings = parse_settings({**fresh, **defaults, **chosen,
                                f"{name}:ngcApiKey": "k"}, "session-affinity")
     assert settings.benchmark.wait_for_sweep and settings.routing == PROFILES["session-affinity"]

@@ -24,7 +24,7 @@ from benchmarks.collect import (
     pulumi_stack_outputs,
     resolve_location,
 )
-from infra.benchmark_names import Run
+from infra.names import Run
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 

@@ -31,8 +31,8 @@ from benchmarks.collect import (
     pack_command,
 )
 from benchmarks.sweep import level_dir_name
-from infra.benchmark_names import Run
 from infra.cluster import JobState, JobStatus, job_status_of
+from infra.names import Run
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
@@ -188,7 +188,7 @@ def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lin
     leaving its argv and its kubeconfig variable in `tmp_path`: (what the hook returned,
     its lines, its warnings)."""
     from infra.benchmark_components import bring_results_home as hook
-    from infra.benchmark_names import KUBECONFIG_ENV
+    from infra.names import KUBECONFIG_ENV
 
     collect = tmp_path / "collect"
     collect.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/argv\n"
@@ -205,7 +205,7 @@ def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lin
 def test_a_sweep_left_running_is_no_warning_in_the_hook(tmp_path, monkeypatch) -> None:
     """With `benchmarkWaitForSweep: false` the hook finds the sweep running: collect says
     how to fetch it later and exits with SWEEP_RUNNING_EXIT_CODE, which is not a failure."""
-    from infra.benchmark_names import SWEEP_RUNNING_EXIT_CODE
+    from infra.names import SWEEP_RUNNING_EXIT_CODE
 
     done, said, warnings = _hook_with_fake_collect(tmp_path, monkeypatch, "still running",
                                                    SWEEP_RUNNING_EXIT_CODE)
@@ -245,8 +245,7 @@ def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> 
 def sweep_run(tmp_path_factory) -> Path:
     """A real sweep's results folder: `python -m benchmarks sweep` (real AIPerf, tiny
     shape) against the recording OpenAI server on 127.0.0.1."""
-    from infra.benchmark_names import results_subpath
-    from infra.names import SERVED_MODEL_NAME
+    from infra.names import SERVED_MODEL_NAME, results_subpath
     from tests.support_openai_server import RecordingOpenAIServer
 
     root = tmp_path_factory.mktemp("claim")

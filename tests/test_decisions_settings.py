@@ -8,15 +8,21 @@ from typing import Any
 
 import pytest
 
-from infra.benchmark_names import max_run_id_len
-from infra.benchmark_settings import DEFAULT_BENCHMARK_IMAGE, BenchmarkSettings
-from infra.names import RUN_ID_MAX_LEN, dynamo_namespace, graph_name, max_namespace_len
+from infra.names import (
+    RUN_ID_MAX_LEN,
+    dynamo_namespace,
+    graph_name,
+    max_namespace_len,
+    max_run_id_len,
+)
 from infra.routing import PROFILES, ROUTER_MODES, Routing
 from infra.serving import Serving, cache_gib_needed
 from infra.settings import (
+    DEFAULT_BENCHMARK_IMAGE,
     KEYS,
     LEVELS_FIX,
     MAX_PROFILE_LEN,
+    BenchmarkSettings,
     ConfigReader,
     Settings,
     SettingsError,
@@ -95,6 +101,17 @@ def test_a_missing_key_is_reported_and_read_as_its_kind_s_floor() -> None:
     assert len(missing) == len(KEYS) and r.rejected == set(KEYS)
     assert (r.v["workerReplicas"], r.v["downloadRetries"], r.v["sessionAffinity"]) == (1, 0, False)
     assert (r.v["namespace"], r.v["imagePullSecrets"]) == ("", ())
+
+
+def test_a_missing_key_is_one_problem_not_also_a_bad_value() -> None:
+    r = ConfigReader({}, P)
+    assert len(r.problems) == len(KEYS)  # a missing cacheSize is not also "not a quantity"
+
+
+def test_an_empty_choice_is_refused_on_its_key() -> None:
+    assert problems({"routerMode": ""}, "custom") == [
+        f"{P}:routerMode: '' is not one of {', '.join(ROUTER_MODES)} (the modes "
+        "`dynamo.frontend` accepts)"]
 
 
 # The cache must hold the model: the serving table's size for a known variant and

@@ -14,8 +14,7 @@ import pytest
 
 from infra import names
 from infra.serving import HF_SECRET_KEY
-from infra.settings import parse_settings
-from infra.stack_files import stack_names
+from infra.settings import parse_settings, stack_names
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import SECRET_SIG, TEST_NGC_KEY, ProgramRun, run_program, stack_config
 from tests.support_schemas import graph_errors, validate_k8s

@@ -22,7 +22,7 @@ from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from infra.manifests import graph
 from infra.names import FRONTEND_COMPONENT, SERVED_MODEL_NAME, SESSION_HEADER, WORKER_COMPONENT
 from infra.routing import PROFILES, Routing
-from infra.stack_files import stack_names, stack_settings
+from infra.settings import stack_names, stack_settings
 from rehearsal.local_dynamo import (
     LOOPBACK,
     LocalDynamo,

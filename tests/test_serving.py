@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from infra.serving import (
-    GPU_CLASSES,
-    Serving,
-    serving_problems,
-    vllm_worker_args,
-)
-from infra.settings import FIELD_KEYS
+from infra.serving import GPU_CLASSES, Serving, vllm_worker_args
+from infra.settings import FIELD_KEYS, SettingsError, parse_settings, serving_problems
+from tests.support_pulumi import stack_config
 
-KEYS = {field: f"cosmos3-routing:{key}" for field, key in FIELD_KEYS.items()}
+
+def full(key: str) -> str:
+    return f"cosmos3-routing:{key}"
+
+
+def problems_of(serving: Serving) -> list[tuple[str, str]]:
+    """The problems a stack with `serving`'s keys gets: a choice outside the table is a
+    `KEYS` row's problem, the rest `serving_problems`'."""
+    overrides = {key: getattr(serving, field) for field, key in FIELD_KEYS.items()}
+    try:
+        parse_settings(stack_config("serving", overrides), "serving")
+    except SettingsError as err:
+        return [tuple(p.split(": ", 1)) for p in err.problems]
+    return []
 
 
 @pytest.mark.parametrize(
@@ -31,7 +40,7 @@ KEYS = {field: f"cosmos3-routing:{key}" for field, key in FIELD_KEYS.items()}
     ],
 )
 def test_possible_combinations_have_no_problems(serving: Serving) -> None:
-    assert serving_problems(serving, KEYS) == []
+    assert serving_problems(serving, full) == []
 
 
 @pytest.mark.parametrize(
@@ -46,23 +55,34 @@ def test_possible_combinations_have_no_problems(serving: Serving) -> None:
         (Serving(precision="bf16"), "gpusPerWorker", "GiB per GPU"),
         (Serving(precision="bf16", replicas=2, gpus_per_replica=2,
                  gpu_product="NVIDIA-L40S"), "gpusPerWorker", "GiB per GPU"),
-        (Serving(runtime="triton"), "runtime", "nim, vllm"),
-        (Serving(variant="edge"), "modelVariant", "super, nano"),
-        (Serving(precision="int4"), "precision", "fp8, bf16"),
-        (Serving(replicas=0), "workerReplicas", "1..64"),
         (Serving(gpu_product="NVIDIA-T4"), "gpuProduct", "known:"),
     ],
 )
 def test_impossible_combinations_name_the_key(serving: Serving, key: str, words: str) -> None:
-    problems = serving_problems(serving, KEYS)
+    problems = serving_problems(serving, full)
+    assert problems, f"{serving} was accepted"
+    assert any(k.endswith(key) and words in msg for k, msg in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("serving", "key", "words"),
+    [
+        (Serving(runtime="triton"), "runtime", "nim, vllm"),
+        (Serving(variant="edge"), "modelVariant", "super, nano"),
+        (Serving(precision="int4"), "precision", "fp8, bf16"),
+        (Serving(replicas=0), "workerReplicas", "1..64"),
+    ],
+)
+def test_a_value_outside_the_table_names_the_key(serving: Serving, key: str, words: str) -> None:
+    problems = problems_of(serving)
     assert problems, f"{serving} was accepted"
     assert any(k.endswith(key) and words in msg for k, msg in problems), problems
 
 
 def test_memory_check_uses_the_tensor_parallel_split() -> None:
     """Super BF16 does not fit one H200 but does fit two: the check divides by TP."""
-    assert serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=1), KEYS)
-    assert not serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=2), KEYS)
+    assert serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=1), full)
+    assert not serving_problems(Serving(precision="bf16", replicas=4, gpus_per_replica=2), full)
 
 
 def test_vllm_arguments_follow_the_topology() -> None:

@@ -17,8 +17,7 @@ import imageio_ffmpeg
 import pytest
 
 from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape
-from infra.benchmark_names import video_name
-from infra.names import SEED_SHAPE
+from infra.names import SEED_SHAPE, video_name
 from tests.conftest import REPO_ROOT, at_a_terminal
 
 SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
