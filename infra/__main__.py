@@ -26,7 +26,7 @@ def main() -> None:
         stack = settings.parse_settings(raw, pulumi.get_stack(), pulumi.get_project(),
                                         secret_keys)
         live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"),
-                               dry_run=pulumi.runtime.is_dry_run())
+                               dry_run=pulumi.runtime.is_dry_run(), say=pulumi.log.info)
         if problems := cluster.problems(stack, live):
             raise settings.SettingsError(stack.stack, problems)
     except settings.SettingsError as err:

@@ -1,15 +1,16 @@
 """What the program reads from the cluster before it declares anything, and what follows.
 
 Mocks and schemas can't see what is already in the cluster, and the provider only finds
-out when it applies, hours into `up`. So the program reads the few objects this stack
-would create or adopt (read-only, short timeouts) and decides from them, before anything
-is declared: what to adopt as it is, and what to refuse with the fix. Where the cluster
-can't be read, a preview (an offline one in a pull request) says so in one line and
-declares the defaults; a real `up` stops with the cause, since unchecked it would adopt what
-the checks protect. `skipPreflight` reads nothing.
+out when it applies, hours into `up`. So the program reads the few objects this stack would
+create or adopt (read-only, short timeouts) and decides from them, before anything is
+declared: what to adopt as it is, and what to refuse with the fix. Where the cluster can't
+be read, a preview (an offline one in a pull request) says so in one line and declares the
+defaults; a real `up` stops with the cause, since unchecked it would adopt what the checks
+protect. `skipPreflight` reads nothing.
 
-`observe` is the thin I/O layer; the decisions below it are pure (API objects in) and
-tested with the client's own model objects.
+`observe` is the thin I/O layer; the decisions below it are pure (API objects in), tested
+with the client's own model objects. No Pulumi here: the program hands `observe` its log as
+`say`, and `collect` (the toolkit) shares the client and the reading of a Job.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from __future__ import annotations
 import enum
 import json
 import threading
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pulumi
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -82,16 +84,18 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
     return config.new_client_from_config(config_file=kubeconfig or None, context=context)
 
 
-def observe(settings: Settings, kubeconfig: str | None, dry_run: bool) -> LiveObjects | None:
+def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
+            say: Callable[[str], None]) -> LiveObjects | None:
     """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
-    on, or (a preview) when the cluster can't be read, with one line why; on `up` a failed
-    read raises `SettingsError` with the cause and the fix."""
+    on, or (a preview) when the cluster can't be read, with one line to `say` why; on `up`
+    a failed read raises `SettingsError` with the cause and the fix."""
     if settings.preflight.skip:
-        pulumi.log.info("preflight skipped: skipPreflight is true; nothing is read, so an "
-                        "existing claim, a completed download Job or a failed sweep is not "
-                        "recognised and each is declared as if new")
+        say("preflight skipped: skipPreflight is true; nothing is read, so an existing "
+            "claim, a completed download Job or a failed sweep is not recognised and each "
+            "is declared as if new")
         return None
     outcome: list[LiveObjects | str] = []
+
     def read() -> None:
         try:
             outcome.append(_read(settings, kubeconfig))
@@ -101,18 +105,19 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool) -> LiveOb
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(READ_DEADLINE_SECS)
-    why = (f"the cluster did not answer within {READ_DEADLINE_SECS:.0f} s (an exec "
-           "credential plugin waiting for a login?)" if not outcome else outcome[0])
-    if isinstance(why, LiveObjects):
-        return why
+    found = outcome[0] if outcome else (
+        f"the cluster did not answer within {READ_DEADLINE_SECS:.0f} s (an exec credential "
+        "plugin waiting for a login?)")
+    if isinstance(found, LiveObjects):
+        return found
     if not dry_run:
         raise SettingsError(settings.stack, [
-            f"cluster: the preflight could not read the cluster: {why}. Unchecked, `up` would "
-            "adopt a namespace or claim it exists to protect. Fix the connection "
+            f"cluster: the preflight could not read the cluster: {found}. Unchecked, `up` "
+            "would adopt a namespace or claim it exists to protect. Fix the connection "
             f"(kubernetes:kubeconfig, kubernetes:context; `{settings.kubectl} get pods` must "
             "work), or `pulumi config set skipPreflight true` to deploy without the checks"])
-    pulumi.log.info(f"preflight skipped: {why}; the cluster is checked, and what exists "
-                    "adopted, when `pulumi up` can read it")
+    say(f"preflight skipped: {found}; the cluster is checked, and what exists adopted, when "
+        "`pulumi up` can read it")
     return None
 
 
@@ -124,7 +129,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         return f"no usable kubeconfig ({type(err).__name__})"
     api.configuration.retries = 1
     core, batch, apps = client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api)
-    ns = settings.namespace.name
+    ns, operator_ns = settings.namespace.name, settings.preflight.operator_namespace
     refused: set[str] = set()
 
     def read(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -141,7 +146,6 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         listed = read(what, call, *args, **kwargs)
         return tuple(listed.items) if listed is not None else ()
 
-    operator_ns = settings.preflight.operator_namespace
     try:
         claim = read("claim", core.read_namespaced_persistent_volume_claim,
                      settings.cache.claim_name, ns)
@@ -183,6 +187,10 @@ def _ours(metadata: client.V1ObjectMeta | None) -> bool:
     return labels.get(PART_OF) == manifests.common_labels()[PART_OF]
 
 
+def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
+    return (claim.spec.resources.requests if claim.spec.resources else None) or {}
+
+
 def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] | None:
     """The spec to declare for the cache claim; None means use the claim by name only.
 
@@ -196,12 +204,9 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
         return manifests.model_cache_claim(settings)["spec"]
     if not _ours(claim.metadata):
         return None
-    spec = claim.spec
-    return {
-        "accessModes": list(spec.access_modes or []),
-        "storageClassName": spec.storage_class_name,
-        "resources": {"requests": dict(spec.resources.requests or {})},
-    }
+    return {"accessModes": list(claim.spec.access_modes or []),
+            "storageClassName": claim.spec.storage_class_name,
+            "resources": {"requests": dict(_requests(claim))}}
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
@@ -211,9 +216,7 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     claim, cache = live.claim if live else None, settings.cache
     if claim is None:
         return None
-    live_class = claim.spec.storage_class_name
-    live_size = ((claim.spec.resources.requests if claim.spec.resources else None) or {}
-                 ).get("storage")
+    live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
     changes = []
     if live_class is not None and live_class != cache.storage_class:
         changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
@@ -295,7 +298,8 @@ def completed(job: client.V1Job | None) -> bool:
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
     """The preflight: what would fail hours into `up`, found now, one line each with the
-    setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on."""
+    setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on.
+    Each check skips what the API refused to show it (`unreadable`)."""
     if live is None or settings.preflight.skip:
         return []
     checks = (_platform, _namespace, _cache, _download, _gpus, _pull_secrets)
@@ -318,13 +322,12 @@ def _platform(settings: Settings, live: LiveObjects) -> list[str]:
                 + " (its Helm chart) before `pulumi up`")
     if "operator" not in live.unreadable:
         where = settings.preflight.operator_namespace or "any namespace"
-        ready = [d for d in live.operators if (d.status.ready_replicas or 0) > 0]
         if not live.operators:
             out.append(
                 f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
                 f"({OPERATOR_SELECTOR}) in {where}: install the Dynamo platform, or set "
                 "dynamoOperatorNamespace to where it runs")
-        elif not ready:
+        elif not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
             d = live.operators[0].metadata
             out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
                        f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
@@ -349,40 +352,36 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    out = []
-    claim, cache = live.claim, settings.cache
-    if claim is None and "claim" not in live.unreadable:
+    claim, cache, sc = live.claim, settings.cache, live.storage_class
+    no_class = sc is None and "storage class" not in live.unreadable
+    if claim is None:
+        if "claim" in live.unreadable:
+            return []
         if cache.existing_claim:
-            out.append(f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
-                       f"namespace {settings.namespace.name}: give an existing claim's name "
-                       "(`kubectl get pvc`), or leave it empty to create one")
-        elif live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
-                       "does not exist; pick a ReadWriteMany one from `kubectl get "
-                       "storageclass`")
-        elif live.storage_class and live.storage_class.provisioner in RWO_ONLY_PROVISIONERS:
-            out.append(f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
-                       f"{live.storage_class.provisioner}, which offers ReadWriteOnce volumes "
-                       "only; the shared cache needs ReadWriteMany (NFS, EFS, Filestore, "
-                       "Azure Files, CephFS...)")
-    if claim is not None:
-        key = _key("cacheExistingClaim")
-        used = claim.spec.storage_class_name
-        if used and live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{key}: claim {cache.claim_name} uses storage class {used}, which "
-                       "does not exist (`kubectl get storageclass`): the claim can't bind; "
-                       "use another claim")
-        if "ReadWriteMany" not in (claim.spec.access_modes or []):
-            out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
-                       "; eight workers on several nodes share the cache, so it must be "
-                       "ReadWriteMany: use another claim")
-        requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
-        size = quantity_amount(str(requests.get("storage", "0"))) or 0
-        need = cache_gib_needed(settings.workers.serving)
-        if size < need * 2**30:
-            out.append(f"{key}: claim {cache.claim_name} holds {requests.get('storage')}, "
-                       f"less than the {need}Gi this serving path downloads: grow it or use "
-                       "another claim")
+            return [f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
+                    f"namespace {settings.namespace.name}: give an existing claim's name "
+                    "(`kubectl get pvc`), or leave it empty to create one"]
+        if no_class:
+            return [f"{_key('cacheStorageClass')}: storage class {cache.storage_class} does "
+                    "not exist; pick a ReadWriteMany one from `kubectl get storageclass`"]
+        if sc and sc.provisioner in RWO_ONLY_PROVISIONERS:
+            return [f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
+                    f"{sc.provisioner}, which offers ReadWriteOnce volumes only; the shared "
+                    "cache needs ReadWriteMany (NFS, EFS, Filestore, Azure Files, CephFS...)"]
+        return []
+    out, key, name = [], _key("cacheExistingClaim"), cache.claim_name
+    if claim.spec.storage_class_name and no_class:
+        out.append(f"{key}: claim {name} uses storage class {claim.spec.storage_class_name}, "
+                   "which does not exist (`kubectl get storageclass`): the claim can't bind; "
+                   "use another claim")
+    if "ReadWriteMany" not in (claim.spec.access_modes or []):
+        out.append(f"{key}: claim {name} is {', '.join(claim.spec.access_modes)}; eight "
+                   "workers on several nodes share the cache, so it must be ReadWriteMany: "
+                   "use another claim")
+    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
+    if (quantity_amount(str(size or "0")) or 0) < need * 2**30:
+        out.append(f"{key}: claim {name} holds {size}, less than the {need}Gi this serving "
+                   "path downloads: grow it or use another claim")
     return out
 
 
@@ -422,7 +421,7 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     span nodes."""
     if {"nodes", "pods"} & live.unreadable:
         return []
-    serving = settings.workers.serving
+    serving, gpu = settings.workers.serving, manifests.GPU_RESOURCE
     selector = dict(settings.placement.node_selector)
     nodes = [
         n for n in live.nodes
@@ -430,27 +429,23 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
         and all(_tolerates(settings.placement.tolerations, t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
     ]
-    used: dict[str, float] = {}
+    used: Counter[str] = Counter()
     for pod in live.pods:
-        if _stack_owns(settings, pod):
-            continue  # its GPUs are the ones this stack will use
-        for c in pod.spec.containers:
-            requests = (c.resources.requests if c.resources else None) or {}
-            used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
-                requests.get(manifests.GPU_RESOURCE, 0))
-    replicas = sum(
-        max(0, int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
-                    - used.get(n.metadata.name, 0)) // serving.gpus_per_replica))
-        for n in nodes
-    )
+        if not _stack_owns(settings, pod):  # its own pods' GPUs are the ones it will use
+            used[pod.spec.node_name] += sum(float(
+                ((c.resources.requests if c.resources else None) or {}).get(gpu, 0))
+                for c in pod.spec.containers)
+    replicas = sum(max(0, int((float((n.status.allocatable or {}).get(gpu, 0))
+                               - used[n.metadata.name]) // serving.gpus_per_replica))
+                   for n in nodes)
     out = []
-    wanted = f"{serving.replicas} x {serving.gpus_per_replica}"
     if replicas < serving.replicas:
         out.append(
             f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
             f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
-            f"{serving.replicas} workers ({wanted} GPUs, counting what other pods hold); "
-            "free GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas")
+            f"{serving.replicas} workers ({serving.replicas} x {serving.gpus_per_replica} "
+            "GPUs, counting what other pods hold); free GPUs, fix gpuNodeSelector/"
+            "gpuTolerations, or lower workerReplicas")
     products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
     if products - {serving.gpu_product}:
         out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"

@@ -169,12 +169,11 @@ def test_an_unreachable_cluster_skips_the_checks_quickly(
     """`kubernetes:kubeconfig` may hold the file's content (as the provider accepts) or a
     path; neither may raise or hang an offline preview, which says it skipped."""
     said: list[str] = []
-    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
     path = tmp_path / "config"
     path.write_text(UNREACHABLE)
     value = {"content": UNREACHABLE, "path": str(path), "missing": str(tmp_path / "no")}[how]
     start = time.monotonic()
-    assert cluster.observe(settings_of(), value, dry_run=True) is None
+    assert cluster.observe(settings_of(), value, dry_run=True, say=said.append) is None
     assert time.monotonic() - start < 30
     [line] = said
     assert line.startswith("preflight skipped: ")
@@ -187,7 +186,7 @@ def test_on_up_a_cluster_that_cant_be_read_stops_with_the_cause_and_the_fix(
     before anything is declared, without echoing the kubeconfig's content."""
     value = {"content": UNREACHABLE, "missing": str(tmp_path / "no")}[how]
     with pytest.raises(InputError) as raised:
-        cluster.observe(settings_of(), value, dry_run=False)
+        cluster.observe(settings_of(), value, dry_run=False, say=pytest.fail)
     text = str(raised.value)
     assert "nothing was created" in text and "kubernetes:kubeconfig" in text
     assert "skipPreflight" in text and "not-a-real-token" not in text
@@ -197,23 +196,22 @@ def test_a_hanging_read_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exec credential plugin runs without a timeout of its own: the whole read is
     bounded, a preview goes on with one line and an `up` stops."""
     said: list[str] = []
-    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
     monkeypatch.setattr(cluster, "READ_DEADLINE_SECS", 0.5)
     monkeypatch.setattr(cluster, "api_client", lambda *_: time.sleep(20))
     start = time.monotonic()
-    assert cluster.observe(settings_of(), None, dry_run=True) is None
+    assert cluster.observe(settings_of(), None, dry_run=True, say=said.append) is None
     with pytest.raises(InputError, match="did not answer"):
-        cluster.observe(settings_of(), None, dry_run=False)
+        cluster.observe(settings_of(), None, dry_run=False, say=said.append)
     assert time.monotonic() - start < 5
     assert len(said) == 1 and said[0].startswith("preflight skipped: ")
 
 
 def test_skip_preflight_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     said: list[str] = []
-    monkeypatch.setattr(cluster.pulumi.log, "info", lambda m, *a, **k: said.append(m))
     monkeypatch.setattr(cluster, "api_client", lambda *_: pytest.fail("read the cluster"))
     for dry_run in (True, False):
-        assert cluster.observe(settings_of(skipPreflight=True), None, dry_run=dry_run) is None
+        assert cluster.observe(settings_of(skipPreflight=True), None, dry_run=dry_run,
+                               say=said.append) is None
     assert len(said) == 2 and "skipPreflight" in said[0]
 
 

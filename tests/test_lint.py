@@ -83,8 +83,5 @@ def test_the_toolkit_never_imports_the_pulumi_program() -> None:
     assert _toolkit_reaches("pulumi_kubernetes") == []
 
 
-@pytest.mark.xfail(strict=True, reason="infra.cluster imports pulumi (for its preflight's log "
-                   "lines) and collect uses its api_client and job_status_of: the rule holds "
-                   "once cluster.py returns those lines instead of logging them")
 def test_the_toolkit_imports_no_pulumi_at_all() -> None:
     assert _toolkit_reaches("pulumi") == []
