@@ -4,9 +4,16 @@ What `pulumi up`'s results hook runs after the sweep Job (given the run, the sta
 `benchmark` output), and what you run when `up` could not (README, "After deploy"): it finds
 the run from that output (`pulumi stack output`, else the stack's files) and copies
 `benchmarks/<stack>/<run-id>/` from the cache claim to `results/<stack>/<run-id>/`, with
-`report/` beside it. Everything that talks to the cluster sits behind `ClusterIO`, one
-narrow interface, so the tests run the rest on real files; `KubernetesClusterIO` is the
-real one (the `kubernetes` client and the kubeconfig the Pulumi provider uses).
+`report/` beside it. The cluster sits behind `ClusterIO`, so the tests run the rest on real
+files; `KubernetesClusterIO` is the real one.
+
+The copy is what `kubectl cp` does (the pod's own `tar`, streamed out over an exec), made
+with the `kubernetes` client's own exec stream instead of the kubectl binary: the hook hands
+collect the stack's kubeconfig as content in its environment, which the client loads as it
+is (the preflight's `api_client`) where kubectl would need it written to a file; a refused
+exec comes back as a status that becomes one line naming the missing permission, not
+kubectl's stderr; and the exec's closing exit status is checked, so a stream cut short (what
+kubectl cp reports as "unexpected EOF", kubernetes/kubernetes#60140) is an error here.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import stream
 from urllib3.exceptions import HTTPError
 
 from benchmarks.report import binding_changes, build_report, read_run
@@ -51,13 +61,11 @@ class ClusterIO(Protocol):
 
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
         """Until the Job succeeds or fails, or the timeout passes (then RUNNING)."""
-        ...
 
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
 
     def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
         """Copy `<claim>/<location.results_path>/` into `dest`; CollectError if it is absent."""
-        ...
 
 
 def local_run_dir(results_root: Path, location: Run) -> Path:
@@ -68,23 +76,6 @@ def finished_levels(run_dir: Path) -> list[int]:
     """The levels a run's sweep finished, as its manifest records them."""
     manifest = run_dir / MANIFEST_NAME
     return sorted(read_run(manifest).levels) if manifest.is_file() else []
-
-
-def replace_dir(staged: Path, final: Path) -> None:
-    """Swap a fully copied folder into place, so a failed copy never leaves half a run."""
-    if final.exists():
-        shutil.rmtree(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staged.replace(final)
-
-
-def build_and_print_report(run_dir: Path, say: Say) -> Path:
-    """The comparison report of this run alone, printed; returns the report folder."""
-    out = run_dir / REPORT_FOLDER
-    build_report([run_dir], out)
-    markdown = out / "report.md"
-    say(markdown.read_text() if markdown.exists() else f"report written to {out}")
-    return out
 
 
 def other_runs(results_root: Path, location: Run) -> list[Path]:
@@ -102,39 +93,33 @@ def other_runs(results_root: Path, location: Run) -> list[Path]:
     return found
 
 
-def bring_results_home(
-    cluster: ClusterIO,
-    location: Run,
-    results_root: Path,
-    say: Say,
-    wait_secs: float = 0,
-) -> Path | None:
+def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, say: Say,
+                       wait_secs: float = 0) -> Path | None:
     """Copy the run's results to `results/<stack>/<run-id>/` and print its report.
 
     Returns the local run folder, or None when the sweep is still running (it says how
     to collect later). A failed sweep still brings home the levels it finished.
     """
-    job = location.sweep_job
-    status = cluster.job_status(location.namespace, job)
+    job, namespace = location.sweep_job, location.namespace
+    status = cluster.job_status(namespace, job)
     if status.state is JobState.RUNNING and wait_secs > 0:
-        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {location.namespace}")
-        status = cluster.wait_job(location.namespace, job, wait_secs, say)
+        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {namespace}")
+        status = cluster.wait_job(namespace, job, wait_secs, say)
     if status.state is JobState.RUNNING:
-        tail = cluster.read_logs(location.namespace, job, 5)
-        say(
-            f"The sweep (Job {job} in namespace {location.namespace}) is still running"
+        tail = cluster.read_logs(namespace, job, 5)
+        say(f"The sweep (Job {job} in namespace {namespace}) is still running"
             + ("; latest log lines:\n  " + "\n  ".join(tail) if tail else "")
             + f"\nFollow it: {location.follow_command}"
-            + f"\nWhen it has finished, bring the results home: {location.collect_command}"
-        )
+            + f"\nWhen it has finished, bring the results home: {location.collect_command}")
         return None
     if status.state is JobState.FAILED:
         say(f"The sweep Job {job} failed: {status.reason or 'no reason recorded'}. "
             "Bringing home the levels it finished.")
     elif status.state is JobState.MISSING:
-        say(f"No Job {job} in {location.namespace} (removed, or never run); looking for "
-            f"its results on claim {location.cache_claim}.")
+        say(f"No Job {job} in {namespace} (removed, or never run); looking for its results "
+            f"on claim {location.cache_claim}.")
 
+    # Copied beside the final folder, then swapped in: a failed copy never leaves half a run.
     final = local_run_dir(results_root, location)
     staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
@@ -145,42 +130,41 @@ def bring_results_home(
         if not levels:
             raise CollectError(
                 f"the sweep finished no level in {location.cache_claim}:{location.results_path}/. "
-                f"Check its log: {location.kubectl} logs job/{job}"
-            )
-        replace_dir(staged, final)
+                f"Check its log: {location.kubectl} logs job/{job}")
+        if final.exists():
+            shutil.rmtree(final)
+        staged.replace(final)
     finally:
         if staged.exists():
             shutil.rmtree(staged)
     say(f"copied {len(levels)} level(s) in {time.monotonic() - started:.0f} s")
-    build_and_print_report(final, say)
-    others = other_runs(results_root, location)
-    if others:
-        dirs = " ".join(str(p) for p in [*others, final])
-        say(f"Compare with the other profile(s): ./run.sh report {dirs} "
-            f"--out {results_root / 'comparison'}")
+    build_report([final], final / REPORT_FOLDER)
+    markdown = final / REPORT_FOLDER / "report.md"
+    say(markdown.read_text() if markdown.exists() else f"report written to {markdown.parent}")
+    if others := other_runs(results_root, location):
+        say(f"Compare with the other profile(s): ./run.sh report "
+            f"{' '.join(str(p) for p in [*others, final])} --out {results_root / 'comparison'}")
     return final
 
 
 # ---------------------------------------------------------------------------------------
-# The real cluster: the kubernetes client over the user's kubeconfig
-
-# Runs inside the reader pod (the image's own `sh` and `tar`): the run folder as a gzipped
-# tar on stdout, streamed as it is made; exit 3 says the folder does not exist.
-MISSING_EXIT_CODE = 3
+# The copy: the reader pod's own `tar` of the run folder, as the exec's stdout
 
 
 def pack_command(root: str) -> list[str]:
-    return ["sh", "-c", f'cd "$1" 2>/dev/null || {{ echo "missing $1" >&2; '
-            f'exit {MISSING_EXIT_CODE}; }}; exec tar czf - .', "sh", root]
+    return ["tar", "czf", "-", "-C", root, "."]
 
 
-def check_pack(code: int | None, err: str) -> None:
-    """What the pack command's exit code says."""
-    if code == MISSING_EXIT_CODE:
-        raise CollectError(f"no results folder on the claim ({err.strip()}): "
-                           "the sweep has not started writing this run yet")
-    if code not in (0, None):
-        raise CollectError(f"reading the results failed: {err[-500:]}")
+def check_pack(code: int | None, err: str, root: str) -> None:
+    """What the exit code of `pack_command(root)` says; None: the exec ended without one."""
+    if code is None:
+        raise CollectError("the copy ended without the reader's exit status (the connection "
+                           "dropped?); the results may be cut short: run collect again")
+    if code and root in err and "No such file or directory" in err:
+        raise CollectError(f"no results folder {root} on the claim: the sweep has not "
+                           "started writing this run yet")
+    if code:
+        raise CollectError(f"reading the results failed ({code}): {err[-500:]}")
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
@@ -199,8 +183,8 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             source = tar.extractfile(member)
-            assert source is not None
-            with open(target, "wb") as out:
+            assert source is not None  # a regular file's content
+            with source, open(target, "wb") as out:
                 shutil.copyfileobj(source, out)
 
 
@@ -231,17 +215,15 @@ def refusal(error: Any, action: str, permission: str) -> str:
 
 
 class KubernetesClusterIO:
-    """ClusterIO over the kubernetes client; `context` picks a kubeconfig context."""
+    """ClusterIO over the kubernetes client; `context` picks a kubeconfig context, and
+    `kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the file's
+    content), so the hook reaches the cluster the provider deploys to."""
 
     POLL_SECS = 10.0
     POD_START_TIMEOUT_SECS = 300.0
     COPY_TIMEOUT_SECS = 900.0
 
     def __init__(self, context: str | None = None, kubeconfig: str | None = None) -> None:
-        """`kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the
-        file's content), so the hook reaches the cluster the provider deploys to."""
-        from kubernetes import client
-
         self._context = context
         try:
             self._api = api_client(kubeconfig, context)
@@ -250,25 +232,18 @@ class KubernetesClusterIO:
                 f"cannot load the kubeconfig{f' context {context}' if context else ''} "
                 f"({type(error).__name__}); point KUBECONFIG at the cluster's kubeconfig"
             ) from None
-        self._core = client.CoreV1Api(self._api)
-        self._batch = client.BatchV1Api(self._api)
-
-    def _not_found(self, error: Exception) -> bool:
-        return getattr(error, "status", None) == 404
+        self._core, self._batch = client.CoreV1Api(self._api), client.BatchV1Api(self._api)
 
     def job_status(self, namespace: str, job: str) -> JobStatus:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             return job_status_of(self._batch.read_namespaced_job_status(job, namespace))
         except ApiException as error:
-            if self._not_found(error):
+            if error.status == 404:
                 return job_status_of(None)
             raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
 
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
-        deadline = time.monotonic() + timeout_secs
-        last = ""
+        deadline, last = time.monotonic() + timeout_secs, ""
         while True:
             status = self.job_status(namespace, job)
             if status.state is not JobState.RUNNING or time.monotonic() >= deadline:
@@ -280,90 +255,67 @@ class KubernetesClusterIO:
             time.sleep(min(self.POLL_SECS, max(0.0, deadline - time.monotonic())))
 
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]:
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            pods = self._core.list_namespaced_pod(
-                namespace, label_selector=f"job-name={job}"
-            ).items
-            if not pods:
+            pods = self._core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
+            if not pods.items:
                 return []
-            newest = max(pods, key=lambda p: p.metadata.creation_timestamp)
+            newest = max(pods.items, key=lambda p: p.metadata.creation_timestamp)
             text = self._core.read_namespaced_pod_log(
-                newest.metadata.name, namespace, container="main", tail_lines=tail_lines
-            )
+                newest.metadata.name, namespace, container="main", tail_lines=tail_lines)
         except ApiException:
             return []
         return [line for line in (text or "").splitlines() if line.strip()]
 
     def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        name = f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
-        manifest = results_reader_pod(
-            location, name, self._job_owner(location.namespace, location.sweep_job))
+        namespace, name = location.namespace, f"benchmark-results-reader-{uuid.uuid4().hex[:8]}"
+        try:  # The sweep Job, while it exists, owns the reader: `destroy` takes a leftover.
+            owner = (location.sweep_job, self._batch.read_namespaced_job(
+                location.sweep_job, namespace).metadata.uid)
+        except ApiException:
+            owner = None
         try:
-            self._core.create_namespaced_pod(location.namespace, manifest)
+            self._core.create_namespaced_pod(namespace,
+                                             results_reader_pod(location, name, owner))
         except ApiException as error:
-            raise CollectError(refusal(error, f"create pod {name} in {location.namespace}",
+            raise CollectError(refusal(error, f"create pod {name} in {namespace}",
                                        "`create` on pods")) from None
+        action, permission = f"read pod {name} in {namespace}", "`get` on pods"
         try:
-            try:
-                self._wait_running(location.namespace, name)
-            except ApiException as error:
-                raise CollectError(refusal(error, f"read pod {name} in {location.namespace}",
-                                           "`get` on pods")) from None
+            self._wait_running(namespace, name)
+            action, permission = f"exec in pod {name} in {namespace}", "`create` on pods/exec"
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
-                self._pack(location.namespace, name, f"{CACHE_DIR}/{location.results_path}",
-                           archive)
+                self._pack(namespace, name, f"{CACHE_DIR}/{location.results_path}", archive)
                 extract_archive(archive, dest)
         except ApiException as error:
-            raise CollectError(refusal(error, f"exec in pod {name} in {location.namespace}",
-                                       "`create` on pods/exec")) from None
+            raise CollectError(refusal(error, action, permission)) from None
         finally:
             try:
-                self._core.delete_namespaced_pod(name, location.namespace,
-                                                 grace_period_seconds=0)
+                self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
             except ApiException:
                 pass
-
-    def _job_owner(self, namespace: str, job: str) -> tuple[str, str] | None:
-        """(name, uid) of the sweep Job, when it still exists, to own the reader pod."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return job, self._batch.read_namespaced_job(job, namespace).metadata.uid
-        except ApiException:
-            return None
 
     def _wait_running(self, namespace: str, name: str) -> None:
         deadline = time.monotonic() + self.POD_START_TIMEOUT_SECS
         while time.monotonic() < deadline:
-            pod = self._core.read_namespaced_pod(name, namespace)
-            if pod.status.phase == "Running":
+            phase = self._core.read_namespaced_pod(name, namespace).status.phase
+            if phase == "Running":
                 return
-            if pod.status.phase in ("Failed", "Succeeded"):
+            if phase in ("Failed", "Succeeded"):
                 break
             time.sleep(2)
         raise CollectError(
             f"the results reader pod {name} in {namespace} did not start within "
             f"{self.POD_START_TIMEOUT_SECS:.0f} s; `{kubectl_prefix(namespace, self._context)} "
-            f"describe pod {name}` says why (image pull, claim mount)"
-        )
+            f"describe pod {name}` says why (image pull, claim mount)")
 
     def _pack(self, namespace: str, name: str, root: str, archive: Path) -> None:
         """Stream `pack_command`'s tar from the pod's exec into `archive` as it comes (the
         client's binary stream), within COPY_TIMEOUT_SECS."""
-        from kubernetes.stream import stream
-
-        ws = stream(
-            self._core.connect_get_namespaced_pod_exec, name, namespace, container="main",
-            command=pack_command(root), stdout=True, stderr=True, stdin=False, tty=False,
-            _preload_content=False, binary=True,
-        )
-        deadline = time.monotonic() + self.COPY_TIMEOUT_SECS
-        err = b""
+        ws = stream(self._core.connect_get_namespaced_pod_exec, name, namespace,
+                    container="main", command=pack_command(root), stdout=True, stderr=True,
+                    stdin=False, tty=False, _preload_content=False, binary=True)
+        deadline, err = time.monotonic() + self.COPY_TIMEOUT_SECS, b""
         try:
             with open(archive, "wb") as out:
                 while ws.is_open() and time.monotonic() < deadline:
@@ -375,7 +327,11 @@ class KubernetesClusterIO:
             ws.close()
         if timed_out:
             raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
-        check_pack(ws.returncode, err.decode(errors="replace"))
+        try:  # The client reads the exit code from the exec's closing Status.
+            code = ws.returncode
+        except (TypeError, KeyError, IndexError, ValueError):
+            code = None  # no Status, or one without an exit code
+        check_pack(code, err.decode(errors="replace"), root)
 
 
 # ---------------------------------------------------------------------------------------
@@ -406,17 +362,10 @@ def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
     if exe is None:
         return None
     try:
-        result = subprocess.run(
-            [exe, "stack", "output", "--json", "--stack", stack], cwd=root,
-            capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECS,
-        )
-    except subprocess.TimeoutExpired:
-        return None
-    if result.returncode != 0:
-        return None
-    try:
-        outputs = json.loads(result.stdout or "{}")
-    except json.JSONDecodeError:
+        result = subprocess.run([exe, "stack", "output", "--json", "--stack", stack], cwd=root,
+                                capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECS)
+        outputs = json.loads(result.stdout or "{}") if result.returncode == 0 else None
+    except (subprocess.TimeoutExpired, json.JSONDecodeError):
         return None
     return outputs if isinstance(outputs, dict) else None
 

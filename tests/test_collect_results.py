@@ -47,7 +47,7 @@ def transfer(source: Path, dest: Path, scratch: Path) -> None:
     with open(archive, "wb") as out:
         packed = subprocess.run(pack_command(str(source)), stdout=out, stderr=subprocess.PIPE,
                                 timeout=60)
-    check_pack(packed.returncode, packed.stderr.decode())
+    check_pack(packed.returncode, packed.stderr.decode(), str(source))
     extract_archive(archive, dest)
 
 
