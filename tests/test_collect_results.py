@@ -426,3 +426,22 @@ def test_a_refusal_names_the_permission_it_needs_without_http_headers(
     assert "-+-+-" not in line and "audit" not in line.lower()
     if refused == "get":
         assert "pods/exec" not in line
+
+
+def test_an_exec_that_ends_without_its_exit_status_is_an_error(tmp_path, monkeypatch) -> None:
+    """A stream cut short closes without the Status that carries tar's exit code (the
+    client's own `returncode` then fails on it): the copy is refused, never taken as whole."""
+    from kubernetes.stream.ws_client import WSClient
+
+    import benchmarks.collect as collect
+
+    dropped = WSClient.__new__(WSClient)  # the client's own class, its connection gone
+    dropped.__dict__.update(_connected=False, _channels={}, _returncode=None, sock=None,
+                            binary=True)
+    monkeypatch.setattr(collect, "stream", lambda *_, **__: dropped)
+    io_ = collect.KubernetesClusterIO(kubeconfig=UNREACHABLE)
+    with pytest.raises(CollectError, match="without the reader's exit status"):
+        io_._pack("bench", "reader-x", "/cache/benchmarks/x", tmp_path / "run.tgz")
+    # A Status that does carry one is read as the client reads it.
+    dropped.__dict__.update(_channels={3: b'{"status": "Success"}'})
+    io_._pack("bench", "reader-x", "/cache/benchmarks/x", tmp_path / "run.tgz")
