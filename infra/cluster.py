@@ -1,16 +1,16 @@
 """What the program reads from the cluster before it declares anything, and what follows.
 
 Mocks and schemas can't see what is already in the cluster, and the provider only finds
-out when it applies, hours into `up`. So the program reads the few objects this stack would
-create or adopt (read-only, short timeouts) and decides from them, before anything is
-declared: what to adopt as it is, and what to refuse with the fix. Where the cluster can't
-be read, a preview (an offline one in a pull request) says so in one line and declares the
-defaults; a real `up` stops with the cause, since unchecked it would adopt what the checks
-protect. `skipPreflight` reads nothing.
+out when it applies, hours into `up`. So the program reads the few objects this stack
+would create or adopt (read-only, short timeouts) and decides from them, before anything
+is declared: what to adopt as it is, and what to refuse with the fix. Where the cluster
+can't be read, a preview (an offline one in a pull request) says so in one line and
+declares the defaults; a real `up` stops with the cause, since unchecked it would adopt what
+the checks protect. `skipPreflight` reads nothing.
 
-`observe` is the thin I/O layer; the decisions below it are pure (API objects in), tested
-with the client's own model objects. No Pulumi here: the program hands `observe` its log as
-`say`, and `collect` (the toolkit) shares the client and the reading of a Job.
+`observe` is the thin I/O layer (no Pulumi: the program passes its log as `say`, and the
+toolkit's `collect` shares the client); the decisions below it are pure (API objects in)
+and tested with the client's own model objects.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import enum
 import json
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +94,6 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
             "is declared as if new")
         return None
     outcome: list[LiveObjects | str] = []
-
     def read() -> None:
         try:
             outcome.append(_read(settings, kubeconfig))
@@ -322,12 +320,13 @@ def _platform(settings: Settings, live: LiveObjects) -> list[str]:
                 + " (its Helm chart) before `pulumi up`")
     if "operator" not in live.unreadable:
         where = settings.preflight.operator_namespace or "any namespace"
+        ready = [d for d in live.operators if (d.status.ready_replicas or 0) > 0]
         if not live.operators:
             out.append(
                 f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
                 f"({OPERATOR_SELECTOR}) in {where}: install the Dynamo platform, or set "
                 "dynamoOperatorNamespace to where it runs")
-        elif not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
+        elif not ready:
             d = live.operators[0].metadata
             out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
                        f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
@@ -352,36 +351,40 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    claim, cache, sc = live.claim, settings.cache, live.storage_class
-    no_class = sc is None and "storage class" not in live.unreadable
-    if claim is None:
-        if "claim" in live.unreadable:
-            return []
+    out = []
+    claim, cache = live.claim, settings.cache
+    if claim is None and "claim" not in live.unreadable:
         if cache.existing_claim:
-            return [f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
-                    f"namespace {settings.namespace.name}: give an existing claim's name "
-                    "(`kubectl get pvc`), or leave it empty to create one"]
-        if no_class:
-            return [f"{_key('cacheStorageClass')}: storage class {cache.storage_class} does "
-                    "not exist; pick a ReadWriteMany one from `kubectl get storageclass`"]
-        if sc and sc.provisioner in RWO_ONLY_PROVISIONERS:
-            return [f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
-                    f"{sc.provisioner}, which offers ReadWriteOnce volumes only; the shared "
-                    "cache needs ReadWriteMany (NFS, EFS, Filestore, Azure Files, CephFS...)"]
-        return []
-    out, key, name = [], _key("cacheExistingClaim"), cache.claim_name
-    if claim.spec.storage_class_name and no_class:
-        out.append(f"{key}: claim {name} uses storage class {claim.spec.storage_class_name}, "
-                   "which does not exist (`kubectl get storageclass`): the claim can't bind; "
-                   "use another claim")
-    if "ReadWriteMany" not in (claim.spec.access_modes or []):
-        out.append(f"{key}: claim {name} is {', '.join(claim.spec.access_modes)}; eight "
-                   "workers on several nodes share the cache, so it must be ReadWriteMany: "
-                   "use another claim")
-    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
-    if (quantity_amount(str(size or "0")) or 0) < need * 2**30:
-        out.append(f"{key}: claim {name} holds {size}, less than the {need}Gi this serving "
-                   "path downloads: grow it or use another claim")
+            out.append(f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
+                       f"namespace {settings.namespace.name}: give an existing claim's name "
+                       "(`kubectl get pvc`), or leave it empty to create one")
+        elif live.storage_class is None and "storage class" not in live.unreadable:
+            out.append(f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
+                       "does not exist; pick a ReadWriteMany one from `kubectl get "
+                       "storageclass`")
+        elif live.storage_class and live.storage_class.provisioner in RWO_ONLY_PROVISIONERS:
+            out.append(f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
+                       f"{live.storage_class.provisioner}, which offers ReadWriteOnce volumes "
+                       "only; the shared cache needs ReadWriteMany (NFS, EFS, Filestore, "
+                       "Azure Files, CephFS...)")
+    if claim is not None:
+        key = _key("cacheExistingClaim")
+        used = claim.spec.storage_class_name
+        if used and live.storage_class is None and "storage class" not in live.unreadable:
+            out.append(f"{key}: claim {cache.claim_name} uses storage class {used}, which "
+                       "does not exist (`kubectl get storageclass`): the claim can't bind; "
+                       "use another claim")
+        if "ReadWriteMany" not in (claim.spec.access_modes or []):
+            out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
+                       "; eight workers on several nodes share the cache, so it must be "
+                       "ReadWriteMany: use another claim")
+        requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
+        size = quantity_amount(str(requests.get("storage", "0"))) or 0
+        need = cache_gib_needed(settings.workers.serving)
+        if size < need * 2**30:
+            out.append(f"{key}: claim {cache.claim_name} holds {requests.get('storage')}, "
+                       f"less than the {need}Gi this serving path downloads: grow it or use "
+                       "another claim")
     return out
 
 
@@ -421,7 +424,7 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     span nodes."""
     if {"nodes", "pods"} & live.unreadable:
         return []
-    serving, gpu = settings.workers.serving, manifests.GPU_RESOURCE
+    serving = settings.workers.serving
     selector = dict(settings.placement.node_selector)
     nodes = [
         n for n in live.nodes
@@ -429,23 +432,27 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
         and all(_tolerates(settings.placement.tolerations, t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
     ]
-    used: Counter[str] = Counter()
+    used: dict[str, float] = {}
     for pod in live.pods:
-        if not _stack_owns(settings, pod):  # its own pods' GPUs are the ones it will use
-            used[pod.spec.node_name] += sum(float(
-                ((c.resources.requests if c.resources else None) or {}).get(gpu, 0))
-                for c in pod.spec.containers)
-    replicas = sum(max(0, int((float((n.status.allocatable or {}).get(gpu, 0))
-                               - used[n.metadata.name]) // serving.gpus_per_replica))
-                   for n in nodes)
+        if _stack_owns(settings, pod):
+            continue  # its GPUs are the ones this stack will use
+        for c in pod.spec.containers:
+            requests = (c.resources.requests if c.resources else None) or {}
+            used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
+                requests.get(manifests.GPU_RESOURCE, 0))
+    replicas = sum(
+        max(0, int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
+                    - used.get(n.metadata.name, 0)) // serving.gpus_per_replica))
+        for n in nodes
+    )
     out = []
+    wanted = f"{serving.replicas} x {serving.gpus_per_replica}"
     if replicas < serving.replicas:
         out.append(
             f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
             f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
-            f"{serving.replicas} workers ({serving.replicas} x {serving.gpus_per_replica} "
-            "GPUs, counting what other pods hold); free GPUs, fix gpuNodeSelector/"
-            "gpuTolerations, or lower workerReplicas")
+            f"{serving.replicas} workers ({wanted} GPUs, counting what other pods hold); "
+            "free GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas")
     products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
     if products - {serving.gpu_product}:
         out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"
