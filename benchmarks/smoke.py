@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 import openai
 
-from benchmarks.dataset import video_url
+from benchmarks.dataset import QUESTIONS, video_url
 from benchmarks.evidence import FrontendCounts, scrape_frontend
-from benchmarks.prompts import QUESTIONS
 from infra.names import SERVED_MODEL_NAME
 
 Say = Callable[[str], None]

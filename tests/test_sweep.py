@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
+from benchmarks.dataset import QUESTIONS as QUESTION_SET
 from benchmarks.dataset import build_dataset
 from benchmarks.evidence import attribute_raw_export
-from benchmarks.prompts import QUESTIONS as QUESTION_SET
 from benchmarks.sweep import (
     MANIFEST_NAME,
     NEW_RUN_HINT,
