@@ -60,8 +60,10 @@ def ffmpeg_version(exe: str) -> str:
 def validate_shape(shape: VideoShape) -> None:
     """One clear error per bad setting, before anything is made."""
     problems = []
-    if not 1 <= shape.count <= 2**INDEX_BITS:
-        problems.append(f"--count must be between 1 and {2**INDEX_BITS} (got {shape.count})")
+    if shape.count < 1:
+        problems.append(f"--count must be at least 1 (got {shape.count})")
+    if shape.count > 2**INDEX_BITS:
+        problems.append(f"--count must be at most {2**INDEX_BITS} (got {shape.count})")
     if shape.duration_secs < 1:
         problems.append(f"--duration must be at least 1 second (got {shape.duration_secs})")
     if not 1 <= shape.fps <= 60:
