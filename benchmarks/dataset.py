@@ -1,5 +1,8 @@
-"""The AIPerf input of the sweep (built in its run directory): one JSON line per request,
-video first.
+"""What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first.
+
+The seed sends 20 fixed, varied questions per video (appearance, motion, counting,
+timing...), each request [video, question]: answers differ while all questions about one
+video share its prefix (the video).
 
 Each line is an AIPerf `mooncake_trace` entry with a pre-built chat `messages` array:
 `{"session_id", "messages": [{"role": "user", "content": [video_url part, text part]}],
@@ -9,17 +12,18 @@ renderer always puts text parts first; its `template` endpoint counts the stream
 `[DONE]` marker as output text). Chat parsing, `--extra-inputs`, `stream_options` and
 the session header all still apply. Each request carries only its own message (no
 accumulated history). All questions about one video share its `session_id`, so AIPerf
-sends them one after another as one session with one session id. Lines are ordered
-video by video.
+sends them one after another as one session. Lines are ordered video by video.
 
 Two kinds of datasets:
 - video (the seed's): each line references a video by URL (`video_base_url` + file name,
   for an in-cluster video server) or carries a local file inline as a data URL (fine for
   a few small videos; use a URL for the full set);
 - text stand-in (the local rehearsal's text-only mock model): the content is a plain
-  string, a deterministic block of about `text_standin_tokens` tokens, distinct per video
-  (benchmarks/prompts.py), then a blank line, then the question. The mock's prefix cache
-  then sees the per-video work that session affinity saves.
+  string, a deterministic block of about `text_standin_tokens` words, distinct per video,
+  then a blank line, then the question. The mock's prefix cache then models the per-video
+  work that session affinity saves. Every stand-in word is one token for the tiny
+  tokenizer (benchmarks/tiny_model.py), so "N tokens" is exact there and close to N for
+  common BPE tokenizers.
 
 A sidecar `<name>.meta.json` records what the dataset holds; the sweep copies it into
 its run manifest.
@@ -29,17 +33,69 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.videos import load_manifest
 from infra.names import SEED_SHAPE, video_name
 
+QUESTIONS: tuple[str, ...] = (
+    "Describe what happens in this video.",
+    "What are the dominant colors in the video?",
+    "Which objects move, and in which direction?",
+    "How many distinct shapes can you see?",
+    "Does the scene change over time? How?",
+    "What is in the lower left corner of the frame?",
+    "Describe the background of the video.",
+    "Is there any text or numbers visible? What do they say?",
+    "What happens at the very beginning of the video?",
+    "What happens at the end of the video?",
+    "Is the camera moving or static?",
+    "Summarize the video in one sentence.",
+    "What patterns repeat during the video?",
+    "Estimate the speed of the moving object.",
+    "Which part of the frame changes the most?",
+    "Are there any sudden transitions or cuts?",
+    "Describe the lighting and contrast of the scene.",
+    "What would be a good title for this video?",
+    "List three details that a viewer might miss.",
+    "Is anything in the video symmetrical? Explain.",
+)
+
+# Plain, common English words: one token each in the tiny tokenizer.
+STANDIN_WORDS: tuple[str, ...] = tuple(
+    """
+    red green blue yellow orange purple white black gray brown pink cyan
+    circle square line dot stripe wave grid ring arc edge corner center
+    left right top bottom middle near far above below inside outside
+    moves turns slides spins rises falls grows shrinks fades glows shifts waits
+    fast slow steady sudden smooth sharp soft bright dark light heavy thin
+    frame scene shot clip view pixel color shape pattern motion speed time
+    one two three four five six seven eight nine ten many few
+    the a an and or but with from into over under across along behind
+    box ball bar cube star arrow panel tile block strip field sky floor wall
+    """.split()
+)
+
 MODE_VIDEO = "video"
 MODE_TEXT_STANDIN = "text-standin"
+DATASET_FILE = "dataset.jsonl"
+
+
+def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
+    """About `tokens` words standing in for video `video_index`: deterministic, distinct.
+
+    The first words name the video, so two stand-ins differ from their first token and
+    share no cached prefix; the rest is drawn from a generator seeded by (seed, index).
+    """
+    if tokens < 4:
+        raise ValueError(f"a text stand-in needs at least 4 tokens (got {tokens})")
+    rng = random.Random(f"standin:{seed}:{video_index}")
+    head = ["video", str(video_index), "shows", ":"]
+    return " ".join(head + [rng.choice(STANDIN_WORDS) for _ in range(tokens - len(head))])
 
 
 @dataclass(frozen=True)
@@ -73,16 +129,6 @@ def load_dataset_info(dataset: Path) -> DatasetInfo | None:
         return None
 
 
-def session_id(video_index: int) -> str:
-    return f"video-{video_index:04d}"
-
-
-def dataset_line(video_index: int, content: str | list[dict], output_tokens: int) -> dict:
-    """One request: a single user message (no history), in its video's session."""
-    return {"session_id": session_id(video_index),
-            "messages": [{"role": "user", "content": content}], "output_length": output_tokens}
-
-
 def video_url(ref: str) -> str:
     """A URL as is; a local file as a data URL (AIPerf sends `messages` verbatim)."""
     if ref.startswith(("http://", "https://", "data:")):
@@ -93,33 +139,27 @@ def video_url(ref: str) -> str:
     return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def video_references(
-    videos_dir: Path | None = None,
-    base_url: str | None = None,
-    count: int | None = None,
-    first: int = 0,
-) -> list[str]:
-    """Video references for `build_dataset`, in index order, from index `first`.
+def video_references(videos_dir: Path | None = None, base_url: str | None = None,
+                     count: int | None = None) -> list[str]:
+    """Video references for `build_dataset`, in index order.
 
     From `videos_dir` (its `videos.json`): local absolute paths, or `base_url/<name>` when
     `base_url` is given. Without `videos_dir`, `base_url` and `count` name the files the
     `videos` command makes (`video_0000.mp4`...), e.g. when only the server holds them.
     """
     if videos_dir is not None:
-        manifest = load_manifest(videos_dir)
-        if not manifest or not manifest.get("videos"):
+        listed = (load_manifest(videos_dir) or {}).get("videos")
+        if not listed:
             raise ValueError(
                 f"--videos {videos_dir}: no videos.json there; make the videos first with "
                 f"`python -m benchmarks videos --out {videos_dir}`"
             )
-        names = [entry["name"] for entry in manifest["videos"]][first:]
-        if count is not None:
-            if count > len(names):
-                raise ValueError(f"{videos_dir} holds only {len(names) + first} videos, "
-                                 f"{first + count} wanted: make more with `videos --count`")
-            names = names[:count]
+        if count is not None and count > len(listed):
+            raise ValueError(f"{videos_dir} holds only {len(listed)} videos, {count} wanted: "
+                             "make more with `videos --count`")
+        names = [entry["name"] for entry in listed][:count]
     elif base_url is not None and count is not None:
-        names = [video_name(i) for i in range(first, first + count)]
+        names = [video_name(i) for i in range(count)]
     else:
         raise ValueError("give --videos DIR, or --video-base-url URL with --video-count N")
     if base_url is not None:
@@ -137,45 +177,37 @@ def dataset_lines(
     questions_per_video: int = SEED_SHAPE.questions_per_video,
     output_tokens: int = SEED_SHAPE.output_tokens,
     seed: int = SEED_SHAPE.random_seed,
-    first_video: int = 0,
 ) -> list[dict]:
     """The dataset as data (pure). Exactly one mode: `video_refs`, or
-    `text_standin_tokens` with `video_count` (how many stand-in videos). `first_video`
-    is the index of the first video (its session id and stand-in text)."""
+    `text_standin_tokens` with `video_count` (how many stand-in videos)."""
     if not 1 <= questions_per_video <= len(QUESTIONS):
-        raise ValueError(
-            f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
-            f"(got {questions_per_video})"
-        )
+        raise ValueError(f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
+                         f"(got {questions_per_video})")
     if output_tokens < 1:
         raise ValueError(f"--output-tokens must be at least 1 (got {output_tokens})")
-    questions = QUESTIONS[:questions_per_video]
-    if text_standin_tokens is not None:
+    standin = text_standin_tokens is not None
+    if standin:
         if video_refs:
-            raise ValueError(
-                "a text stand-in dataset takes no videos: drop --videos/--video-base-url"
-            )
+            raise ValueError("a text stand-in dataset takes no videos: drop "
+                             "--videos/--video-base-url")
         if not video_count or video_count < 1:
             raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
-        blocks = [standin_text(first_video + i, text_standin_tokens, seed)
-                  for i in range(video_count)]
-        return [
-            dataset_line(first_video + i, f"{block}\n\n{question}", output_tokens)
-            for i, block in enumerate(blocks)
-            for question in questions
-        ]
-    if not video_refs:
+        heads = [standin_text(i, text_standin_tokens, seed) for i in range(video_count)]
+    elif video_refs:
+        heads = [video_url(ref) for ref in video_refs]
+    else:
         raise ValueError("no videos: give video references, or a text stand-in size")
-    urls = [video_url(ref) for ref in video_refs]
-    return [
-        dataset_line(
-            first_video + i,
-            [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": question}],
-            output_tokens,
-        )
-        for i, url in enumerate(urls)
-        for question in questions
-    ]
+    lines = []
+    for i, head in enumerate(heads):
+        for question in QUESTIONS[:questions_per_video]:
+            content = (f"{head}\n\n{question}" if standin else
+                       [{"type": "video_url", "video_url": {"url": head}},
+                        {"type": "text", "text": question}])
+            # A single user message (no history), in its video's session.
+            lines.append({"session_id": f"video-{i:04d}",
+                          "messages": [{"role": "user", "content": content}],
+                          "output_length": output_tokens})
+    return lines
 
 
 def build_dataset(
@@ -189,7 +221,6 @@ def build_dataset(
     seed: int = SEED_SHAPE.random_seed,
     video_settings: dict | None = None,
     video_source: str | None = None,
-    first_video: int = 0,
 ) -> DatasetInfo:
     """Write the dataset to `out` and its sidecar; returns what it holds.
 
@@ -197,28 +228,20 @@ def build_dataset(
     Text stand-in mode (rehearsal): `text_standin_tokens=N, video_count=V` gives V
     sessions whose every line starts with the same ~N-token block, distinct per session.
     """
-    lines = dataset_lines(
-        video_refs=video_refs, video_count=video_count,
-        text_standin_tokens=text_standin_tokens, questions_per_video=questions_per_video,
-        output_tokens=output_tokens, seed=seed, first_video=first_video,
-    )
-    videos = len(lines) // questions_per_video
+    lines = dataset_lines(video_refs=video_refs, video_count=video_count,
+                          text_standin_tokens=text_standin_tokens,
+                          questions_per_video=questions_per_video,
+                          output_tokens=output_tokens, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
     tmp.replace(out)
     info = DatasetInfo(
-        path=str(out.resolve()),
+        path=str(out.resolve()), videos=len(lines) // questions_per_video,
         mode=MODE_TEXT_STANDIN if text_standin_tokens is not None else MODE_VIDEO,
-        videos=videos,
-        questions_per_video=questions_per_video,
-        requests=len(lines),
-        output_tokens=output_tokens,
-        seed=seed,
-        text_standin_tokens=text_standin_tokens,
-        video_source=video_source,
-        video_settings=video_settings,
-    )
+        questions_per_video=questions_per_video, requests=len(lines),
+        output_tokens=output_tokens, seed=seed, text_standin_tokens=text_standin_tokens,
+        video_source=video_source, video_settings=video_settings)
     meta_path(out).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
     return info
 
@@ -228,16 +251,13 @@ def video_settings_for(videos_dir: Path | None) -> dict | None:
     return (load_manifest(videos_dir) or {}).get("settings") if videos_dir else None
 
 
-DATASET_FILE = "dataset.jsonl"
-
-
 def build_run_dataset(
     folder: Path, videos: int | None, questions_per_video: int,
-    references: Callable[[int | None, int], Sequence[str]] | None = None, **options: Any,
+    references: Callable[[int | None], Sequence[str]] | None = None, **options: Any,
 ) -> Path:
-    """A run's dataset in `folder`: videos from `references(count, first)`, else text
-    stand-ins (`options` then hold `text_standin_tokens`); `options` go to `build_dataset`."""
-    refs = None if references is None else references(videos, 0)
+    """A run's dataset in `folder`: videos from `references(count)`, else text stand-ins
+    (`options` then hold `text_standin_tokens`); `options` go to `build_dataset`."""
+    refs = None if references is None else references(videos)
     build_dataset(folder / DATASET_FILE, video_refs=refs, video_count=videos,
                   questions_per_video=questions_per_video, **options)
     return folder / DATASET_FILE

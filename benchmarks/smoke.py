@@ -16,13 +16,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import openai
 
-from benchmarks.dataset import video_url
+from benchmarks.dataset import QUESTIONS, video_url
 from benchmarks.evidence import FrontendCounts, scrape_frontend
-from benchmarks.prompts import QUESTIONS
 from infra.names import SERVED_MODEL_NAME
 
 Say = Callable[[str], None]
@@ -35,6 +34,8 @@ class SmokeFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class SmokeConfig:
+    """The command's options (the CLI builds it from argparse by field name)."""
+
     url: str
     video_url: str
     model: str = SERVED_MODEL_NAME
@@ -44,6 +45,12 @@ class SmokeConfig:
     request_timeout_secs: float = 300.0
     max_tokens: int = 256
 
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"--url must start with http:// or https:// ({self.url})")
+        if self.wait_secs < 0 or self.request_timeout_secs <= 0 or self.max_tokens < 1:
+            raise ValueError("--wait >= 0, --request-timeout > 0 and --max-tokens >= 1")
+
 
 def _client(config: SmokeConfig, timeout: float) -> openai.OpenAI:
     # Dynamo needs no key; a real one, if set, is passed on and never printed.
@@ -52,19 +59,11 @@ def _client(config: SmokeConfig, timeout: float) -> openai.OpenAI:
                          timeout=timeout, max_retries=0)
 
 
-def _video(ref: str) -> str:
-    try:
-        return video_url(ref)
-    except ValueError:
-        raise ValueError(f"--video-url {ref}: not a URL and no such file") from None
-
-
 def wait_for_model(config: SmokeConfig, say: Say) -> None:
     """Poll `/v1/models` until the model is listed; raises SmokeFailure at the deadline."""
     client = _client(config, timeout=min(30.0, config.request_timeout_secs))
-    started = time.monotonic()
+    started = last_said = time.monotonic()
     deadline = started + config.wait_secs
-    last_said = started
     while True:
         try:
             listed = [m.id for m in client.models.list()]
@@ -72,22 +71,18 @@ def wait_for_model(config: SmokeConfig, say: Say) -> None:
                 say(f"smoke: {config.model} is listed at {config.url}/v1/models")
                 return
             reason = f"listed: {listed or 'none'}"
-            failure = (
-                f"model not listed: {config.model} is not at {config.url}/v1/models after "
-                f"{config.wait_secs:.0f} s ({reason}); check --model, or wait for the "
-                f"workers to register"
-            )
+            failure = (f"model not listed: {config.model} is not at {config.url}/v1/models "
+                       f"after {config.wait_secs:.0f} s ({reason}); check --model, or wait "
+                       "for the workers to register")
         except openai.APIStatusError as exc:
             reason = f"HTTP {exc.status_code}"
             failure = (f"HTTP error: {config.url}/v1/models answered {exc.status_code} "
                        f"for {config.wait_secs:.0f} s")
         except openai.APIConnectionError as exc:
             reason = f"unreachable ({type(exc.__cause__ or exc).__name__})"
-            failure = (
-                f"endpoint unreachable: {config.url} did not answer for "
-                f"{config.wait_secs:.0f} s; check the URL, the port-forward or the "
-                f"frontend Service"
-            )
+            failure = (f"endpoint unreachable: {config.url} did not answer for "
+                       f"{config.wait_secs:.0f} s; check the URL, the port-forward or the "
+                       "frontend Service")
         now = time.monotonic()
         if now >= deadline:
             raise SmokeFailure(failure)
@@ -95,44 +90,35 @@ def wait_for_model(config: SmokeConfig, say: Say) -> None:
             say(f"smoke: waiting for {config.model} at {config.url} "
                 f"({now - started:.0f} s, {reason})")
             last_said = now
-        time.sleep(min(config.poll_secs, max(0.0, deadline - now)))
+        time.sleep(min(config.poll_secs, deadline - now))
 
 
 def ask(config: SmokeConfig, video: str) -> tuple[str, int | None]:
     """One chat completion, `video` (a URL or data: URL) first; returns the answer and the
     prompt tokens the server's `usage` counted."""
-    client = _client(config, timeout=config.request_timeout_secs)
-    content = [
-        {"type": "video_url", "video_url": {"url": video}},
-        {"type": "text", "text": config.question},
-    ]
+    content = [{"type": "video_url", "video_url": {"url": video}},
+               {"type": "text", "text": config.question}]
     try:
-        response = client.chat.completions.create(
+        response = _client(config, timeout=config.request_timeout_secs).chat.completions.create(
             model=config.model, messages=[{"role": "user", "content": content}],
-            max_tokens=config.max_tokens,
-        )
+            max_tokens=config.max_tokens)
     except openai.APIStatusError as exc:
-        detail = _error_message(exc)
-        raise SmokeFailure(
-            f"HTTP error: {exc.status_code} from {config.url}/v1/chat/completions: {detail}"
-        ) from exc
+        # The SDK's message carries the server's own error message.
+        raise SmokeFailure(f"HTTP error: {exc.status_code} from {config.url}/v1/chat/"
+                           f"completions: {exc.message[:300]}") from exc
     except openai.APIConnectionError as exc:
         raise SmokeFailure(
             f"endpoint unreachable: the chat request to {config.url} failed "
-            f"({type(exc.__cause__ or exc).__name__}); check the frontend"
-        ) from exc
+            f"({type(exc.__cause__ or exc).__name__}); check the frontend") from exc
     answer = ""
     if response.choices:
         message = response.choices[0].message
-        answer = (message.content or "").strip()
-        if not answer:
-            # A reasoning model may put its whole output there; still a model answer.
-            answer = (getattr(message, "reasoning_content", None) or "").strip()
+        # A reasoning model may put its whole output in `reasoning_content`; still an answer.
+        answer = ((message.content or "").strip()
+                  or (getattr(message, "reasoning_content", None) or "").strip())
     if not answer:
-        raise SmokeFailure(
-            f"empty answer: {config.model} returned no text for the video at "
-            f"{config.video_url[:100]}"
-        )
+        raise SmokeFailure(f"empty answer: {config.model} returned no text for the video at "
+                           f"{config.video_url[:100]}")
     return " ".join(answer.split()), response.usage and response.usage.prompt_tokens
 
 
@@ -152,20 +138,13 @@ def prompt_count_line(before: FrontendCounts | None, after: FrontendCounts | Non
             "frontend's count, so it is not a share of what the workers processed")
 
 
-def _error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-        return str(error)[:300]
-    return str(exc.message)[:300]
-
-
 def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     """Wait for the model, ask once; returns the answer or raises SmokeFailure. A bad
     --video-url (ValueError) is found before the wait, not after it."""
-    video = _video(config.video_url)
+    try:
+        video = video_url(config.video_url)
+    except ValueError:
+        raise ValueError(f"--video-url {config.video_url}: not a URL and no such file") from None
     wait_for_model(config, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
     before = scrape_frontend(config.url)
@@ -181,32 +160,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Wait until the model is listed at /v1/models, send one chat completion "
         "with a video before a question, pass on a non-empty answer.",
     )
+    d = SmokeConfig  # the defaults live on the config
     p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--video-url", required=True, help="video URL (or a local file)")
-    p.add_argument("--model", default=SERVED_MODEL_NAME, help=f"default {SERVED_MODEL_NAME}")
-    p.add_argument("--question", default=QUESTIONS[0])
-    p.add_argument("--wait", type=float, default=600.0,
-                   help="seconds to wait for the model to be listed (default 600)")
-    p.add_argument("--request-timeout", type=float, default=300.0,
-                   help="seconds for the chat request (default 300)")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--model", default=d.model, help=f"default {d.model}")
+    p.add_argument("--question", default=d.question)
+    p.add_argument("--wait", dest="wait_secs", type=float, default=d.wait_secs,
+                   help=f"seconds to wait for the model to be listed (default {d.wait_secs:g})")
+    p.add_argument("--request-timeout", dest="request_timeout_secs", type=float,
+                   default=d.request_timeout_secs,
+                   help=f"seconds for the chat request (default {d.request_timeout_secs:g})")
+    p.add_argument("--max-tokens", type=int, default=d.max_tokens)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not args.url.startswith(("http://", "https://")):
-        print(f"smoke: error: --url must start with http:// or https:// ({args.url})",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.wait < 0 or args.request_timeout <= 0 or args.max_tokens < 1:
-        print("smoke: error: --wait >= 0, --request-timeout > 0 and --max-tokens >= 1",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    config = SmokeConfig(
-        url=args.url, video_url=args.video_url, model=args.model, question=args.question,
-        wait_secs=args.wait, request_timeout_secs=args.request_timeout,
-        max_tokens=args.max_tokens)
     try:
+        config = SmokeConfig(**{f.name: getattr(args, f.name)
+                                for f in fields(SmokeConfig) if hasattr(args, f.name)})
         answer = run_smoke(config, say=lambda line: print(line, flush=True))
     except ValueError as exc:
         print(f"smoke: error: {exc}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 AIPerf needs a tokenizer and the Dynamo mocker a model directory; offline, both take this
 one. Word level (one token per word, digit or punctuation mark) over the questions and the
-stand-in words (benchmarks/prompts.py), so the prompts' token counts are exact; unknown
+stand-in words (benchmarks/dataset.py), so the prompts' token counts are exact; unknown
 words are one `<unk>` each. Keep HF_HUB_OFFLINE=1 away from AIPerf: it then takes a local
 directory for a hub repo id.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from benchmarks.prompts import QUESTIONS, STANDIN_WORDS
+from benchmarks.dataset import QUESTIONS, STANDIN_WORDS
 
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")

@@ -25,45 +25,36 @@ import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, replace
-from functools import lru_cache
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from infra.names import SEED_SHAPE, VideoShape, video_name
 
+MANIFEST_NAME = "videos.json"
+INDEX_BITS = 12
+GRADIENT_KINDS = ("linear", "radial", "circular", "spiral")
+FFMPEG_TIMEOUT_SECS = 300
 
-class FFmpegMissing(RuntimeError):
-    pass
 
-
-@lru_cache(maxsize=1)
 def ffmpeg_exe() -> str:
-    system = shutil.which("ffmpeg")
-    if system:
+    """The system's FFmpeg, else the one the pinned imageio-ffmpeg wheel ships."""
+    if system := shutil.which("ffmpeg"):
         return system
     try:
         import imageio_ffmpeg
     except ImportError as exc:
-        raise FFmpegMissing(
+        raise RuntimeError(
             "FFmpeg not found: install it (apt-get install ffmpeg) or run scripts/setup.sh, "
             "which installs the imageio-ffmpeg wheel that ships one"
         ) from exc
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
-def ffmpeg_version(exe: str | None = None) -> str:
+def ffmpeg_version(exe: str) -> str:
     """First line of `ffmpeg -version`, e.g. 'ffmpeg version 5.1.9-0+deb12u1 ...'."""
-    out = subprocess.run(
-        [exe or ffmpeg_exe(), "-hide_banner", "-version"],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout
+    out = subprocess.run([exe, "-hide_banner", "-version"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
     return out.splitlines()[0].strip() if out else "unknown"
-
-
-MANIFEST_NAME = "videos.json"
-INDEX_BITS = 12
-GRADIENT_KINDS = ("linear", "radial", "circular", "spiral")
-FFMPEG_TIMEOUT_SECS = 300
 
 
 def validate_shape(shape: VideoShape) -> None:
@@ -84,15 +75,11 @@ def validate_shape(shape: VideoShape) -> None:
         raise ValueError("; ".join(problems))
 
 
-def _color(rng: random.Random) -> str:
-    return f"0x{rng.randrange(0x1000000):06x}"
-
-
 def filter_graph(shape: VideoShape, index: int) -> str:
     """The FFmpeg filter graph of video `index` (pure: same inputs, same graph)."""
     rng = random.Random(f"video:{shape.seed}:{index}")
     w, h, fps = shape.width, shape.height, shape.fps
-    colors = ":".join(f"c{i}={_color(rng)}" for i in range(3))
+    colors = ":".join(f"c{i}=0x{rng.randrange(0x1000000):06x}" for i in range(3))
     kind = rng.choice(GRADIENT_KINDS)
     speed = rng.uniform(0.005, 0.05)
     background = (
@@ -118,68 +105,48 @@ def filter_graph(shape: VideoShape, index: int) -> str:
 
 def ffmpeg_command(exe: str, shape: VideoShape, index: int, out: Path) -> list[str]:
     """Command that writes video `index` to `out` (MP4, H.264, exact frame count)."""
-    frames = shape.duration_secs * shape.fps
     return [
         exe, "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
         "-filter_complex", filter_graph(shape, index),
-        "-frames:v", str(frames), "-r", str(shape.fps),
+        "-frames:v", str(shape.duration_secs * shape.fps), "-r", str(shape.fps),
         "-c:v", "libx264", "-preset", "veryfast", "-threads", "1",
         "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1",
         "-movflags", "+faststart", "-f", "mp4", str(out),
     ]
 
 
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def load_manifest(out_dir: Path) -> dict | None:
-    path = out_dir / MANIFEST_NAME
     try:
-        return json.loads(path.read_text())
+        return json.loads((out_dir / MANIFEST_NAME).read_text())
     except (OSError, ValueError):
         return None
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _reusable(out_dir: Path, shape: VideoShape) -> dict[str, dict]:
-    """Entries of an earlier run with the same settings whose files are intact."""
-    manifest = load_manifest(out_dir)
-    if not manifest:
+    """Entries of an earlier run with the same settings (the count aside) whose files are
+    intact."""
+    manifest = load_manifest(out_dir) or {}
+    if {**manifest.get("settings", {}), "count": 0} != {**asdict(shape), "count": 0}:
         return {}
-    earlier = manifest.get("settings", {})
-    if {k: v for k, v in earlier.items() if k != "count"} != {
-        k: v for k, v in asdict(shape).items() if k != "count"
-    }:
-        return {}
-    reusable = {}
-    for entry in manifest.get("videos", []):
-        path = out_dir / entry["name"]
-        if path.is_file() and path.stat().st_size == entry["bytes"]:
-            if sha256_file(path) == entry["sha256"]:
-                reusable[entry["name"]] = entry
-    return reusable
-
-
-def _write_manifest(out_dir: Path, shape: VideoShape, version: str, entries: list[dict]) -> None:
-    manifest = {"settings": asdict(shape), "ffmpeg": version, "videos": entries}
-    tmp = out_dir / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(out_dir / MANIFEST_NAME)
+    return {entry["name"]: entry for entry in manifest.get("videos", [])
+            if (out_dir / entry["name"]).is_file()
+            and _sha256(out_dir / entry["name"]) == entry["sha256"]}
 
 
 def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path) -> dict:
     name = video_name(index)
     tmp = out_dir / f".{name}.partial"
-    cmd = ffmpeg_command(exe, shape, index, tmp)
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=FFMPEG_TIMEOUT_SECS)
+    result = subprocess.run(ffmpeg_command(exe, shape, index, tmp), capture_output=True,
+                            text=True, timeout=FFMPEG_TIMEOUT_SECS)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"FFmpeg failed on {name}: {result.stderr.strip()[-500:]}")
-    tmp.replace(out_dir / name)
-    path = out_dir / name
-    return {"name": name, "index": index, "sha256": sha256_file(path),
-            "bytes": path.stat().st_size}
+    path = tmp.replace(out_dir / name)
+    return {"name": name, "index": index, "sha256": _sha256(path), "bytes": path.stat().st_size}
 
 
 def make_videos(
@@ -191,56 +158,54 @@ def make_videos(
 ) -> list[Path]:
     """Make (or reuse) `shape.count` videos in `out_dir`; returns their paths in order.
 
-    `exe` overrides which FFmpeg binary runs (default: `benchmarks.videos.ffmpeg_exe()`).
+    `exe` overrides which FFmpeg binary runs (default: `ffmpeg_exe()`).
     """
     validate_shape(shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = exe or ffmpeg_exe()
     version = ffmpeg_version(exe)
     reusable = _reusable(out_dir, shape)
-    entries: dict[int, dict] = {}
-    todo = []
-    for index in range(shape.count):
-        entry = reusable.get(video_name(index))
-        if entry is not None:
-            entries[index] = {**entry, "index": index}
-        else:
-            todo.append(index)
+    entries = {i: {**reusable[video_name(i)], "index": i}
+               for i in range(shape.count) if video_name(i) in reusable}
+    todo = [i for i in range(shape.count) if i not in entries]
     progress(
         f"videos: {shape.count} wanted in {out_dir} ({len(entries)} reused, {len(todo)} to make, "
         f"{shape.duration_secs} s at {shape.fps} FPS, {shape.width}x{shape.height}, "
         f"seed {shape.seed}) with {version.split(' Copyright')[0]}"
     )
+
+    def save() -> None:
+        manifest = {"settings": asdict(shape), "ffmpeg": version,
+                    "videos": [entries[i] for i in sorted(entries)]}
+        tmp = out_dir / (MANIFEST_NAME + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp.replace(out_dir / MANIFEST_NAME)
+
     step = max(1, len(todo) // 20)
-    workers = jobs or max(1, min(4, os.cpu_count() or 1))
-    pool = ThreadPoolExecutor(max_workers=workers)
+    pool = ThreadPoolExecutor(max_workers=jobs or max(1, min(4, os.cpu_count() or 1)))
     futures = [pool.submit(_make_one, exe, shape, i, out_dir) for i in todo]
     try:
         for done, future in enumerate(as_completed(futures), start=1):
-            entry = future.result()
-            entries[entry["index"]] = entry
+            entries[future.result()["index"]] = future.result()
             if done % step == 0 or done == len(todo):
-                _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
+                save()
                 progress(f"videos: made {done}/{len(todo)}")
     except BaseException as stop:
         # Ctrl-C or a failed encode: stop at once, and keep every video already made for
         # the next run to reuse.
         pool.shutdown(wait=False, cancel_futures=True)
-        for future in futures:
-            if future.done() and not future.cancelled() and future.exception() is None:
-                entry = future.result()
-                entries[entry["index"]] = entry
-        _write_manifest(out_dir, shape, version, [entries[i] for i in sorted(entries)])
+        entries.update((f.result()["index"], f.result()) for f in futures
+                       if f.done() and not f.cancelled() and f.exception() is None)
+        save()
         why = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped"
         progress(f"videos: {why}; {len(entries)} of {shape.count} kept for the next run")
         raise
     pool.shutdown()
-    _write_manifest(out_dir, shape, version, [entries[i] for i in range(shape.count)])
+    save()
     return [out_dir / video_name(i) for i in range(shape.count)]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    d = SEED_SHAPE.videos
     p = subparsers.add_parser(
         "videos",
         help="make synthetic videos with FFmpeg",
@@ -249,22 +214,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run with the same settings are reused.",
     )
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
-    p.add_argument("--count", type=int, default=d.count, help=f"videos (default {d.count})")
-    p.add_argument("--duration", type=int, default=d.duration_secs,
-                   help=f"seconds per video (default {d.duration_secs})")
-    p.add_argument("--fps", type=int, default=d.fps, help=f"frames per second (default {d.fps})")
-    p.add_argument("--width", type=int, default=d.width, help=f"pixels (default {d.width})")
-    p.add_argument("--height", type=int, default=d.height, help=f"pixels (default {d.height})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"content seed (default {d.seed})")
+    # One option per VideoShape field, its default the seed's.
+    for flag, field, what in (("--count", "count", "videos"),
+                              ("--duration", "duration_secs", "seconds per video"),
+                              ("--fps", "fps", "frames per second"), ("--width", "width", "pixels"),
+                              ("--height", "height", "pixels"), ("--seed", "seed", "content seed")):
+        default = getattr(SEED_SHAPE.videos, field)
+        p.add_argument(flag, dest=field, type=int, default=default,
+                       help=f"{what} (default {default})")
     p.add_argument("--jobs", type=int, default=None, help="parallel FFmpeg processes")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    shape = replace(
-        SEED_SHAPE.videos, count=args.count, duration_secs=args.duration, fps=args.fps,
-        width=args.width, height=args.height, seed=args.seed,
-    )
+    shape = VideoShape(**{field.name: getattr(args, field.name) for field in fields(VideoShape)})
     try:
         paths = make_videos(args.out, shape, jobs=args.jobs)
     except (ValueError, RuntimeError) as exc:

@@ -2,7 +2,7 @@
 
 Tests drive real clients (AIPerf, the `openai` SDK) against it and then assert on what
 arrived on the wire: headers, body, order of content parts. It answers instantly by
-default, so it also measures how fast a client can go (perf/client_capacity.py).
+default, so it also measures how fast a client can go (tests/perf_client_capacity.py).
 
 Usage:
     with RecordingOpenAIServer(models=["m"]) as server:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_run import LevelSummary
-from benchmarks.prompts import standin_text
+from benchmarks.dataset import standin_text
 from infra.calibration import (
     H200,
     MOCK_MISS_SECS,

@@ -16,12 +16,13 @@ from benchmarks import report, smoke, sweep, videos
 from benchmarks.__main__ import build_parser
 from benchmarks.dataset import (
     MODE_TEXT_STANDIN,
+    QUESTIONS,
     build_dataset,
     dataset_lines,
     load_dataset_info,
+    standin_text,
     video_references,
 )
-from benchmarks.prompts import QUESTIONS, standin_text
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.names import InputError
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
+from benchmarks.dataset import QUESTIONS as QUESTION_SET
 from benchmarks.dataset import build_dataset
 from benchmarks.evidence import attribute_raw_export
-from benchmarks.prompts import QUESTIONS as QUESTION_SET
 from benchmarks.sweep import (
     MANIFEST_NAME,
     NEW_RUN_HINT,
@@ -360,12 +360,12 @@ def test_a_server_that_stops_early_is_flagged_and_fails_the_level(tmp_path: Path
 
 
 def test_the_client_capacity_benchmark_runs_the_sweeps_own_aiperf_command() -> None:
-    """perf/client_capacity.py builds its level with the sweep's LevelSpec: a change there
+    """tests/perf_client_capacity.py builds its level with the sweep's LevelSpec: a change there
     must not leave the benchmark broken (it was, once, by a removed field). Its figures
     are printed, not asserted; what is asserted is what it sent and counted."""
     result = subprocess.run(
-        [sys.executable, "perf/client_capacity.py", "--videos", "2", "--questions-per-video",
-         "4", "--concurrency", "2", "--timeout", "120"],
+        [sys.executable, "-m", "tests.perf_client_capacity", "--videos", "2",
+         "--questions-per-video", "4", "--concurrency", "2", "--timeout", "120"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
     )
     assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]

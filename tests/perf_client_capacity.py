@@ -6,7 +6,7 @@ local server on 127.0.0.1 (tests/support_openai_server.py, answering at once), a
 the request rate AIPerf drove and the peak resident memory of AIPerf's process tree.
 Goal: at least 10x the fastest rate the seed measured on eight H200s (17.78 req/s).
 
-    .venv/bin/python perf/client_capacity.py [--videos 150] [--concurrency 16]
+    .venv/bin/python -m tests.perf_client_capacity [--videos 150] [--concurrency 16]
 
 Exit code 0 when the goal is met, 1 when not.
 """
@@ -21,21 +21,19 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.aiperf_run import (  # noqa: E402
+from benchmarks.aiperf_run import (
     SUMMARY_EXPORT,
     LevelSpec,
     aiperf_command,
     aiperf_env,
     summarize_file,
 )
-from benchmarks.dataset import build_dataset  # noqa: E402
-from benchmarks.processes import PeakMemory  # noqa: E402
-from benchmarks.tiny_model import build_tiny_model_dir  # noqa: E402
-from infra.calibration import SEED_TABLE  # noqa: E402
-from infra.names import SEED_SHAPE  # noqa: E402
-from tests.support_openai_server import RecordingOpenAIServer  # noqa: E402
+from benchmarks.dataset import build_dataset, video_references
+from benchmarks.processes import PeakMemory
+from benchmarks.tiny_model import build_tiny_model_dir
+from infra.calibration import SEED_TABLE
+from infra.names import SEED_SHAPE
+from tests.support_openai_server import RecordingOpenAIServer
 
 # The seed's "Measured performance" table: session affinity at concurrency 16.
 SEED_FASTEST_REQ_PER_S = max(row.sa_req_s for row in SEED_TABLE)
@@ -57,7 +55,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="client-capacity-") as tmp:
         work = Path(tmp)
         dataset = work / "dataset.jsonl"
-        refs = [f"http://127.0.0.1:9/videos/video_{i:04d}.mp4" for i in range(args.videos)]
+        refs = video_references(base_url="http://127.0.0.1:9/videos", count=args.videos)
         build_dataset(dataset, video_refs=refs, questions_per_video=args.questions_per_video,
                       output_tokens=args.output_tokens)
         tokenizer = build_tiny_model_dir(work / "tokenizer")
