@@ -92,6 +92,9 @@ KEYS: dict[str, tuple] = {
     "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
     "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
     "benchmarkImage": S,
+    # Above 0 (0 would never stop) and at most 50 (wider says nothing).
+    "benchmarkStopWithinPct": ("float", 0, 50, " percent (the stop rule's interval)"),
+    "benchmarkFull": B,
     "benchmarkSmokeTimeoutSecs": SECS, "benchmarkSweepTimeoutSecs": SECS,
     "benchmarkVideoServerTimeoutSecs": SECS, "benchmarkPipIndexUrl": S,
     "benchmarkNodeSelector": L, "benchmarkTolerations": L,
@@ -133,16 +136,20 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
         if isinstance(value, bool) or text in ("true", "false"):
             return value if isinstance(value, bool) else text == "true"
         return bad(f"'{value}' is not a boolean; use true or false") or False
-    if kind[0] == "int":
+    if kind[0] in ("int", "float"):
         low, high, unit = kind[1:]
+        whole = kind[0] == "int"
         try:
-            number = None if isinstance(value, bool) else int(str(value).strip())
+            number = None if isinstance(value, bool) else (int if whole else float)(
+                str(value).strip())
         except ValueError:
             number = None
-        if number is None:
-            return bad(f"'{value}' is not a whole number; use an integer {low}..{high}") or low
-        if not low <= number <= high:
-            bad(f"{number} is out of range; use {low}..{high}{unit}")
+        if number is None or number != number:  # NaN is no number either
+            what = "a whole number; use an integer" if whole else "a number; use one in"
+            return bad(f"'{value}' is not {what} {low}..{high}") or low
+        if not (low <= number if whole else low < number) or number > high:
+            bad(f"{number} is out of range; use {low}..{high}{unit}"
+                + ("" if whole else f", above {low}"))
         return number
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
@@ -325,6 +332,9 @@ class BenchmarkSettings:
     sweep_timeout_secs: int = 12 * 3600
     video_server_timeout_secs: int = 1800
     pip_index_url: str = ""  # the pods' PIP_INDEX_URL, for clusters behind a mirror
+    # The sweep's stop rule (`--stop-within-pct`), or every chunk of every level (`--full`).
+    stop_within_pct: float = names.SEED_SHAPE.stop_within_pct
+    full: bool = False
 
     @property
     def requests_per_level(self) -> int:
