@@ -1,8 +1,8 @@
 """Kubernetes manifests of the recipe, built as plain dicts from `Settings`.
 
 Pure so that tests validate exactly what the program declares against the Kubernetes and
-DynamoGraphDeployment schemas, without Pulumi. `infra/components.py` wraps each in a
-resource; nothing here talks to a cluster.
+DynamoGraphDeployment schemas, without Pulumi. `infra/__main__.py` declares each as it
+is; nothing here talks to a cluster.
 
 Resources shared by both stacks (namespace, NGC secret, cache claim, download Job) carry no
 profile label, so switching stacks adopts them unchanged; the graph carries its profile.
