@@ -36,18 +36,9 @@ from infra import benchmark_manifests as bm  # noqa: E402
 from infra import cluster, manifests, names  # noqa: E402
 from infra.calibration import stack_plan  # noqa: E402
 from infra.network_policies import network_policies  # noqa: E402
-from infra.settings import (  # noqa: E402
-    HF_TOKEN,
-    NGC_API_KEY,
-    REPO_ROOT,
-    Settings,
-    SettingsError,
-    parse_settings,
-)
+from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
 TYPE_PREFIX = "cosmos3-routing:infra"
-# Each token's Secret resource by its config key (the names pin their URNs).
-SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
 DOWNLOAD_PLACEMENT_FIELDS = [
     *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
     "spec.activeDeadlineSeconds", "spec.backoffLimit",
@@ -106,6 +97,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
     keep, cache = settings.cache.keep_on_destroy, settings.cache
+    objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
 
     # The namespace (created or existing) and the Secret of the token the workers read:
     # the NGC key (runtime nim) or the Hugging Face token (runtime vllm).
@@ -114,12 +106,11 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     made: list[pulumi.Resource] = []
     if settings.namespace.create:
         # `destroy` keeps it when the cache is kept: deleting it deletes the claim.
-        made = [declare("namespace", manifests.namespace(settings), namespace,
-                        provider=adopting, retain_on_delete=keep)]
+        made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
+                        retain_on_delete=keep)]
         namespace_name = made[0].metadata.apply(lambda m: m["name"])
-    before_download = [declare(SECRET_RESOURCES[key], manifests.token_secret(
-        settings, key, pulumi.Output.secret(tokens[key])), namespace, depends_on=made)
-        for key in settings.secrets.required]
+    before_download = [declare(name, objects[name], namespace, depends_on=made)
+                       for name in objects if objects[name]["kind"] == "Secret"]
 
     # Each pod takes only the traffic it needs (infra/network_policies.py), before any runs.
     policies = group("NetworkPolicies", "network-policies", providers=[creating])
@@ -135,7 +126,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     claim_name: pulumi.Output[str] = pulumi.Output.from_input(cache.claim_name)
     spec = cluster.claim_spec(settings, live) if cache.create_claim else None
     if spec is not None:
-        claim = declare("claim", {**manifests.model_cache_claim(settings), "spec": spec},
+        claim = declare("claim", {**objects["claim"], "spec": spec},
                         model_cache, provider=adopting, retain_on_delete=keep,
                         depends_on=[namespace], ignore_changes=["spec"])
         claim_name = claim.metadata.apply(lambda m: m["name"])
@@ -157,12 +148,12 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     # The provider replaces a Job on any `.spec.template` change (deleting it first: the
     # name is fixed), and a download on a GPU would wait for the GPUs the graph holds. A
     # completed Job is kept as it is; placement never changes the cache's content.
-    download = declare("download", manifests.model_download_job(settings), model_cache,
+    download = declare("download", objects["download"], model_cache,
                        depends_on=before_download, provider=adopting,
                        ignore_changes=["spec"] if done else DOWNLOAD_PLACEMENT_FIELDS)
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
-    graph = declare("graph", manifests.graph(settings),
+    graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
                     depends_on=[download],
                     custom_timeouts=_timeouts(settings.timeouts.graph_secs))

@@ -4,27 +4,19 @@ PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
 Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
 `collect` command build exactly the same things. Why this shape:
 
-- The project's own code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; every
-  pod mounts what the pods run (`pod_sources`: the in-cluster commands' modules and the
-  pins) as a source tree and runs it in a stock, pinned Python image through `RUNNER`, a
-  few lines of shell that let pip install what the one command needs first. No image to
-  build.
-- Videos are made inside the cluster by `python -m benchmarks videos` and served over
-  HTTP by a Service, so traffic and media never leave the cluster.
-- The smoke and sweep Jobs are awaited by the Kubernetes provider (to completion, with
-  `pulumi.com/timeoutSeconds`); a failed Job fails `pulumi up` with its log's last lines
-  (`FallbackToLogsOnError`), which end with the command's own reason.
+- The project's code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; each pod
+  mounts what the pods run (`pod_sources`) as a source tree and runs it in a stock, pinned
+  Python image through `RUNNER`. No image to build. The videos are made and served inside
+  the cluster, so traffic and media never leave it.
+- The provider awaits the smoke and sweep Jobs to completion; a failed Job fails `pulumi
+  up` with its log's tail (`FallbackToLogsOnError`): the command's own reason.
 - A run is bound to what it measures: the rendered graph's hash (`graph_hash`), the
-  graph's uid (a recreated graph is a new deployment), the benchmark image and the hash of
-  what the pods run (`code_hash`; the Pulumi program's own modules are not part of it).
-  The smoke Job's pod template carries the binding's hash, so a new binding reruns it;
-  the sweep records it and refuses to resume a run bound to another one.
-- A sweep Job that started is never replaced by a later `up` (only a failed one is rerun):
-  see `infra/__main__.py`.
-- The sweep writes to the model-cache claim under `benchmarks/<stack>/<run-id>/`, which
-  outlives the Job (and `pulumi destroy`, by default) until the hook or `collect` fetches it.
-- The run id is part of both Job names: a new run id replaces both Jobs (the smoke test
-  and the sweep run again) and leaves the graph alone.
+  graph's uid, the benchmark image and the pods' code (`code_hash`, not the Pulumi
+  program's). The smoke Job's pod template carries the binding's hash, so a new binding
+  reruns it; the sweep records it and refuses to resume a run bound to another one.
+- The sweep writes to the cache claim under `benchmarks/<stack>/<run-id>/`, which outlives
+  the Job until the hook or `collect` fetches it. The run id is in both Job names: a new
+  one reruns the smoke test and the sweep and leaves the graph alone.
 """
 
 from __future__ import annotations
@@ -76,6 +68,9 @@ DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
 RUN_ID_LABEL = "cosmos3-routing/run-id"
+READ_ONLY_ROOT = {**container_security(), "readOnlyRootFilesystem": True}
+# The installed client (the user site) and caches: a few GiB at most.
+WORK_VOLUME = {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
 
 # Source the Jobs need: both packages and the pins (a pod imports only what it runs).
 SHIPPED_PACKAGES = ("benchmarks", "infra")
@@ -140,12 +135,7 @@ class BenchmarkTarget:
 
 def run_of(settings: Settings) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it."""
-    b, placement = settings.benchmark, settings.benchmark_placement
-    pods: dict[str, Any] = {}
-    if placement.node_selector:
-        pods["nodeSelector"] = dict(placement.node_selector)
-    if placement.tolerations:
-        pods["tolerations"] = [t.manifest() for t in placement.tolerations]
+    b, pods = settings.benchmark, dict(settings.benchmark_placement.pod_spec)
     return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace.name,
                cache_claim=settings.cache.claim_name, image=b.image,
                image_pull_secrets=tuple(settings.secrets.image_pull_secrets),
@@ -282,12 +272,6 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def job_on_stop(timeout_key: str, timeout_secs: int, then: str) -> str:
-    """What a stopped Job pod means: its deadline, or the Job's deletion, or an eviction."""
-    return (f"the Job's deadline ({timeout_key} ({timeout_secs} s)) passed, or the Job was "
-            "deleted (`pulumi destroy`, a replaced Job) or the pod evicted; " + then)
-
-
 VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
                   "drain or `pulumi destroy`); its next pod makes them again")
 
@@ -347,10 +331,6 @@ def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
-def _container_security() -> dict[str, Any]:
-    return {**container_security(), "readOnlyRootFilesystem": True}
-
-
 def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
     """What the pods run, from the code ConfigMap, as a source tree: each key back at its
     path. Only those files, so an edit of the rest never touches a pod template."""
@@ -383,7 +363,7 @@ def _runner_container(
         "env": [*_env(settings), {"name": "PACKAGES", "value": packages},
                 {"name": "ON_STOP", "value": on_stop}],
         "resources": resources,
-        "securityContext": _container_security(),
+        "securityContext": READ_ONLY_ROOT,
         # A failed pod's log tail is what `pulumi up` shows: the command's own reason.
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
@@ -407,11 +387,6 @@ def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str
         **({"imagePullSecrets": [{"name": n} for n in secrets]} if secrets else {}),
         "containers": containers, "volumes": volumes,
     }
-
-
-def _work_volume() -> dict[str, Any]:
-    # The installed client (the user site) and caches: a few GiB at most.
-    return {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
 
 
 # ---------------------------------------------------------------------------------------
@@ -442,13 +417,13 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings, code: dic
         "livenessProbe": {**http, "periodSeconds": 30, "timeoutSeconds": 10,
                           "failureThreshold": 5},
         "resources": _resources("250m", "256Mi", "512Mi", "1"),
-        "securityContext": _container_security(),
+        "securityContext": READ_ONLY_ROOT,
         "volumeMounts": [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
     }
     maker = _runner_container("videos", videos_args(settings), settings,
                               _resources("2", "2Gi", "4Gi", "4"),
                               [{"name": "videos", "mountPath": VIDEOS_DIR}])
-    volumes = [_work_volume(), _code_volume(code),
+    volumes = [WORK_VOLUME, _code_volume(code),
                {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
     annotations = {**(DO_NOT_DISRUPT if protected else {}),
                    CODE_ANNOTATION: code["metadata"]["annotations"][CODE_ANNOTATION]}
@@ -484,12 +459,17 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings, code: dic
 
 
 def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
-         deadline_secs: int, resources: dict[str, Any], on_stop: str,
-         volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
-         annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
-    """A Job running one command, deadline `deadline_secs`, awaited a little longer. Its pod
-    template carries the deployment's hash: a new deployment is a new template."""
-    run = target.run
+         resources: dict[str, Any], then: str, volumes: list[dict[str, Any]],
+         mounts: list[dict[str, Any]], annotations: dict[str, str], **spec: Any
+         ) -> dict[str, Any]:
+    """A Job running one command within its deadline (`benchmark<Role>TimeoutSecs`), awaited
+    a little longer. Its pod template carries the deployment's hash: a new deployment is a
+    new template. A stopped pod says what that means: its deadline passed, the Job was
+    deleted, or the pod evicted; `then` what to do."""
+    run, deadline_secs = target.run, getattr(settings, f"{role}_timeout_secs")
+    on_stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline_secs} s)) "
+               "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
+               "evicted; " + then)
     job_labels = labels(f"benchmark-{role}", run.stack, run.run_id)
     container = _runner_container("main", args, settings, resources, mounts, on_stop)
     pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
@@ -500,7 +480,7 @@ def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: 
                           job_labels, annotations={**timeout, **annotations}),
         "spec": {"activeDeadlineSeconds": deadline_secs, **spec, "template": {
             "metadata": {"labels": job_labels, "annotations": pod_annotations},
-            "spec": _pod_spec(run, [container], [_work_volume(), *volumes], "Never")}},
+            "spec": _pod_spec(run, [container], [WORK_VOLUME, *volumes], "Never")}},
     }
 
 
@@ -509,11 +489,9 @@ def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
     """One video, one question; passes only on a non-empty answer. No retries: a failure
     is a finding, and its reason is what `pulumi up` shows. After a failed smoke test, the
     next `up` runs it again (replaceUnready)."""
-    timeout = settings.smoke_timeout_secs
-    return _job(target, settings, "smoke", smoke_args(target, settings), timeout,
+    return _job(target, settings, "smoke", smoke_args(target, settings),
                 _resources("500m", "1Gi", "2Gi", "2"),
-                job_on_stop("benchmarkSmokeTimeoutSecs", timeout,
-                            "if the deadline passed, raise it, then `pulumi up`"),
+                "if the deadline passed, raise it, then `pulumi up`",
                 [_code_volume(code)], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
 
 
@@ -524,14 +502,12 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
 
     `rerun` (the live Job failed) lets the next `up` replace it, resuming the run; a sweep
     still running is never replaced (`replaceUnready` would take it for a failed one)."""
-    timeout = settings.sweep_timeout_secs
     claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
     return _job(
-        target, settings, "sweep", sweep_args(target, settings), timeout,
+        target, settings, "sweep", sweep_args(target, settings),
         _resources("2", "4Gi", "8Gi", "8"),
-        job_on_stop("benchmarkSweepTimeoutSecs", timeout,
-                    "finished levels stay on the claim; if the deadline passed, raise it, "
-                    "then `pulumi up` with the same benchmarkRunId resumes the run"),
+        "finished levels stay on the claim; if the deadline passed, raise it, then `pulumi "
+        "up` with the same benchmarkRunId resumes the run",
         [_code_volume(code), claim], [{"name": "cache", "mountPath": CACHE_DIR}],
         {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
          **({REPLACE_UNREADY: "true"} if rerun else {})},
@@ -583,7 +559,7 @@ def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = 
         **{probe: {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
            for probe in ("readinessProbe", "livenessProbe")},
         "resources": _resources("100m", "256Mi", "1Gi", "1"),
-        "securityContext": _container_security(),
+        "securityContext": READ_ONLY_ROOT,
         "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
     }
     claim = {"claimName": run.cache_claim, "readOnly": True}

@@ -271,6 +271,8 @@ class PlacementSettings:
 
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
+    # The same as a pod spec's `nodeSelector` and `tolerations` (those set), made once.
+    pod_spec: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -545,7 +547,9 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
                       f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
         else:
             tolerations.append(toleration)
-    return PlacementSettings(tuple(selector), tuple(tolerations))
+    pod_spec = {**({"nodeSelector": dict(selector)} if selector else {}),
+                **({"tolerations": [t.manifest() for t in tolerations]} if tolerations else {})}
+    return PlacementSettings(tuple(selector), tuple(tolerations), pod_spec)
 
 
 def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
