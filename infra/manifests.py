@@ -317,7 +317,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
     return {
         "name": names.WORKER_COMPONENT,
         "type": "worker",
-        "replicas": workers.replicas,
+        "replicas": workers.serving.replicas,
         "sharedMemorySize": workers.shared_memory,
         "runtimeVersionOverride": settings.images.worker_runtime_version,
         "podTemplate": {

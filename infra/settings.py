@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -338,13 +338,11 @@ class BenchmarkSettings:
     stop_within_pct: float = names.SEED_SHAPE.stop_within_pct
     full: bool = False
 
-    @property
-    def requests_per_level(self) -> int:
-        return self.videos * self.questions_per_video
+    # Made once (a field, not a property): what reads a stack never calls back in here.
+    any_enabled: bool = field(init=False)
 
-    @property
-    def any_enabled(self) -> bool:
-        return self.smoke or self.sweep
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "any_enabled", self.smoke or self.sweep)
 
 
 @dataclass(frozen=True)
@@ -659,7 +657,7 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
     for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
         r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
     return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
-                                for f in fields(BenchmarkSettings)})
+                                for f in fields(BenchmarkSettings) if f.init})
 
 
 def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:

@@ -224,7 +224,7 @@ def test_defaults_are_the_seed_shape() -> None:
     settings = BenchmarkSettings()
     assert settings.concurrencies == SEED_SHAPE.concurrencies
     assert settings.videos == SEED_SHAPE.videos.count
-    assert settings.requests_per_level == SEED_SHAPE.requests_per_level
+    assert settings.videos * settings.questions_per_video == SEED_SHAPE.requests_per_level
 
 
 def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
