@@ -159,7 +159,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                     custom_timeouts=_timeouts(settings.timeouts.graph_secs))
     if settings.benchmark.any_enabled:
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
-        _benchmark(settings, benchmark, namespace, graph, adopting, live)
+        _benchmark(settings, bm.benchmark_target(settings, objects["graph"]), benchmark,
+                   namespace, graph, adopting, live)
     graph_name: pulumi.Output[str] = graph.metadata.apply(lambda m: m["name"])
     return {"namespace": namespace_name, "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
@@ -167,14 +168,14 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
             **stack_outputs(settings, graph_name)}
 
 
-def _benchmark(settings: Settings, benchmark: pulumi.Resource, namespace: pulumi.Resource,
-               graph: pulumi.CustomResource, adopting: k8s.Provider,
-               live: cluster.LiveObjects | None) -> None:
+def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi.Resource,
+               namespace: pulumi.Resource, graph: pulumi.CustomResource,
+               adopting: k8s.Provider, live: cluster.LiveObjects | None) -> None:
     """The video server, the smoke Job and the sweep Job (each only when enabled). The
     sweep Job's state in the cluster (`live`) decides what a change may do to it: one that
     failed is run again (resuming its run), one running or finished is kept."""
     b, state = settings.benchmark, cluster.job_status_of(live.sweep_job if live else None).state
-    target, sources = bm.benchmark_target(settings), bm.shipped_sources(REPO_ROOT)
+    sources = bm.shipped_sources(REPO_ROOT)
     failed, done = state is cluster.JobState.FAILED, state is cluster.JobState.SUCCEEDED
     objects = bm.benchmark_objects(target, b, sources, failed, done)
     # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new

@@ -38,7 +38,6 @@ from infra.manifests import (
     WAIT_FOR,
     common_labels,
     container_security,
-    graph,
     pod_security,
 )
 from infra.names import Run, smoke_video, video_name, video_server_name
@@ -143,10 +142,11 @@ def run_of(settings: Settings) -> Run:
                pod_placement=pods, smoke=b.smoke, sweep=b.sweep)
 
 
-def benchmark_target(settings: Settings) -> BenchmarkTarget:
+def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
     """The stack's target. What a run measures, in words (a refused resume and the report
-    show them); what binds it is the graph's hash beside them, the benchmark image, the
-    graph's uid and the code, so no setting that changes the graph can be missed."""
+    show them); what binds it is the hash of the graph as the program declares it
+    (`rendered_graph`) beside them, the benchmark image, the graph's uid and the code, so
+    no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image,
@@ -155,8 +155,7 @@ def benchmark_target(settings: Settings) -> BenchmarkTarget:
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.workers.served_model,
         "routing": " ".join(routing_args(routing)),
-        # The graph as the program declares it.
-        "graph": graph_hash(graph(settings), settings.profile),
+        "graph": graph_hash(rendered_graph, settings.profile),
         "benchmark_image": settings.benchmark.image,
     }
     return BenchmarkTarget(
