@@ -1,20 +1,292 @@
 """The Pulumi program (`main: infra/` in Pulumi.yaml): read config, check, declare, export.
 
-The language host runs this directory with `runpy.run_path`, which puts `infra/` (not the
-repository root) on `sys.path`; adding the root imports the `infra` package as the tests
-and the toolkit do. Tests run this same file under the SDK's mocks with the stack files.
+Every object is its manifest from `infra.manifests`, `infra.network_policies` or
+`infra.benchmark_manifests`, handed to the provider as it is (`declare`); this module adds
+what only Pulumi expresses: the groups a user sees in `pulumi stack`, order, waits, what
+outlives `pulumi destroy`, and the hook that brings the sweep's results home. Order:
+namespace and token Secret -> NetworkPolicies (before any pod) -> model cache (claim +
+download Job, awaited until Complete) -> graph (awaited until Ready); the video server
+comes up beside the download, the smoke Job waits for the graph and the videos, the sweep
+Job for the smoke test. A failed Job fails `pulumi up` with its own last lines.
+
+The language host runs this directory with `runpy.run_path` as `__main__`, which puts
+`infra/` (not the repository root) on `sys.path`; adding the root imports the `infra`
+package as the tests and the toolkit do. The program never imports the toolkit
+(`benchmarks/`): the pods run it, and the hook runs `collect` as a child process.
 """
 
+import json
+import os
+import subprocess
 import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 if (_ROOT := str(Path(__file__).resolve().parent.parent)) not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from infra import benchmark_components, cluster, components, settings  # noqa: E402
+from infra import benchmark_manifests as bm  # noqa: E402
+from infra import cluster, manifests, names  # noqa: E402
+from infra.calibration import stack_plan  # noqa: E402
+from infra.network_policies import network_policies  # noqa: E402
+from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
+
+TYPE_PREFIX = "cosmos3-routing:infra"
+DOWNLOAD_PLACEMENT_FIELDS = [
+    *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
+    "spec.activeDeadlineSeconds", "spec.backoffLimit",
+]
+# Where the hook puts results: results/<stack>/<run-id>/ in the project.
+RESULTS_ROOT = REPO_ROOT / "results"
+# Bounds the hook's `collect`: its reader pod start (300 s) and copy (900 s), with room.
+COLLECT_TIMEOUT_SECS = 1500.0
+Say = Callable[[str], None]
+
+
+def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
+    return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
+
+
+def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
+            **opts: Any) -> pulumi.CustomResource:
+    """One object as its manifest is: the provider takes the manifest's fields, under the
+    type its apiVersion and kind name (`kubernetes:core/v1:Secret`). Awaited as long as
+    its `pulumi.com/timeoutSeconds` says, for create and update."""
+    group, _, version = manifest["apiVersion"].rpartition("/")
+    seconds = manifest["metadata"].get("annotations", {}).get(manifests.TIMEOUT_SECONDS)
+    if seconds:
+        opts.setdefault("custom_timeouts", _timeouts(int(seconds)))
+    if manifest["kind"] == "Secret":  # its data stays secret, as the SDK's Secret type keeps it
+        manifest = {**manifest, "stringData": pulumi.Output.secret(manifest["stringData"])}
+        opts["additional_secret_outputs"] = ["data", "stringData"]
+    kind = f"kubernetes:{group or 'core'}/{version}:{manifest['kind']}"
+    return pulumi.CustomResource(kind, name, dict(manifest),
+                                 pulumi.ResourceOptions(parent=parent, **opts))
+
+
+def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
+    """A group a user sees in `pulumi stack` (its type and name pin its children's URNs)."""
+    return pulumi.ComponentResource(f"{TYPE_PREFIX}:{kind}", name, None,
+                                    pulumi.ResourceOptions(**opts))
+
+
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
+           live: cluster.LiveObjects | None) -> dict[str, Any]:
+    """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
+    key in `settings.secrets.required`; `live`: what `cluster.observe` found (None: not read).
+
+    Two providers, one cluster: since pulumi-kubernetes 4.29 creating an existing object
+    fails with AlreadyExists unless the provider upserts (its docs on
+    `upsertExistingObjects`), so `cluster` (the one provider's old name, so existing stacks
+    keep theirs) upserts, only for what outlives a run: what `destroy` keeps and the Jobs
+    an interrupted `up` leaves running. `cluster-create` makes the rest. Moving an object
+    between them replaces it only if the cluster changes (pulumi/pulumi step_generator.go
+    `providerChanged`). Explicit providers don't read `kubernetes:*` config, so context and
+    kubeconfig (a secret) are passed through.
+    """
+    kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
+    adopting, creating = (
+        k8s.Provider(name, context=settings.kube_context, kubeconfig=kubeconfig,
+                     upsert_existing_objects=upsert)
+        for name, upsert in (("cluster", True), ("cluster-create", False)))
+    keep, cache = settings.cache.keep_on_destroy, settings.cache
+    objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
+
+    # The namespace (created or existing) and the Secret of the token the workers read:
+    # the NGC key (runtime nim) or the Hugging Face token (runtime vllm).
+    namespace = group("RecipeNamespace", "namespace", providers=[creating])
+    namespace_name: pulumi.Output[str] = pulumi.Output.from_input(settings.namespace.name)
+    made: list[pulumi.Resource] = []
+    if settings.namespace.create:
+        # `destroy` keeps it when the cache is kept: deleting it deletes the claim.
+        made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
+                        retain_on_delete=keep)]
+        namespace_name = made[0].metadata.apply(lambda m: m["name"])
+    before_download = [declare(name, objects[name], namespace, depends_on=made)
+                       for name in objects if objects[name]["kind"] == "Secret"]
+
+    # Each pod takes only the traffic it needs (infra/network_policies.py), before any runs.
+    policies = group("NetworkPolicies", "network-policies", providers=[creating])
+    for name, policy in network_policies(settings).items():
+        declare(name, policy, policies, depends_on=[namespace])
+
+    # The claim is retained by default (`cacheKeepOnDestroy`) and adopted by the next `up`
+    # of either stack. Its spec is written once: the provider replaces a claim on any spec
+    # change, and a replacement empties the cache, so a later change only warns.
+    model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
+    if drift := cluster.claim_drift(settings, live):
+        pulumi.log.warn(drift, resource=model_cache)
+    claim_name: pulumi.Output[str] = pulumi.Output.from_input(cache.claim_name)
+    spec = cluster.claim_spec(settings, live) if cache.create_claim else None
+    if spec is not None:
+        claim = declare("claim", {**objects["claim"], "spec": spec},
+                        model_cache, provider=adopting, retain_on_delete=keep,
+                        depends_on=[namespace], ignore_changes=["spec"])
+        claim_name = claim.metadata.apply(lambda m: m["name"])
+        before_download.append(claim)
+    elif cache.create_claim:
+        pulumi.log.info(
+            f"model cache claim {cache.claim_name} exists and was not made by this project: "
+            "used as it is (as cacheExistingClaim), never deleted by this stack",
+            resource=model_cache)
+    live_job = live.download_job if live else None
+    done = cluster.completed(live_job)
+    if done and cluster.download_differs(settings, live_job):
+        kubectl, name = settings.kubectl, settings.download_job_name
+        pulumi.log.info(
+            f"download Job {name} completed for an earlier template and is kept as it is "
+            "(a completed Job is never replaced). If the model's settings changed (image, "
+            f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
+            "`pulumi up --refresh`", resource=model_cache)
+    # The provider replaces a Job on any `.spec.template` change (deleting it first: the
+    # name is fixed), and a download on a GPU would wait for the GPUs the graph holds. A
+    # completed Job is kept as it is; placement never changes the cache's content.
+    download = declare("download", objects["download"], model_cache,
+                       depends_on=before_download, provider=adopting,
+                       ignore_changes=["spec"] if done else DOWNLOAD_PLACEMENT_FIELDS)
+
+    # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
+    graph = declare("graph", objects["graph"],
+                    group("ReasonerGraph", "graph", providers=[creating]),
+                    depends_on=[download],
+                    custom_timeouts=_timeouts(settings.timeouts.graph_secs))
+    if settings.benchmark.any_enabled:
+        benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
+        _benchmark(settings, bm.benchmark_target(settings, objects["graph"]), benchmark,
+                   namespace, graph, adopting, live)
+    graph_name: pulumi.Output[str] = graph.metadata.apply(lambda m: m["name"])
+    return {"namespace": namespace_name, "graphName": graph_name,
+            "frontendService": graph_name.apply(names.frontend_service_name),
+            "modelCacheClaim": claim_name,
+            **stack_outputs(settings, graph_name)}
+
+
+def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi.Resource,
+               namespace: pulumi.Resource, graph: pulumi.CustomResource,
+               adopting: k8s.Provider, live: cluster.LiveObjects | None) -> None:
+    """The video server, the smoke Job and the sweep Job (each only when enabled). The
+    sweep Job's state in the cluster (`live`) decides what a change may do to it: one that
+    failed is run again (resuming its run), one running or finished is kept."""
+    b, state = settings.benchmark, cluster.job_status_of(live.sweep_job if live else None).state
+    sources = bm.shipped_sources(REPO_ROOT)
+    failed, done = state is cluster.JobState.FAILED, state is cluster.JobState.SUCCEEDED
+    objects = bm.benchmark_objects(target, b, sources, failed, done)
+    # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new
+    # deployment even with the same settings.
+    jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(
+        replace(target, deployment=(*target.deployment, ("graph_uid", (m or {}).get("uid") or ""))),
+        b, sources, failed, done))
+    # A sweep that started is never replaced: the provider replaces a Job on any pod
+    # template change, deleting it first (its name is fixed), which would kill a running
+    # sweep or throw a finished one away for a new Job that refuses to resume. Only a
+    # failed one is rerun (it resumes its run). A later binding needs a new run id.
+    kept = state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+    if kept and b.sweep:
+        pulumi.log.info(
+            f"sweep Job {objects['sweep']['metadata']['name']} is {state.value} in the "
+            "cluster: kept as it is (a started sweep is never replaced); to measure this "
+            "deployment or code again, set a new benchmarkRunId", resource=benchmark)
+    code = declare("code", objects["code"], benchmark, depends_on=[namespace])
+    server = declare("video-server", objects["video-server"], benchmark,
+                     depends_on=[namespace, code])
+    # After the server: its endpoints exist only once a server pod is Ready.
+    service = declare("video-service", objects["video-service"], benchmark,
+                      depends_on=[namespace, server])
+    if "video-budget" in objects:
+        declare("video-budget", objects["video-budget"], benchmark, depends_on=[namespace])
+    ready: list[pulumi.Resource] = [graph, server, service]
+    for role in ("smoke", "sweep"):
+        if role not in objects:
+            continue
+        sweep: dict[str, Any] = {}
+        if role == "sweep":
+            hook = results_home_hook(settings)
+            sweep = {"hooks": pulumi.ResourceHookBinding(after_create=[hook],
+                                                         after_update=[hook]),
+                     "ignore_changes": ["spec"] if kept else None}
+        spec = jobs.apply(lambda o, role=role: o[role]["spec"])
+        ready = [declare(role, {**objects[role], "spec": spec}, benchmark, depends_on=ready,
+                         provider=adopting, **sweep)]
+
+
+def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
+                       timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
+    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
+    itself succeeded, so a failure here is a warning with the command that retries it,
+    never a failed deployment; a sweep left running (not awaited) is neither: collect says
+    how to fetch it later. The stack's kubeconfig (a path or content that may hold
+    credentials) goes in the child's environment, never its argv."""
+    command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
+               "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
+    env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
+    code: int | str
+    try:
+        with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as child:
+            assert child.stdout is not None
+            timer = threading.Timer(timeout_secs, child.kill)
+            timer.start()
+            for line in child.stdout:
+                say(line.rstrip())
+            timer.cancel()
+            code = child.wait()
+    except OSError as error:
+        code = f"{type(error).__name__}: {error}"
+    if code in (0, names.SWEEP_RUNNING_EXIT_CODE):
+        return code == 0
+    warn(f"could not bring the results home (collect ended with {code}, see above); they "
+         f"stay on claim {run.cache_claim} under {run.results_path}/. Retry: "
+         f"{run.collect_command}")
+    return False
+
+
+def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
+    """After the sweep Job is created (or replaced): bring its results home, print the
+    report. Never on preview; a sweep left running gets the command to collect it later."""
+    run = bm.run_of(settings)
+    # The same cluster the provider deploys to (its default: the current context); the
+    # value may be a path or the kubeconfig's content.
+    kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
+    return pulumi.ResourceHook(
+        f"bring-results-home-{settings.profile}",
+        lambda _: bring_results_home(run, kubeconfig, pulumi.log.info, pulumi.log.warn),
+        pulumi.ResourceHookOptions(on_dry_run=False))
+
+
+def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[str, Any]:
+    """Where the frontend is and the exact commands to check it; the `benchmark` output
+    (`collect` reads it) and the sweep's plan, which `pulumi preview` also prints: the
+    hours and GPU-hours before they are spent."""
+    port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
+    forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
+    out: dict[str, Any] = {
+        "frontendPort": port, "servedModel": settings.workers.served_model,
+        "profile": settings.profile, "routerMode": settings.routing.router_mode,
+        "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
+        "portForwardCommand": graph_name.apply(lambda _: forward),
+        "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
+    }
+    if settings.benchmark.any_enabled:
+        out["benchmark"] = bm.run_of(settings).output()
+    if settings.benchmark.sweep:
+        plan = stack_plan(settings)
+        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
+                        f"{settings.profile}`):\n" + "\n".join(plan.lines()))
+        out["benchmarkPlan"] = {
+            "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
+            "sweepHours": round(plan.sweep_secs / 3600, 2),
+            "gpuHours": round(plan.gpu_hours, 1),
+            "basis": plan.hardware.source,
+        }
+    return out
 
 
 def main() -> None:
@@ -23,22 +295,19 @@ def main() -> None:
     raw = dict(runtime_config.CONFIG.get()) or runtime_config.get_config_env()
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     try:
-        stack = settings.parse_settings(raw, pulumi.get_stack(), pulumi.get_project(),
-                                        secret_keys)
+        stack = parse_settings(raw, pulumi.get_stack(), pulumi.get_project(), secret_keys)
         live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"),
                                dry_run=pulumi.runtime.is_dry_run(), say=pulumi.log.info)
         if problems := cluster.problems(stack, live):
-            raise settings.SettingsError(stack.stack, problems)
-    except settings.SettingsError as err:
+            raise SettingsError(stack.stack, problems)
+    except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.secrets.required}
-    deployment = components.deploy(stack, tokens, live)
-    benchmark_components.deploy_benchmark(stack, deployment, live)
-    for name, value in {**components.stack_outputs(stack, deployment),
-                        **benchmark_components.stack_outputs(stack)}.items():
+    for name, value in deploy(stack, tokens, live).items():
         pulumi.export(name, value)
 
 
-main()
+if __name__ == "__main__":
+    main()

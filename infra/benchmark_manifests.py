@@ -4,27 +4,19 @@ PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
 Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
 `collect` command build exactly the same things. Why this shape:
 
-- The project's own code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; every
-  pod mounts what the pods run (`pod_sources`: the in-cluster commands' modules, the
-  runner, the pins) as a source tree (`items[].path`) and runs it in a stock, pinned
-  Python image through `infra/job_runner.py`, which installs what its one command needs
-  first. No image to build.
-- Videos are made inside the cluster by `python -m benchmarks videos` and served over
-  HTTP by a Service, so traffic and media never leave the cluster.
-- The smoke Job and the sweep Job are awaited by the Kubernetes provider (to completion,
-  with `pulumi.com/timeoutSeconds`); a failed Job fails `pulumi up` with the command's last
-  log line, which the runner writes to the termination log that the provider reports.
+- The project's code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; each pod
+  mounts what the pods run (`pod_sources`) as a source tree and runs it in a stock, pinned
+  Python image through `RUNNER`. No image to build. The videos are made and served inside
+  the cluster, so traffic and media never leave it.
+- The provider awaits the smoke and sweep Jobs to completion; a failed Job fails `pulumi
+  up` with its log's tail (`FallbackToLogsOnError`): the command's own reason.
 - A run is bound to what it measures: the rendered graph's hash (`graph_hash`), the
-  graph's uid (a recreated graph is a new deployment), the benchmark image and the hash of
-  what the pods run (`code_hash`; the Pulumi program's own modules are not part of it).
-  The smoke Job's pod template carries the binding's hash, so a new binding reruns it;
-  the sweep records it and refuses to resume a run bound to another one.
-- A sweep Job that started is never replaced by a later `up` (only a failed one is rerun):
-  see `infra.benchmark_components`.
-- The sweep writes to the model-cache claim under `benchmarks/<stack>/<run-id>/`, which
-  outlives the Job (and `pulumi destroy`, by default) until the hook or `collect` fetches it.
-- The run id is part of both Job names: a new run id replaces both Jobs (the smoke test
-  and the sweep run again) and leaves the graph alone.
+  graph's uid, the benchmark image and the pods' code (`code_hash`, not the Pulumi
+  program's). The smoke Job's pod template carries the binding's hash, so a new binding
+  reruns it; the sweep records it and refuses to resume a run bound to another one.
+- The sweep writes to the cache claim under `benchmarks/<stack>/<run-id>/`, which outlives
+  the Job until the hook or `collect` fetches it. The run id is in both Job names: a new
+  one reruns the smoke test and the sweep and leaves the graph alone.
 """
 
 from __future__ import annotations
@@ -46,16 +38,9 @@ from infra.manifests import (
     WAIT_FOR,
     common_labels,
     container_security,
-    graph,
     pod_security,
 )
-from infra.names import (
-    Run,
-    code_config_map_name,
-    smoke_video,
-    video_name,
-    video_server_name,
-)
+from infra.names import Run, smoke_video, video_name, video_server_name
 from infra.routing import routing_args
 from infra.settings import BenchmarkSettings, Settings
 
@@ -81,16 +66,44 @@ DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                   "karpenter.sh/do-not-disrupt": "true"}
 DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
+RUN_ID_LABEL = "cosmos3-routing/run-id"
+READ_ONLY_ROOT = {**container_security(), "readOnlyRootFilesystem": True}
+# The installed client (the user site) and caches: a few GiB at most.
+WORK_VOLUME = {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
 
 # Source the Jobs need: both packages and the pins (a pod imports only what it runs).
 SHIPPED_PACKAGES = ("benchmarks", "infra")
 SHIPPED_FILES = ("constraints.txt",)
-# What the pods run: these commands (through the runner), and every module they import.
-POD_COMMANDS = ("videos", "smoke", "sweep")
-POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in POD_COMMANDS),
-                     "infra.job_runner")
+# Third-party distributions each in-cluster command needs, pinned by constraints.txt
+# (measured: AIPerf's tree is about 146 packages and 1.3 GB; the others a few MB).
+COMMAND_PACKAGES = {
+    "videos": ("imageio-ffmpeg",),
+    "smoke": ("openai", "imageio-ffmpeg"),
+    "sweep": ("aiperf", "imageio-ffmpeg"),
+}
+POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in COMMAND_PACKAGES))
 # A ConfigMap holds at most 1 MiB.
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
+
+# Every benchmark container's entry point (`sh -c RUNNER runner ARGS`): pip installs the
+# command's $PACKAGES at the pins of the code tree ($PYTHONPATH), a no-op where the image
+# has them, into the user site on the work volume (PIP_USER); then `python -m benchmarks
+# ARGS`. A failed pod's log tail is its termination message (FallbackToLogsOnError): the
+# command's own last line, pip's error and the fix, or what a stop (SIGTERM: the deadline,
+# a deletion, an eviction) means ($ON_STOP), after whatever the command printed as it
+# stopped.
+RUNNER = """\
+python -m pip install --disable-pip-version-check --no-cache-dir \
+-c "$PYTHONPATH/constraints.txt" $PACKAGES || { echo "runner: could not install $PACKAGES; \
+check benchmarkPipIndexUrl (and that the pods reach it), or set benchmarkImage to an image \
+that has the pinned client (README, 'Clusters without registry access')"; exit 1; }
+start=$(date +%s)
+trap 'kill -TERM $child; wait $child; echo "runner: stopped by SIGTERM after \
+$((($(date +%s) - start) / 60)) min: $ON_STOP"; exit 143' TERM INT
+python -m benchmarks "$@" &
+child=$!
+wait $child
+"""
 
 
 @dataclass(frozen=True)
@@ -121,12 +134,7 @@ class BenchmarkTarget:
 
 def run_of(settings: Settings) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it."""
-    b, placement = settings.benchmark, settings.benchmark_placement
-    pods: dict[str, Any] = {}
-    if placement.node_selector:
-        pods["nodeSelector"] = dict(placement.node_selector)
-    if placement.tolerations:
-        pods["tolerations"] = [t.manifest() for t in placement.tolerations]
+    b, pods = settings.benchmark, dict(settings.benchmark_placement.pod_spec)
     return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace.name,
                cache_claim=settings.cache.claim_name, image=b.image,
                image_pull_secrets=tuple(settings.secrets.image_pull_secrets),
@@ -134,10 +142,11 @@ def run_of(settings: Settings) -> Run:
                pod_placement=pods, smoke=b.smoke, sweep=b.sweep)
 
 
-def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
-    """What a run measures, in words (a refused resume and the report show them); what
-    binds it is the graph's hash beside them, the benchmark image, the graph's uid and the
-    code, so no setting that changes the graph can be missed."""
+def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
+    """The stack's target. What a run measures, in words (a refused resume and the report
+    show them); what binds it is the hash of the graph as the program declares it
+    (`rendered_graph`) beside them, the benchmark image, the graph's uid and the code, so
+    no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image,
@@ -146,47 +155,25 @@ def deployment_facts(settings: Settings) -> tuple[tuple[str, str], ...]:
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.workers.served_model,
         "routing": " ".join(routing_args(routing)),
-        # The graph as the program declares it (components.ReasonerGraph does the same).
-        "graph": graph_hash(graph(settings), settings.profile),
+        "graph": graph_hash(rendered_graph, settings.profile),
         "benchmark_image": settings.benchmark.image,
     }
-    return tuple((k, str(v)) for k, v in facts.items())
-
-
-def benchmark_target(settings: Settings) -> BenchmarkTarget:
-    serving = settings.workers.serving
     return BenchmarkTarget(
-        run=run_of(settings),
-        frontend_service=settings.frontend_service,
-        session_affinity=settings.routing.affinity,
-        model=settings.workers.served_model,
+        run=run_of(settings), frontend_service=settings.frontend_service,
+        session_affinity=routing.affinity, model=settings.workers.served_model,
         notes=(
             f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
             f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
             f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
             f"image {settings.worker_image}; frontend image {settings.images.frontend}",
         ),
-        deployment=deployment_facts(settings),
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# Names and paths
-
-
-RUN_ID_LABEL = "cosmos3-routing/run-id"
+        deployment=tuple((k, str(v)) for k, v in facts.items()))
 
 
 def labels(component: str, profile: str, run_id: str | None = None) -> dict[str, str]:
     """The profile label keeps two stacks' objects (and selectors) apart in one namespace."""
-    out = {
-        **common_labels(),
-        PROFILE_LABEL: profile,
-        COMPONENT_LABEL: component,
-    }
-    if run_id is not None:
-        out[RUN_ID_LABEL] = run_id
-    return out
+    out = {**common_labels(), PROFILE_LABEL: profile, COMPONENT_LABEL: component}
+    return {**out, RUN_ID_LABEL: run_id} if run_id is not None else out
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,16 +187,6 @@ def shipped_sources(repo_root: Path) -> dict[str, str]:
     return {**files, **{name: (repo_root / name).read_text() for name in SHIPPED_FILES}}
 
 
-def _imported(tree: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.update({node.module, *(f"{node.module}.{a.name}" for a in node.names)})
-    return names
-
-
 def pod_sources(sources: Mapping[str, str]) -> dict[str, str]:
     """The files the pods run: the entry modules, every module they import (anywhere in
     the module, transitively), the packages' `__init__`s and the pins."""
@@ -221,7 +198,11 @@ def pod_sources(sources: Mapping[str, str]) -> dict[str, str]:
         if module in seen or module not in modules:
             continue
         seen.add(module)
-        todo += _imported(ast.parse(sources[modules[module]]))
+        for node in ast.walk(ast.parse(sources[modules[module]])):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
     paths = [*sorted(modules[m] for m in seen), *SHIPPED_FILES]
     return {path: sources[path] for path in paths if path in sources}
 
@@ -255,42 +236,39 @@ def config_map_key(path: str) -> str:
     return path.replace("/", ".")
 
 
-def code_config_map(
-    namespace: str, profile: str, sources: Mapping[str, str]
-) -> dict[str, Any]:
+def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) -> dict[str, Any]:
     """One ConfigMap with every shipped file, keyed by `config_map_key`."""
     data = {config_map_key(path): text for path, text in sorted(sources.items())}
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > CONFIG_MAP_LIMIT_BYTES:
         raise ValueError(
             f"the benchmark code is {size} bytes, over a ConfigMap's 1 MiB; keep generated "
-            "or large files out of benchmarks/ and infra/"
-        )
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": code_config_map_name(profile), "namespace": namespace,
-                     "labels": labels("benchmark-code", profile),
-                     "annotations": {CODE_ANNOTATION: code_hash(sources)}},
-        "data": data,
-    }
+            "or large files out of benchmarks/ and infra/")
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {**_meta(namespace, names.code_config_map_name(profile),
+                                 labels("benchmark-code", profile)),
+                         "annotations": {CODE_ANNOTATION: code_hash(sources)}},
+            "data": data}
 
 
 # ---------------------------------------------------------------------------------------
-# Commands
+# The commands: one mapping of options each, rendered once by `argv`
 
 
-def runner_command(benchmark_args: list[str], on_stop: str) -> list[str]:
-    """Run `python -m benchmarks ARGS` through the runner, straight from the ConfigMap;
-    `on_stop` is the last line's cause and fix when the pod is stopped (SIGTERM)."""
-    return ["python", f"{CODE_DIR}/infra/job_runner.py", "--src", CODE_DIR,
-            "--venv", f"{WORK_DIR}/venv", "--on-stop", on_stop, "--", *benchmark_args]
-
-
-def job_on_stop(timeout_key: str, timeout_secs: int, then: str) -> str:
-    """What a stopped Job pod means: its deadline, or the Job's deletion, or an eviction."""
-    return (f"the Job's deadline ({timeout_key} ({timeout_secs} s)) passed, or the Job was "
-            "deleted (`pulumi destroy`, a replaced Job) or the pod evicted; " + then)
+def argv(command: str, options: Mapping[str, Any]) -> list[str]:
+    """`command --key value...`: True is a bare flag, False or None leaves the option out,
+    a list is one option with every value (nargs), a tuple the option once per value."""
+    out = [command]
+    for key, value in options.items():
+        if value is True:
+            out.append(f"--{key}")
+        elif isinstance(value, tuple):
+            out += [arg for item in value for arg in (f"--{key}", str(item))]
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)]
+        elif value is not None and value is not False:
+            out += [f"--{key}", str(value)]
+    return out
 
 
 VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
@@ -299,62 +277,57 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
     """The measured videos, then one for the smoke test alone."""
-    return ["videos", "--out", VIDEOS_DIR, "--count", str(smoke_video(settings.videos) + 1)]
+    return argv("videos", {"out": VIDEOS_DIR, "count": smoke_video(settings.videos) + 1})
 
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
-    return [
-        "smoke", "--url", target.frontend_url, "--model", target.model,
-        # Not a measured video: the smoke test leaves nothing cached for the sweep.
-        "--video-url", target.video_base_url + video_name(smoke_video(settings.videos)),
-    ]
+    # Not a measured video: the smoke test leaves nothing cached for the sweep.
+    video = target.video_base_url + video_name(smoke_video(settings.videos))
+    return argv("smoke", {"url": target.frontend_url, "model": target.model, "video-url": video})
 
 
 def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
-    return [
-        "sweep", "--url", target.frontend_url, "--model", target.model,
-        "--profile", target.run.stack,
-        "--video-base-url", target.video_base_url,
-        "--video-count", str(settings.videos),
-        "--questions-per-video", str(settings.questions_per_video),
-        "--concurrency", *(str(c) for c in settings.concurrencies),
-        "--run-id", target.run.run_id,
-        "--out", f"{CACHE_DIR}/{target.run.results_path}",
+    run = target.run
+    return argv("sweep", {
+        "url": target.frontend_url, "model": target.model, "profile": run.stack,
+        "video-base-url": target.video_base_url, "video-count": settings.videos,
+        "questions-per-video": settings.questions_per_video,
+        "concurrency": list(settings.concurrencies), "run-id": run.run_id,
+        "out": f"{CACHE_DIR}/{run.results_path}",
         # Explicit either way: the header follows the stack's routing, not its name.
-        "--session-affinity" if target.session_affinity else "--no-session-affinity",
+        "session-affinity" if target.session_affinity else "no-session-affinity": True,
         # Server-side evidence: which worker served each request (the frontend names it),
         # beside the frontend's prefix-cache counters the sweep always reads.
-        "--attribute-workers",
-        *(arg for note in target.notes for arg in ("--note", note)),
-        *(arg for key, value in target.deployment for arg in ("--deployment", f"{key}={value}")),
-        "--follow-command", target.run.follow_command,
-    ]
-
-
-def deployment_hash(target: BenchmarkTarget) -> str:
-    return digest(target.deployment)
+        "attribute-workers": True,
+        "stop-within-pct": settings.stop_within_pct, "full": settings.full,
+        "note": target.notes,
+        "deployment": tuple(f"{key}={value}" for key, value in target.deployment),
+        "follow-command": run.follow_command,
+    })
 
 
 # ---------------------------------------------------------------------------------------
 # Pod pieces
 
 
+def _meta(namespace: str, name: str, object_labels: dict[str, str], **more: Any
+          ) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": object_labels, **more}
+
+
 def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
-    """A writable home and caches on the work volume (the root filesystem is read-only),
-    and the package index, where the user set one."""
+    """A writable home and caches on the work volume (the root filesystem is read-only; pip
+    installs into the user site there), the code on the path, and the package index,
+    where the user set one."""
     env = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
            "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1"}
     if settings.pip_index_url:
         env["PIP_INDEX_URL"] = settings.pip_index_url
         # pip ignores a plain-http index unless its host is trusted; the user named it.
         if settings.pip_index_url.startswith("http://"):
             env["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
     return [{"name": k, "value": v} for k, v in env.items()]
-
-
-def _container_security() -> dict[str, Any]:
-    return {**container_security(), "readOnlyRootFilesystem": True}
 
 
 def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
@@ -369,63 +342,6 @@ def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
     return {"name": "code", "configMap": {"name": code["metadata"]["name"], "items": items}}
 
 
-def _work_volume() -> dict[str, Any]:
-    # The installed client (a venv) and caches: a few GiB at most.
-    return {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
-
-
-def _runner_container(
-    name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
-    extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "image": settings.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": runner_command(args, on_stop),
-        "workingDir": WORK_DIR,
-        "env": _env(settings),
-        "resources": resources,
-        "securityContext": _container_security(),
-        # The runner writes the command's last line here; failing that, the log's tail.
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [
-            {"name": "code", "mountPath": CODE_DIR, "readOnly": True},
-            {"name": "work", "mountPath": WORK_DIR},
-            *(extra_mounts or []),
-        ],
-    }
-
-
-def _placement(target: BenchmarkTarget) -> dict[str, Any]:
-    """The user's placement; by default a preference for nodes without GPUs, so the client
-    never competes with a worker for its node's CPUs (a preference, not a rule: a cluster
-    of GPU nodes only still runs it)."""
-    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
-    return {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
-        **target.run.pod_placement}
-
-
-def _pod_spec(
-    target: BenchmarkTarget, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
-    restart_policy: str, init_containers: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "restartPolicy": restart_policy,
-        "securityContext": pod_security(),
-        "automountServiceAccountToken": False,
-        **_placement(target),
-        "containers": containers,
-        "volumes": [_work_volume(), *volumes],
-    }
-    if init_containers:
-        spec["initContainers"] = init_containers
-    if target.run.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": n} for n in target.run.image_pull_secrets]
-    return spec
-
-
 def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str) -> dict[str, Any]:
     """Requests and limits both (a quota that requires limits admits the pod); the CPU
     limits sit well above what each command uses, so none is throttled."""
@@ -433,141 +349,149 @@ def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str) -> dict
             "limits": {"cpu": cpu_limit, "memory": memory_limit}}
 
 
+def _runner_container(
+    name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
+    extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
+) -> dict[str, Any]:
+    """`python -m benchmarks ARGS` through `RUNNER`, straight from the code ConfigMap."""
+    packages = " ".join(COMMAND_PACKAGES[args[0]])
+    return {
+        "name": name, "image": settings.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", RUNNER, "runner", *args],
+        "workingDir": WORK_DIR,
+        "env": [*_env(settings), {"name": "PACKAGES", "value": packages},
+                {"name": "ON_STOP", "value": on_stop}],
+        "resources": resources,
+        "securityContext": READ_ONLY_ROOT,
+        # A failed pod's log tail is what `pulumi up` shows: the command's own reason.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
+                         {"name": "work", "mountPath": WORK_DIR}, *(extra_mounts or [])],
+    }
+
+
+def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
+              restart_policy: str, **more: Any) -> dict[str, Any]:
+    """Never root, no API token, the run's placement and pull secrets. By default the pods
+    prefer nodes without GPUs, so the client never competes with a worker for its node's
+    CPUs (a preference, not a rule: a cluster of GPU nodes only still runs it)."""
+    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
+    secrets = run.image_pull_secrets
+    return {
+        "restartPolicy": restart_policy, "securityContext": pod_security(),
+        "automountServiceAccountToken": False,
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
+        **run.pod_placement, **more,
+        **({"imagePullSecrets": [{"name": n} for n in secrets]} if secrets else {}),
+        "containers": containers, "volumes": volumes,
+    }
+
+
 # ---------------------------------------------------------------------------------------
 # Video server
 
 
-def video_server_deployment(
-    target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
-    protected: bool = True,
-) -> dict[str, Any]:
-    """Makes the videos (init container), then serves them read-only over HTTP.
+def video_server(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
+                 protected: bool = True) -> dict[str, dict[str, Any]]:
+    """Its Deployment, Service and (while `protected`) PodDisruptionBudget, by role.
 
-    The server binds `::`: Python's http.server then takes IPv4 too (its DualStackServer
-    clears IPV6_V6ONLY), so IPv4, dual-stack and IPv6-only pod networks all reach it. The
-    code's hash in the pod template rolls the server when the code changes. `protected`
-    (until the run's sweep has finished) keeps it through consolidation.
+    The Deployment makes the videos (init container), then serves them read-only over HTTP,
+    binding `::`: Python's http.server then takes IPv4 too (its DualStackServer clears
+    IPV6_V6ONLY), so IPv4, dual-stack and IPv6-only pod networks all reach it. The code's
+    hash in the pod template rolls the server when the code changes. The Service is awaited
+    (until it has endpoints) as long as the server may take to start. `protected` (until
+    the run's sweep has finished) keeps the server through consolidation and drains: no
+    voluntary eviction of the one video server.
     """
-    selector = labels("benchmark-videos", target.run.stack)
+    run, wait = target.run, settings.video_server_timeout_secs
+    selector = labels("benchmark-videos", run.stack)
+    http = {"httpGet": {"path": "/", "port": "http"}}
     server = {
-        "name": "main",
-        "image": settings.image,
-        "imagePullPolicy": "IfNotPresent",
+        "name": "main", "image": settings.image, "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
                     "--directory", VIDEOS_DIR, "--bind", "::"],
         "ports": [{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
-                           "periodSeconds": 10, "timeoutSeconds": 5},
-        "livenessProbe": {"httpGet": {"path": "/", "port": "http"},
-                          "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5},
+        "readinessProbe": {**http, "periodSeconds": 10, "timeoutSeconds": 5},
+        "livenessProbe": {**http, "periodSeconds": 30, "timeoutSeconds": 10,
+                          "failureThreshold": 5},
         "resources": _resources("250m", "256Mi", "512Mi", "1"),
-        "securityContext": _container_security(),
+        "securityContext": READ_ONLY_ROOT,
         "volumeMounts": [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
     }
-    maker = _runner_container(
-        "videos", videos_args(settings), settings, _resources("2", "2Gi", "4Gi", "4"),
-        [{"name": "videos", "mountPath": VIDEOS_DIR}],
-    )
-    pod = _pod_spec(target, [server], [_code_volume(code),
-                                       {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}],
-                    "Always", [maker])
+    maker = _runner_container("videos", videos_args(settings), settings,
+                              _resources("2", "2Gi", "4Gi", "4"),
+                              [{"name": "videos", "mountPath": VIDEOS_DIR}])
+    volumes = [WORK_VOLUME, _code_volume(code),
+               {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
     annotations = {**(DO_NOT_DISRUPT if protected else {}),
                    CODE_ANNOTATION: code["metadata"]["annotations"][CODE_ANNOTATION]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": video_server_name(target.run.stack), "namespace": target.run.namespace,
-            "labels": selector,
-            "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)},
-        },
-        "spec": {
+    meta = _meta(run.namespace, video_server_name(run.stack), selector)
+
+    def awaited() -> dict[str, Any]:
+        return {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
+
+    out = {
+        "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited(),
+                         "spec": {
             "replicas": 1,
             # Making the videos takes minutes: don't call the rollout stuck before the
             # timeout the user chose.
-            "progressDeadlineSeconds": settings.video_server_timeout_secs,
+            "progressDeadlineSeconds": wait,
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": selector, "annotations": annotations},
-                         "spec": pod},
-        },
+                         "spec": _pod_spec(run, [server], volumes, "Always",
+                                           initContainers=[maker])}}},
+        "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": awaited(), "spec": {
+            "selector": selector, "ipFamilyPolicy": "PreferDualStack",
+            "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}]}},
     }
-
-
-def video_service(target: BenchmarkTarget, settings: BenchmarkSettings) -> dict[str, Any]:
-    """Awaited (until it has endpoints) as long as the video server may take to start."""
-    selector = labels("benchmark-videos", target.run.stack)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": video_server_name(target.run.stack), "namespace": target.run.namespace,
-                     "labels": selector,
-                     "annotations": {TIMEOUT_SECONDS: str(settings.video_server_timeout_secs)}},
-        "spec": {
-            "selector": selector,
-            "ipFamilyPolicy": "PreferDualStack",
-            "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}],
-        },
-    }
-
-
-def video_disruption_budget(target: BenchmarkTarget) -> dict[str, Any]:
-    """No voluntary eviction (node drain, consolidation) of the one video server."""
-    selector = labels("benchmark-videos", target.run.stack)
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": video_server_name(target.run.stack), "namespace": target.run.namespace,
-                     "labels": selector},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
-    }
+    if protected:
+        out["video-budget"] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                               "metadata": meta, "spec": {
+                                   "maxUnavailable": 0, "selector": {"matchLabels": selector}}}
+    return out
 
 
 # ---------------------------------------------------------------------------------------
 # Jobs
 
 
-def _job(
-    name: str, component: str, target: BenchmarkTarget, run_id: str, pod: dict[str, Any],
-    deadline_secs: int, backoff_limit: int, annotations: dict[str, str],
-    pod_failure_policy: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    job_labels = labels(component, target.run.stack, run_id)
-    pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: deployment_hash(target)}
-    spec: dict[str, Any] = {
-        "backoffLimit": backoff_limit,
-        "activeDeadlineSeconds": deadline_secs,
-        "template": {"metadata": {"labels": job_labels, "annotations": pod_annotations},
-                     "spec": pod},
-    }
-    if pod_failure_policy:
-        spec["podFailurePolicy"] = pod_failure_policy
+def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
+         resources: dict[str, Any], then: str, volumes: list[dict[str, Any]],
+         mounts: list[dict[str, Any]], annotations: dict[str, str], **spec: Any
+         ) -> dict[str, Any]:
+    """A Job running one command within its deadline (`benchmark<Role>TimeoutSecs`), awaited
+    a little longer. Its pod template carries the deployment's hash: a new deployment is a
+    new template. A stopped pod says what that means: its deadline passed, the Job was
+    deleted, or the pod evicted; `then` what to do."""
+    run, deadline_secs = target.run, getattr(settings, f"{role}_timeout_secs")
+    on_stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline_secs} s)) "
+               "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
+               "evicted; " + then)
+    job_labels = labels(f"benchmark-{role}", run.stack, run.run_id)
+    container = _runner_container("main", args, settings, resources, mounts, on_stop)
+    pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
+    timeout = {TIMEOUT_SECONDS: str(deadline_secs + AWAIT_MARGIN_SECS)}
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": target.run.namespace, "labels": job_labels,
-                     "annotations": annotations},
-        "spec": spec,
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": _meta(run.namespace, run.smoke_job if role == "smoke" else run.sweep_job,
+                          job_labels, annotations={**timeout, **annotations}),
+        "spec": {"activeDeadlineSeconds": deadline_secs, **spec, "template": {
+            "metadata": {"labels": job_labels, "annotations": pod_annotations},
+            "spec": _pod_spec(run, [container], [WORK_VOLUME, *volumes], "Never")}},
     }
 
 
 def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
               ) -> dict[str, Any]:
     """One video, one question; passes only on a non-empty answer. No retries: a failure
-    is a finding, and its reason is what `pulumi up` shows. Its pod template carries the
-    deployment's hash: a new deployment replaces the Job, so the smoke test runs again."""
-    container = _runner_container(
-        "main", smoke_args(target, settings), settings, _resources("500m", "1Gi", "2Gi", "2"),
-        on_stop=job_on_stop("benchmarkSmokeTimeoutSecs", settings.smoke_timeout_secs,
-                            "if the deadline passed, raise it, then `pulumi up`"),
-    )
-    return _job(
-        target.run.smoke_job, "benchmark-smoke", target, target.run.run_id,
-        _pod_spec(target, [container], [_code_volume(code)], "Never"),
-        deadline_secs=settings.smoke_timeout_secs, backoff_limit=0,
-        annotations={TIMEOUT_SECONDS: str(settings.smoke_timeout_secs + AWAIT_MARGIN_SECS),
-                     # After a failed smoke test, the next `up` runs it again.
-                     REPLACE_UNREADY: "true"},
-    )
+    is a finding, and its reason is what `pulumi up` shows. After a failed smoke test, the
+    next `up` runs it again (replaceUnready)."""
+    return _job(target, settings, "smoke", smoke_args(target, settings),
+                _resources("500m", "1Gi", "2Gi", "2"),
+                "if the deadline passed, raise it, then `pulumi up`",
+                [_code_volume(code)], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
 
 
 def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
@@ -577,36 +501,20 @@ def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[s
 
     `rerun` (the live Job failed) lets the next `up` replace it, resuming the run; a sweep
     still running is never replaced (`replaceUnready` would take it for a failed one)."""
-    cache_mount = {"name": "cache", "mountPath": CACHE_DIR}
-    container = _runner_container(
-        "main", sweep_args(target, settings), settings, _resources("2", "4Gi", "8Gi", "8"),
-        [cache_mount], job_on_stop(
-            "benchmarkSweepTimeoutSecs", settings.sweep_timeout_secs,
-            "finished levels stay on the claim; if the deadline passed, raise it, then "
-            "`pulumi up` with the same benchmarkRunId resumes the run"),
-    )
-    pod = _pod_spec(
-        target, [container],
-        [_code_volume(code),
-         {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}],
-        "Never",
-    )
-    annotations = {TIMEOUT_SECONDS: str(settings.sweep_timeout_secs + AWAIT_MARGIN_SECS),
-                   **({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
-                   **({REPLACE_UNREADY: "true"} if rerun else {})}
-    policy = {
-        "rules": [
+    claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
+    return _job(
+        target, settings, "sweep", sweep_args(target, settings),
+        _resources("2", "4Gi", "8Gi", "8"),
+        "finished levels stay on the claim; if the deadline passed, raise it, then `pulumi "
+        "up` with the same benchmarkRunId resumes the run",
+        [_code_volume(code), claim], [{"name": "cache", "mountPath": CACHE_DIR}],
+        {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
+         **({REPLACE_UNREADY: "true"} if rerun else {})},
+        backoffLimit=3, podFailurePolicy={"rules": [
             {"action": "Ignore",
              "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {"action": "FailJob",
-             "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}},
-        ]
-    }
-    return _job(
-        target.run.sweep_job, "benchmark-sweep", target, target.run.run_id, pod,
-        deadline_secs=settings.sweep_timeout_secs, backoff_limit=3, annotations=annotations,
-        pod_failure_policy=policy,
-    )
+             "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}}]})
 
 
 def benchmark_objects(
@@ -621,13 +529,7 @@ def benchmark_objects(
         return {}
     code = code_config_map(target.run.namespace, target.run.stack, sources)
     target = replace(target, deployment=(*target.deployment, ("code", code_hash(sources))))
-    out = {
-        "code": code,
-        "video-server": video_server_deployment(target, settings, code, not sweep_done),
-        "video-service": video_service(target, settings),
-    }
-    if not sweep_done:
-        out["video-budget"] = video_disruption_budget(target)
+    out = {"code": code, **video_server(target, settings, code, not sweep_done)}
     if settings.smoke:
         out["smoke"] = smoke_job(target, settings, code)
     if settings.sweep:
@@ -643,40 +545,28 @@ def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = 
                        ) -> dict[str, Any]:
     """A short-lived pod that mounts the cache claim read-only so results can be copied out.
 
-    Same image, user and pull secrets as the Jobs, and the restricted Pod Security profile
-    with bounded CPU and memory (so namespaces that enforce it or a quota admit it); it
-    only sleeps (bounded) until the copy (its own `tar`, streamed out) is done and it is
-    deleted; the run's placement is the Jobs' (a
-    cluster whose every node is tainted runs it too). `owner_job` (name, uid)
-    makes the sweep Job its owner, so a reader left by a killed hook goes when `pulumi
-    destroy` deletes that Job.
+    The Jobs' image, user, pull secrets and placement (a cluster whose every node is
+    tainted runs it too), bounded CPU and memory (so namespaces that enforce the restricted
+    Pod Security profile or a quota admit it); it only sleeps (bounded) until the copy is
+    done and it is deleted. `owner_job` (name, uid) makes the sweep Job its owner, so a
+    reader left by a killed hook goes when `pulumi destroy` deletes that Job.
     """
-    pod: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "securityContext": pod_security(),
-        "automountServiceAccountToken": False,
-        "activeDeadlineSeconds": 3600,
-        **run.pod_placement,
-        "containers": [{
-            "name": "main",
-            "image": run.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["python", "-c", "import time; time.sleep(3600)"],
-            # Ready (and alive) while the results are mounted: the copy reads them.
-            **{probe: {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
-               for probe in ("readinessProbe", "livenessProbe")},
-            "resources": _resources("100m", "256Mi", "1Gi", "1"),
-            "securityContext": _container_security(),
-            "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
-        }],
-        "volumes": [{"name": "cache",
-                     "persistentVolumeClaim": {"claimName": run.cache_claim, "readOnly": True}}],
+    container = {
+        "name": "main", "image": run.image, "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-c", "import time; time.sleep(3600)"],
+        # Ready (and alive) while the results are mounted: the copy reads them.
+        **{probe: {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
+           for probe in ("readinessProbe", "livenessProbe")},
+        "resources": _resources("100m", "256Mi", "1Gi", "1"),
+        "securityContext": READ_ONLY_ROOT,
+        "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
     }
-    if run.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in run.image_pull_secrets]
-    metadata: dict[str, Any] = {"name": name, "namespace": run.namespace,
-                                "labels": labels("benchmark-results-reader", run.stack)}
-    if owner_job is not None:
-        metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
-                                        "name": owner_job[0], "uid": owner_job[1]}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod}
+    claim = {"claimName": run.cache_claim, "readOnly": True}
+    owner = {} if owner_job is None else {"ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": owner_job[0], "uid": owner_job[1]}]}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": _meta(run.namespace, name, labels("benchmark-results-reader", run.stack),
+                              **owner),
+            "spec": _pod_spec(run, [container],
+                              [{"name": "cache", "persistentVolumeClaim": claim}], "Never",
+                              activeDeadlineSeconds=3600)}

@@ -1,8 +1,8 @@
 """Kubernetes manifests of the recipe, built as plain dicts from `Settings`.
 
 Pure so that tests validate exactly what the program declares against the Kubernetes and
-DynamoGraphDeployment schemas, without Pulumi. `infra/components.py` wraps each in a
-resource; nothing here talks to a cluster.
+DynamoGraphDeployment schemas, without Pulumi. `infra/__main__.py` declares each as it
+is; nothing here talks to a cluster.
 
 Resources shared by both stacks (namespace, NGC secret, cache claim, download Job) carry no
 profile label, so switching stacks adopts them unchanged; the graph carries its profile.
@@ -14,6 +14,7 @@ vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from infra import names
@@ -192,16 +193,6 @@ def _pull_secrets(settings: Settings) -> dict[str, Any]:
     return {"imagePullSecrets": [{"name": n} for n in names]} if names else {}
 
 
-def _gpu_placement(settings: Settings) -> dict[str, Any]:
-    placement = settings.placement
-    out: dict[str, Any] = {}
-    if placement.node_selector:
-        out["nodeSelector"] = dict(placement.node_selector)
-    if placement.tolerations:
-        out["tolerations"] = [t.manifest() for t in placement.tolerations]
-    return out
-
-
 def download_pod_labels(settings: Settings) -> dict[str, str]:
     """The download pod's labels: this stack's Job by name (its NetworkPolicy selects it)."""
     return {**common_labels(), COMPONENT_LABEL: "model-download",
@@ -238,7 +229,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     }
     if not vllm and profile is None:
         container["resources"]["limits"][GPU_RESOURCE] = serving.gpus_per_replica
-        pod_spec.update(_gpu_placement(settings))
+        pod_spec.update(settings.placement.pod_spec)
     timeouts = settings.timeouts
     return {
         "apiVersion": "batch/v1",
@@ -326,7 +317,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
     return {
         "name": names.WORKER_COMPONENT,
         "type": "worker",
-        "replicas": workers.replicas,
+        "replicas": workers.serving.replicas,
         "sharedMemorySize": workers.shared_memory,
         "runtimeVersionOverride": settings.images.worker_runtime_version,
         "podTemplate": {
@@ -335,7 +326,7 @@ def worker_component(settings: Settings) -> dict[str, Any]:
                 # Like the frontend, the workers keep the discovery service account's token.
                 "securityContext": pod_security(),
                 **_pull_secrets(settings),
-                **_gpu_placement(settings),
+                **settings.placement.pod_spec,
                 "containers": [_worker_container(settings)],
                 "volumes": [_cache_volume(settings)],
             },
@@ -364,3 +355,16 @@ def graph(settings: Settings) -> dict[str, Any]:
         },
     }
 
+
+# Each token's Secret resource by its config key (the names pin their URNs).
+SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
+
+
+def recipe(settings: Settings, tokens: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every object of the recipe by its resource name, in the order they come up (the
+    namespace only where the stack creates it); `tokens` pass through untouched."""
+    return {**({"namespace": namespace(settings)} if settings.namespace.create else {}),
+            **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
+               for key in settings.secrets.required},
+            "claim": model_cache_claim(settings), "download": model_download_job(settings),
+            "graph": graph(settings)}

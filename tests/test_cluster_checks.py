@@ -123,7 +123,7 @@ def test_a_download_the_provider_would_replace_is_seen_from_its_whole_template()
 
 
 def test_the_job_fields_a_change_may_not_replace_are_exactly_the_ignored_ones() -> None:
-    from infra.components import DOWNLOAD_PLACEMENT_FIELDS
+    from infra.__main__ import DOWNLOAD_PLACEMENT_FIELDS
 
     settings = settings_of()
     moved = settings_of(gpuTolerations=["dedicated=gpu:NoSchedule"], imagePullSecrets=["m"],

@@ -73,7 +73,16 @@ def test_lists_are_lists_of_strings_and_empty_text_is_an_empty_list() -> None:
 
 def test_every_key_has_a_kind_the_reader_knows() -> None:
     assert {kind[0] for kind in KEYS.values()} == {
-        "bool", "int", "str", "list", "levels", "choice", "quantity"}
+        "bool", "int", "float", "str", "list", "levels", "choice", "quantity"}
+
+
+def test_a_float_is_above_its_floor_and_at_most_its_ceiling() -> None:
+    kind = ("float", 0, 50, " percent")
+    assert typed(kind, "2.5") == (2.5, [])
+    assert typed(kind, 50) == (50.0, [])
+    assert typed(kind, "0") == (0.0, ["0.0 is out of range; use 0..50 percent, above 0"])
+    assert typed(kind, "inf")[1] == ["inf is out of range; use 0..50 percent, above 0"]
+    assert typed(kind, True)[1] == ["'True' is not a number; use one in 0..50"]
 
 
 P = "cosmos3-routing"
@@ -333,6 +342,13 @@ def test_benchmark_levels_and_counts_are_read_as_given() -> None:
         videos=3, questions_per_video=2, image="reg/b:1",
         smoke_timeout_secs=601, sweep_timeout_secs=602, video_server_timeout_secs=603,
         pip_index_url=b.pip_index_url)
+    # The stop rule: the seed's 3 % and the adaptive sweep by default; a stack may widen
+    # or narrow it (a number as the CLI's string or native YAML), or send every video.
+    assert (b.stop_within_pct, b.full) == (3.0, False)
+    for value in ("5", 5, 0.5, "50"):
+        assert settings({"benchmarkStopWithinPct": value}).benchmark.stop_within_pct == \
+            float(value)
+    assert settings({"benchmarkFull": True}).benchmark.full is True
     assert len(problems({"benchmarkConcurrencies": []})) == 1  # no level: nothing to measure
     levels = "`pulumi config set --path 'benchmarkConcurrencies[0]' 1`"
     assert problems({"benchmarkConcurrencies": "[0]"}) == [

@@ -58,8 +58,8 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
 
 def test_one_table_types_every_key_pulumi_yaml_declares() -> None:
     """Type and bounds live in `settings.KEYS`, the default in Pulumi.yaml: the two agree."""
-    kinds = {"string": ("str", "choice", "quantity"), "boolean": ("bool",), "integer": ("int",),
-             "array": ("list", "levels")}
+    kinds = {"string": ("str", "choice", "quantity", "float"), "boolean": ("bool",),
+             "integer": ("int",), "array": ("list", "levels")}
     declared = project_file()["config"]
     assert set(declared) == {*KEYS, *SECRET_KEYS}
     for key, kind in KEYS.items():
@@ -156,6 +156,11 @@ BAD = [
     ("round-robin", {"downloadTimeoutSecs": 10}, "downloadTimeoutSecs", "60.."),
     ("round-robin", {"downloadRetries": -1}, "downloadRetries", "0..10"),
     ("round-robin", {"graphTimeoutSecs": "an hour"}, "graphTimeoutSecs", "integer"),
+    ("round-robin", {"benchmarkStopWithinPct": "0"}, "benchmarkStopWithinPct", "above 0"),
+    ("round-robin", {"benchmarkStopWithinPct": 50.5}, "benchmarkStopWithinPct", "0..50"),
+    ("round-robin", {"benchmarkStopWithinPct": "tight"}, "benchmarkStopWithinPct", "a number"),
+    ("round-robin", {"benchmarkStopWithinPct": "nan"}, "benchmarkStopWithinPct", "a number"),
+    ("round-robin", {"benchmarkFull": "all"}, "benchmarkFull", "true or false"),
 ]
 
 

@@ -45,6 +45,25 @@ def test_imports_run_one_way(folder: str, never: tuple[str, ...]) -> None:
     assert offenders == []
 
 
+def test_the_pulumi_process_neither_imports_nor_runs_the_toolkit() -> None:
+    """The program's own process (an `up` under the SDK's mocks, every part of the stack on)
+    loads no module of the toolkit or the rehearsal, lazily neither: the pods run the
+    toolkit, and the results hook runs `collect` as a child process."""
+    script = (
+        "import sys\n"
+        "from tests.support_pulumi import run_program, stack_config\n"
+        "run = run_program('session-affinity', stack_config('session-affinity'), "
+        "preview=False)\n"
+        "assert run.error is None, run.error\n"
+        "assert run.of_type('kubernetes:batch/v1:Job'), 'the benchmark was not declared'\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('benchmarks', "
+        "'rehearsal')))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def _toolkit_reaches(forbidden: str) -> list[str]:
     """Every chain from a `benchmarks/` module, through the infra modules it imports (at any
     depth, lazily too), to an infra module that imports `forbidden`."""
@@ -79,7 +98,7 @@ def _toolkit_reaches(forbidden: str) -> list[str]:
 def test_the_toolkit_never_imports_the_pulumi_program() -> None:
     """The program runs the toolkit as a program (the pods, the results hook's `collect`);
     the toolkit imports no module of the program back (`collect` once imported
-    infra.benchmark_components for the run's output: a loop through the hook)."""
+    the Pulumi program's own benchmark module for the run's output: a loop through the hook)."""
     assert _toolkit_reaches("pulumi_kubernetes") == []
 
 
