@@ -1,8 +1,9 @@
 """Two small real sweeps (real AIPerf, recording server on 127.0.0.1), run once per test
 session and shared by tests/test_sweep.py and tests/test_report.py.
 
-AIPerf takes several seconds to start per level, so the suite runs as few as it can:
-session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2.
+AIPerf takes several seconds to start per run (chunk), so the suite runs as few as it can:
+session-affinity and round-robin, 2 videos x 3 questions, levels 1 (two chunks of one
+video: fewer than the stop rule's three, so the videos run out) and 2 (one chunk).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from benchmarks.tiny_model import build_tiny_model_dir
 from tests.support_openai_server import RecordedRequest, RecordingOpenAIServer
 
 MODEL = "test-model"
-VIDEOS = 3
+VIDEOS = 2
 QUESTIONS = 3
 LEVELS = (1, 2)
 OUTPUT_TOKENS = 128
