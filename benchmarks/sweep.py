@@ -479,40 +479,31 @@ def run_aiperf(spec: LevelSpec, config: SweepConfig, say: Say, requests: int,
     (AIPerf's records export, as it is written) and stops at the first failed request:
     such a chunk fails its level anyway, so a stalled endpoint costs one request timeout,
     not the level timeout (`deadline`, shared by the level's chunks)."""
-    log = spec.artifact_dir / LEVEL_LOG
-    records = spec.artifact_dir / RECORDS_EXPORT
-    started = time.monotonic()
-    name = f"concurrency {spec.concurrency}"
+    log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
+    started, name = time.monotonic(), f"concurrency {spec.concurrency}"
     with open(log, "w") as out:
-        process = subprocess.Popen(
-            aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=aiperf_env(),
-        )
-        next_beat = started + config.heartbeat_secs
+        process = subprocess.Popen(aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=aiperf_env())
         try:
             while True:
-                now = time.monotonic()
-                if now >= deadline:
+                wait = min(config.heartbeat_secs, deadline - time.monotonic())
+                try:
+                    code = process.wait(timeout=max(wait, 0.0))
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.monotonic() >= deadline:
                     raise SweepError(
                         f"{name} ran longer than {config.level_timeout_secs:g} s; raise "
                         f"--level-timeout or check the endpoint (AIPerf output: {log})")
-                try:
-                    code = process.wait(timeout=min(next_beat, deadline) - now)
-                    break
-                except subprocess.TimeoutExpired:
-                    if time.monotonic() < next_beat:
-                        continue
-                    next_beat += config.heartbeat_secs
-                    answered, failed = progress_counts(records)
-                    say(f"{name}: {answered + failed} of {requests} requests done "
-                        f"({answered} answered, {failed} failed, up to {spec.concurrency} in "
-                        f"flight) in {spec.artifact_dir.name}, "
-                        f"{(time.monotonic() - started) / 60:.1f} min")
-                    if failed:
-                        raise SweepError(
-                            f"{name}: stopped early, {failed} request(s) failed (a level "
-                            f"keeps none; see `error` in {records}); check the endpoint, "
-                            "then resume") from None
+                answered, failed = progress_counts(records)
+                say(f"{name}: {answered + failed} of {requests} requests done ({answered} "
+                    f"answered, {failed} failed, up to {spec.concurrency} in flight) in "
+                    f"{spec.artifact_dir.name}, {(time.monotonic() - started) / 60:.1f} min")
+                if failed:
+                    raise SweepError(
+                        f"{name}: stopped early, {failed} request(s) failed (a level keeps "
+                        f"none; see `error` in {records}); check the endpoint, then resume")
         finally:
             if process.poll() is None:
                 process.terminate()

@@ -306,3 +306,15 @@ def test_changes_name_keys_on_either_side_and_values_that_stop_being_mappings() 
     # Keys of mixed types (a manifest's levels by number, facts by name) sort as text.
     assert changes("d", {2: "x", "b": 1, 10: "y"}, {}) == [
         "d.10: 'y' -> None", "d.2: 'x' -> None", "d.b: 1 -> None"]
+
+
+def test_progress_counts_measured_requests_and_skips_a_line_being_written(
+        tmp_path: Path) -> None:
+    from benchmarks.aiperf_run import progress_counts
+
+    folder = level_dir(tmp_path, record(8), record(None, error="500"), record(8, "warmup"),
+                       record(8))
+    with open(folder / RECORDS_EXPORT, "a") as records:
+        records.write('{"metadata": {"benchmark_ph')
+    assert progress_counts(folder / RECORDS_EXPORT) == (2, 1)
+    assert progress_counts(tmp_path / "not-yet") == (0, 0)
