@@ -1,12 +1,13 @@
-"""AIPerf 0.13 at one concurrency level: its command line (pure: settings in, argv out)
-and its summary export read back, the same way for the sweep's line and the report.
+"""AIPerf 0.13 for one run (a chunk of a concurrency level): its command line (pure:
+settings in, argv out) and its summary export read back, the same way for the sweep's line
+and the report.
 
 Why each choice of the command:
 - Dataset: `--custom-dataset-type mooncake_trace` with pre-built `messages` (see
   benchmarks/dataset.py): sent verbatim by the chat endpoint, so the video stays first.
-- `--num-sessions` = videos in the level, no `--request-count`: every session (video) is
-  sent exactly once with all its questions, one after another; concurrency N keeps N
-  videos in flight.
+- `--num-sessions` = videos in the chunk's dataset, no `--request-count`: every session
+  (video) is sent exactly once with all its questions, one after another; concurrency N
+  keeps N videos in flight.
 - Exact output length: each line's `output_length` becomes `max_completion_tokens`;
   `--extra-inputs` adds `min_tokens` = the same number and `ignore_eos: true`.
 - Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
@@ -48,7 +49,7 @@ ENV_HF_OFFLINE = "HF_HUB_OFFLINE"
 
 @dataclass(frozen=True)
 class LevelSpec:
-    """Everything one AIPerf run (one concurrency level) needs."""
+    """Everything one AIPerf run (one chunk of a concurrency level) needs."""
 
     url: str
     model: str

@@ -178,8 +178,8 @@ def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
 
 
 def level_attribution(level_dir: Path) -> Attribution:
-    """A level's attribution: from its `worker_attribution.json`, else from the raw export
-    (then saved beside it, so the large raw export may be deleted afterwards).
+    """A chunk's (one AIPerf run's) attribution: from its `worker_attribution.json`, else
+    from the raw export (then saved beside it, so the large raw export may be deleted).
 
     Raises FileNotFoundError naming the level when neither exists.
     """

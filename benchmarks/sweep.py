@@ -335,7 +335,7 @@ def check_dataset(config: SweepConfig, data: Dataset) -> None:
         problems.append(
             f"--concurrency {' '.join(map(str, short))}: a level at concurrency N sends "
             f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos "
-            "(--video-count) or lower levels")
+            "or lower levels")
     if problems:
         raise InputError(BAD_SETTINGS, problems)
 
@@ -573,7 +573,6 @@ def open_run(config: SweepConfig) -> tuple[
         config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
     affinity = resolve_affinity(config)
     data = read_dataset(Path(config.dataset))
-    check_dataset(config, data)
     run_dir = resolve_run_dir(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _prepare_tokenizer(config, run_dir)
@@ -584,6 +583,7 @@ def open_run(config: SweepConfig) -> tuple[
     if changed:
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
                          f"({'; '.join(changed)}); {NEW_RUN_HINT}")
+    check_dataset(config, data)
     return config, affinity, data, tokenizer, base, earlier
 
 

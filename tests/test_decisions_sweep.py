@@ -156,7 +156,7 @@ def test_every_level_needs_one_whole_chunk_of_videos() -> None:
         check_dataset(CONFIG, dataset(5))
     assert err.value.problems == [
         "--concurrency 8 16: a level at concurrency N sends chunks of N videos but the "
-        "dataset has 5: use more videos (--video-count) or lower levels"]
+        "dataset has 5: use more videos or lower levels"]
     check_dataset(replace(CONFIG, concurrencies=(1, 5)), dataset(5))
 
 

@@ -44,6 +44,7 @@ from tests.support_sweep_runs import (
     VIDEO_BASE_URL,
     VIDEOS,
     SweepRuns,
+    sent_videos,
     sweep_runs,  # noqa: F401  (fixture)
 )
 
@@ -62,32 +63,31 @@ def test_affinity_sends_one_session_id_per_video_on_exactly_its_questions(
     sweep_runs: SweepRuns,  # noqa: F811
 ) -> None:
     run = sweep_runs.affinity
-    assert len(run.requests) == len(LEVELS) * VIDEOS * QUESTIONS
-    for index, _level in enumerate(LEVELS):
+    assert len(run.requests) == sum(map(sent_videos, LEVELS)) * QUESTIONS
+    for index, level in enumerate(LEVELS):
         measured = run.level_requests(index)
         by_session: dict[str, list[RecordedRequest]] = defaultdict(list)
         for request in measured:
             session = request.header(SESSION_HEADER)
             assert session, "every measured request of the affinity profile has a session id"
             by_session[session].append(request)
-        assert len(by_session) == VIDEOS
+        assert len(by_session) == sent_videos(level)
         videos = set()
         for requests in by_session.values():
             assert len(requests) == QUESTIONS
             assert len({_video_of(r) for r in requests}) == 1
             assert [_parts(r)[1]["text"] for r in requests] == list(QUESTION_SET[:QUESTIONS])
             videos.add(_video_of(requests[0]))
-        assert videos == {f"{VIDEO_BASE_URL}/video_{i:04d}.mp4" for i in range(VIDEOS)}
-    all_sessions = [r.header(SESSION_HEADER) for r in run.requests]
+        assert videos == {f"{VIDEO_BASE_URL}/video_{i:04d}.mp4"
+                          for i in range(sent_videos(level))}
     # Sessions never span levels: each level's sessions are new.
-    per_level = VIDEOS * QUESTIONS
-    first, second = (set(all_sessions[i * per_level:(i + 1) * per_level]) for i in range(2))
+    first, second = ({r.header(SESSION_HEADER) for r in run.level_requests(i)} for i in range(2))
     assert not first & second
 
 
 def test_round_robin_sends_no_session_header(sweep_runs: SweepRuns) -> None:  # noqa: F811
     run = sweep_runs.round_robin
-    assert len(run.requests) == len(LEVELS) * VIDEOS * QUESTIONS
+    assert len(run.requests) == sum(map(sent_videos, LEVELS)) * QUESTIONS
     for request in run.requests:
         assert request.header(SESSION_HEADER) is None
         assert request.header("X-Session-Affinity") is None
@@ -115,7 +115,8 @@ def test_extra_body_fields_reach_the_wire_and_raw_export_keeps_worker_ids(
     raw = run.run_dir / level_dir_name(LEVELS[-1]) / "chunk-00" / RAW_EXPORT  # all videos
     attribution = attribute_raw_export(raw)
     assert attribution.unattributed == 0
-    assert sorted(attribution.workers_by_video) == [f"video-{i:04d}" for i in range(VIDEOS)]
+    assert sorted(attribution.workers_by_video) == [
+        f"video-{i:04d}" for i in range(sent_videos(LEVELS[-1]))]
     assert all(len(w) == QUESTIONS for w in attribution.workers_by_video.values())
 
 
@@ -140,7 +141,7 @@ def test_run_layout_manifest_and_summary_lines(sweep_runs: SweepRuns) -> None:  
         line = next(s for s in run.said if s.startswith(f"concurrency {level}: ")
                     and "req/s" in s)
         assert "TTFT p50" in line and "p90" in line and "output tokens/s" in line
-        assert f"({VIDEOS * QUESTIONS} requests, 0 errors)" in line
+        assert f"({sent_videos(level) * QUESTIONS} requests, 0 errors)" in line
     rr = json.loads((sweep_runs.round_robin.run_dir / MANIFEST_NAME).read_text())
     assert rr["session_header"] is None
 
@@ -150,7 +151,7 @@ def test_rerun_with_other_settings_is_refused(sweep_runs: SweepRuns, tmp_path: P
     config = SweepConfig(
         url=manifest["endpoint"], dataset=sweep_runs.dataset, profile="session-affinity",
         model="another-model", run_dir=sweep_runs.affinity.run_dir,
-        tokenizer=manifest["tokenizer"], concurrencies=LEVELS,
+        tokenizer=manifest["tokenizer"],
     )
     with pytest.raises(SweepError, match="other settings.*model"):
         run_sweep(config, say=lambda _: None)
@@ -519,19 +520,20 @@ def test_prefix_cache_share_is_na_when_no_response_reported_a_cached_count() -> 
 
 def test_a_level_is_the_mean_of_its_chunks_of_disjoint_whole_videos(
         sweep_runs: SweepRuns) -> None:  # noqa: F811
-    """Level 1 runs one video per chunk, in dataset order; level 2 both in one chunk. A
-    level's figures are its chunks' mean, its requests their sum; two chunks are fewer than
-    the stop rule's three, so each level ran until its videos ran out."""
+    """Level 1 runs one video per chunk, in dataset order; level 2 two in one chunk, the
+    third fills none. A level's figures are its chunks' mean, its requests their sum."""
     run = sweep_runs.affinity
     manifest = json.loads((run.run_dir / MANIFEST_NAME).read_text())
     assert (manifest["stop_within_pct"], manifest["full"]) == (SEED_SHAPE.stop_within_pct, False)
     one, two = manifest["levels"]["1"], manifest["levels"]["2"]
-    assert [c["videos"] for c in one["chunks"]] == [["video-0000"], ["video-0001"]]
+    assert [c["videos"] for c in one["chunks"]] == [["video-0000"], ["video-0001"],
+                                                    ["video-0002"]]
     assert [c["videos"] for c in two["chunks"]] == [["video-0000", "video-0001"]]
+    # Three chunks are the stop rule's least: the interval may end level 1, or its videos.
+    assert one["stopped_by"] in ("interval", "videos") and two["stopped_by"] == "videos"
     for level in (one, two):
         assert level["replicates"] == len(level["chunks"])
         assert level["interval_method"] == INTERVAL_METHOD
-        assert level["stopped_by"] == "videos"
         assert [c["dir"] for c in level["chunks"]] == [
             f"chunk-{k:02d}" for k in range(len(level["chunks"]))]
     first = run.level_requests(0)
@@ -549,7 +551,7 @@ def test_a_level_is_the_mean_of_its_chunks_of_disjoint_whole_videos(
         assert [json.loads(line)["session_id"] for line in lines] == chunk["videos"] * QUESTIONS
     progress = [s for s in run.said if s.startswith("concurrency 1, chunk ")]
     assert [s.split(":")[0] for s in progress] == [
-        "concurrency 1, chunk 1 of at most 2", "concurrency 1, chunk 2 of at most 2"]
+        f"concurrency 1, chunk {k} of at most 3" for k in (1, 2, 3)]
     assert "no interval before a second chunk" in progress[0]
     assert "req/s so far, 95% interval [" in progress[1]
 
