@@ -1,12 +1,13 @@
-"""AIPerf 0.13 at one concurrency level: its command line (pure: settings in, argv out)
-and its summary export read back, the same way for the sweep's line and the report.
+"""AIPerf 0.13 for one run (a chunk of a concurrency level): its command line (pure:
+settings in, argv out) and its summary export read back, the same way for the sweep's line
+and the report.
 
 Why each choice of the command:
 - Dataset: `--custom-dataset-type mooncake_trace` with pre-built `messages` (see
   benchmarks/dataset.py): sent verbatim by the chat endpoint, so the video stays first.
-- `--num-sessions` = videos in the level, no `--request-count`: every session (video) is
-  sent exactly once with all its questions, one after another; concurrency N keeps N
-  videos in flight.
+- `--num-sessions` = videos in the chunk's dataset, no `--request-count`: every session
+  (video) is sent exactly once with all its questions, one after another; concurrency N
+  keeps N videos in flight.
 - Exact output length: each line's `output_length` becomes `max_completion_tokens`;
   `--extra-inputs` adds `min_tokens` = the same number and `ignore_eos: true`.
 - Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
@@ -48,7 +49,7 @@ ENV_HF_OFFLINE = "HF_HUB_OFFLINE"
 
 @dataclass(frozen=True)
 class LevelSpec:
-    """Everything one AIPerf run (one concurrency level) needs."""
+    """Everything one AIPerf run (one chunk of a concurrency level) needs."""
 
     url: str
     model: str
@@ -131,19 +132,15 @@ class LevelSummary:
         """One human line: what a finished level prints."""
         return (
             f"concurrency {self.concurrency}: {self.request_throughput:.2f} req/s, "
-            f"TTFT p50 {_ms(self.ttft_p50_ms)} p90 {_ms(self.ttft_p90_ms)}, "
-            f"request latency p50 {_ms(self.request_latency_p50_ms)}, "
-            f"{_num(self.output_token_throughput)} output tokens/s "
+            f"TTFT p50 {_fmt(self.ttft_p50_ms, ' ms')} p90 {_fmt(self.ttft_p90_ms, ' ms')}, "
+            f"request latency p50 {_fmt(self.request_latency_p50_ms, ' ms')}, "
+            f"{_fmt(self.output_token_throughput)} output tokens/s "
             f"({self.requests} requests, {self.errors} errors)"
         )
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} ms"
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
+def _fmt(value: float | None, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:.1f}{unit}"
 
 
 def _stat(export: dict[str, Any], metric: str, stat: str) -> float | None:
@@ -197,12 +194,14 @@ def summarize_file(path: Path) -> LevelSummary:
 
 def measured_records(records: Path) -> Iterator[dict[str, Any]]:
     """AIPerf's per-request records (the records or the raw export) of the measured phase,
-    warm-up excluded, one at a time (a raw export is large)."""
+    warm-up excluded, one at a time (a raw export is large). A line still being written
+    (AIPerf 0.13 appends records as requests end, flushed about every second) is skipped."""
     with open(records) as lines:
         for line in lines:
-            if not line.strip():
+            try:
+                record = json.loads(line)
+            except ValueError:
                 continue
-            record = json.loads(line)
             if (record.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling":
                 yield record
 
@@ -227,24 +226,13 @@ def output_lengths(records: Path) -> tuple[list[int], int]:
 
 
 def progress_counts(records: Path) -> tuple[int, int]:
-    """(answered, failed) measured requests so far, from the records AIPerf 0.13 appends to
-    its records export while it runs (flushed about every second); a line still being
-    written is skipped."""
-    answered = failed = 0
+    """(answered, failed) measured requests so far, from the records export as it is
+    written."""
     try:
-        with open(records) as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if (record.get("metadata") or {}).get("benchmark_phase") == "warmup":
-                    continue
-                failed += bool(record.get("error"))
-                answered += not record.get("error")
+        failed = [bool(record.get("error")) for record in measured_records(records)]
     except OSError:
-        pass
-    return answered, failed
+        return 0, 0
+    return len(failed) - sum(failed), sum(failed)
 
 
 def failure_cause(log: Path) -> str:

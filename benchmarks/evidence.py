@@ -12,7 +12,8 @@
   its conversation (the dataset's per-video session id). From that: the share of videos
   whose questions all went to one worker (1.0 under session affinity), how many workers a
   video touched on average, and how requests spread over the workers. The sweep records
-  it per level in its manifest (`levels.<c>.routing`), where the report reads it.
+  it per chunk (`levels.<c>.chunks[k].frontend`) and over the level's videos
+  (`levels.<c>.routing`), where the report reads it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,8 @@ def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
 
 
 def level_attribution(level_dir: Path) -> Attribution:
-    """A level's attribution: from its `worker_attribution.json`, else from the raw export
-    (then saved beside it, so the large raw export may be deleted afterwards).
+    """A chunk's (one AIPerf run's) attribution: from its `worker_attribution.json`, else
+    from the raw export (then saved beside it, so the large raw export may be deleted).
 
     Raises FileNotFoundError naming the level when neither exists.
     """
@@ -206,16 +207,34 @@ def worker_spread(attribution: Attribution) -> dict[str, Any]:
             "unattributed": attribution.unattributed}
 
 
-def level_evidence(level_dir: Path, before: FrontendCounts | None,
+def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
                    after: FrontendCounts | None, attribute_workers: bool) -> dict[str, Any]:
-    """What a level's manifest entry records: the frontend's prefix-cache share, and
-    (attributing workers) the routing's spread, after which the large raw export goes."""
+    """What a chunk's manifest entry records (`frontend`): the frontend's prefix-cache
+    share, and (attributing workers) the routing's spread, after which the large raw export
+    goes."""
     evidence: dict[str, Any] = {}
     if before and after:
         evidence["prefix_cache_hit_pct"] = prefix_cache_hit_pct(before, after)
     if attribute_workers:
-        evidence["routing"] = worker_spread(level_attribution(level_dir))
-        (level_dir / RAW_EXPORT).unlink(missing_ok=True)
+        evidence["routing"] = worker_spread(level_attribution(chunk_dir))
+        (chunk_dir / RAW_EXPORT).unlink(missing_ok=True)
+    return evidence
+
+
+def level_evidence(chunk_dirs: Sequence[Path], chunks: Sequence[Mapping[str, Any]]
+                   ) -> dict[str, Any]:
+    """A level's evidence over its chunks (each chunk's as `chunk_evidence` gave it): the
+    mean prefix-cache share (chunks of equal videos send about equal prompt tokens), and
+    the routing over all the level's videos, from each chunk's saved attribution."""
+    evidence: dict[str, Any] = {}
+    if any("prefix_cache_hit_pct" in chunk for chunk in chunks):
+        hits = [h for chunk in chunks if (h := chunk.get("prefix_cache_hit_pct")) is not None]
+        evidence["prefix_cache_hit_pct"] = sum(hits) / len(hits) if hits else None
+    if any("routing" in chunk for chunk in chunks):
+        parts = [level_attribution(d) for d in chunk_dirs]
+        evidence["routing"] = worker_spread(Attribution(
+            {v: w for part in parts for v, w in part.workers_by_video.items()},
+            sum(part.unattributed for part in parts)))
     return evidence
 
 

@@ -1,11 +1,25 @@
-"""`sweep`: AIPerf at each concurrency level, resumable, with a manifest of what ran.
+"""`sweep`: AIPerf at each concurrency level in replicate chunks of whole videos, resumable,
+with a manifest of what ran.
 
 The sweep owns each level's life: it brings up the level's target (`level_target`; the
-cluster's frontend needs none), runs AIPerf (no warm-up, as the seed), reads its summary
-once and records it with the level's evidence in the run's `manifest.json`, the one record
-the report, `collect` and the rehearsal read. A rerun of the same run directory keeps
-finished levels and redoes any other from scratch; a rerun with other settings is refused,
-so results of two setups never mix. Layout and options: docs/benchmark-toolkit.md.
+cluster's frontend needs none), runs the level's chunks (each its own AIPerf run, no
+warm-up, as the seed), reads each chunk's summary once and records it with its evidence in
+the run's `manifest.json`, the one record the report, `collect` and the rehearsal read. A
+rerun of the same run directory keeps finished levels and the finished chunks of an
+unfinished one; a rerun with other settings is refused, so results of two setups never mix.
+Layout and options: docs/benchmark-toolkit.md.
+
+Chunks: a level at concurrency N runs as chunks of N videos in dataset order (chunk k takes
+videos kN..kN+N-1; leftovers that fill no chunk are not sent). N is the size that keeps the
+level's concurrency busy: AIPerf keeps N sessions (videos) in flight and sends a video's
+questions one after another, so N videos fill every slot from the first request, and their
+equally long sessions end within about one request of each other (the ramp-down is about
+1/questions of a chunk). Fewer videos could not fill N slots; more would only give fewer
+replicates of the same videos, and the stop rule needs at least three. Chunks are disjoint,
+so each video's first (cold) visit happens once per level, as in the seed's sweep.
+Stop rule: after at least `SEED_SHAPE.min_replicates` chunks, a level stops once the Student
+t 95% interval of its chunks' request throughput is within +-`stop_within_pct` % of their
+mean, or when its videos run out; `full` runs every chunk.
 
 Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
 """
@@ -26,7 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import partial
 from importlib import metadata
@@ -56,6 +70,7 @@ from benchmarks.dataset import (
 )
 from benchmarks.evidence import (
     WORKER_ID_REQUEST_FIELDS,
+    chunk_evidence,
     evidence_line,
     level_evidence,
     routing_problems,
@@ -108,10 +123,11 @@ def replicate_interval(values: Sequence[float]) -> Interval | None:
 
 MANIFEST_NAME = "manifest.json"
 LEVEL_LOG = "aiperf_console.log"
+CHUNK_DATASET = "chunk_dataset.jsonl"
 STATUS_COMPLETE, STATUS_RUNNING, STATUS_FAILED = "complete", "running", "failed"
 
 # Deployment facts that say how many workers serve the graph (the cluster's, the
-# rehearsal's): a level where more worker ids answer is failed (evidence.routing_problems).
+# rehearsal's): a chunk where more worker ids answer fails (evidence.routing_problems).
 WORKER_COUNT_FACTS = ("replicas", "mock_workers")
 BAD_SETTINGS = "bad sweep settings"
 # What a refused resume says, in words that fit the CLI, the rehearsal and the cluster.
@@ -130,9 +146,9 @@ class LevelRun:
     timeout_secs: float | None = None
 
 
-# Brings up what one level measures, called with its concurrency and folder. The
-# rehearsal starts a fresh local Dynamo per level with it; a fixed endpoint (the
-# cluster's frontend) needs none.
+# Brings up what one level measures (all its chunks), called with its concurrency and
+# folder. The rehearsal starts a fresh local Dynamo per level with it; a fixed endpoint
+# (the cluster's frontend) needs none.
 LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 
 
@@ -141,21 +157,22 @@ class SweepError(RuntimeError):
 
 
 class LevelFailed(SweepError):
-    """A level failed (or timed out): the run resumes from it, finished levels kept."""
+    """A level failed (or timed out): the run resumes from it, finished chunks kept."""
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One sweep. Only `url` and `dataset` are required.
+    """One sweep, the CLI's options as they are (`config_from_args`). Only `url` and
+    `dataset` are required.
 
     `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
     PROFILES needs it explicitly. True sends `infra.names.SESSION_HEADER` per session.
-    Every level sends the whole dataset. `tokenizer` None builds the tiny local tokenizer
-    in the run directory (token counts come from the server's usage).
-    `run_dir` overrides `results_root/profile/run_id`. `extra_body` is merged into every
-    request body (e.g. `{"nvext": {"extra_fields": ["worker_id"]}}`). `deployment` holds
-    facts about the target (images, versions...) copied into the manifest; `notes` are
-    free-text lines shown in the report.
+    `stop_within_pct` is the stop rule's bound; `full` sends every whole chunk of every level
+    instead. `tokenizer` None builds the tiny local tokenizer in the run directory (token
+    counts come from the server's usage). `run_dir` overrides `results_root/profile/run_id`.
+    `extra_body` is merged into every request body (e.g. `{"nvext": {"extra_fields":
+    ["worker_id"]}}`). `deployment` holds facts about the target (images, versions...)
+    copied into the manifest; `notes` are free-text lines shown in the report.
     """
 
     url: str
@@ -166,6 +183,8 @@ class SweepConfig:
     concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     output_tokens: int = SEED_SHAPE.output_tokens
     random_seed: int = SEED_SHAPE.random_seed
+    stop_within_pct: float = SEED_SHAPE.stop_within_pct
+    full: bool = False
     tokenizer: str | None = None
     results_root: Path = Path("results")
     run_id: str | None = None
@@ -176,27 +195,35 @@ class SweepConfig:
     heartbeat_secs: float = 60.0
     notes: tuple[str, ...] = ()
     deployment: Mapping[str, Any] = field(default_factory=dict)
-    python: str = sys.executable
     level_target: LevelTarget | None = None
     # Ask the frontend which worker served each request (AIPerf's raw export), and record
-    # per level how sticky routing was and how requests spread over the workers.
+    # per chunk and level how sticky routing was and how requests spread over the workers.
     attribute_workers: bool = False
 
 
 @dataclass(frozen=True)
-class DatasetScan:
-    """What the sweep needs to know about a dataset file (any origin)."""
+class Dataset:
+    """A dataset file (any origin) as the sweep sends it: each session's (video's) lines,
+    sessions in file order."""
 
     sha256: str
-    requests: int
-    sessions: int
-    questions_per_session: int | None  # None when sessions differ in size
+    sessions: dict[str, list[bytes]]
     output_tokens: frozenset[int]
 
+    @property
+    def requests(self) -> int:
+        return sum(map(len, self.sessions.values()))
 
-def scan_dataset(path: Path) -> DatasetScan:
+    @property
+    def questions_per_session(self) -> int | None:
+        """None when sessions differ in size."""
+        sizes = {len(lines) for lines in self.sessions.values()}
+        return sizes.pop() if len(sizes) == 1 else None
+
+
+def read_dataset(path: Path) -> Dataset:
     digest = hashlib.sha256()
-    sizes: dict[str, int] = {}
+    sessions: dict[str, list[bytes]] = {}
     lengths: set[int] = set()
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
@@ -211,17 +238,43 @@ def scan_dataset(path: Path) -> DatasetScan:
                 raise SweepError(f"dataset {path} line {number} has no `messages`: build it "
                                  "with benchmarks.dataset.build_dataset")
             session = str(line.get("session_id", f"line-{number}"))
-            sizes[session] = sizes.get(session, 0) + 1
+            sessions.setdefault(session, []).append(raw.rstrip(b"\n") + b"\n")
             if isinstance(line.get("output_length"), int):
                 lengths.add(line["output_length"])
-    counts = set(sizes.values())
-    return DatasetScan(
-        sha256=digest.hexdigest(),
-        requests=sum(sizes.values()),
-        sessions=len(sizes),
-        questions_per_session=counts.pop() if len(counts) == 1 else None,
-        output_tokens=frozenset(lengths),
-    )
+    return Dataset(digest.hexdigest(), sessions, frozenset(lengths))
+
+
+def level_chunks(videos: Sequence[str], concurrency: int) -> list[list[str]]:
+    """A level's chunks (the module's docstring says why): `concurrency` whole videos each,
+    in dataset order; leftover videos that fill no chunk are not sent."""
+    return [list(videos[start:start + concurrency])
+            for start in range(0, len(videos) - concurrency + 1, concurrency)]
+
+
+def stopped_by(rates: Sequence[float], chunks_left: int, config: SweepConfig) -> str | None:
+    """Why a level ends after chunks that measured `rates` (req/s): `interval` once at
+    least `SEED_SHAPE.min_replicates` are within the bound, `videos` or `full` when no
+    chunk is left; None: run the next chunk."""
+    if not config.full and len(rates) >= SEED_SHAPE.min_replicates:
+        interval = replicate_interval(rates)
+        if interval and interval.relative_half_width <= config.stop_within_pct / 100:
+            return "interval"
+    if chunks_left > 0:
+        return None
+    return "full" if config.full else "videos"
+
+
+def level_summary(chunks: Sequence[LevelSummary]) -> LevelSummary:
+    """A level's figures: the mean over its chunks (of those that have the figure), except
+    `requests` and `errors`, which are sums."""
+    def mean(name: str) -> float | None:
+        values = [v for chunk in chunks if (v := getattr(chunk, name)) is not None]
+        return statistics.fmean(values) if values else None
+
+    return LevelSummary(**{
+        **{f.name: mean(f.name) for f in fields(LevelSummary)},
+        "concurrency": chunks[0].concurrency,
+        "requests": sum(c.requests for c in chunks), "errors": sum(c.errors for c in chunks)})
 
 
 def resolve_affinity(config: SweepConfig) -> bool:
@@ -251,6 +304,9 @@ def config_problems(config: SweepConfig) -> list[str]:
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
     if config.output_tokens < 1:
         problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
+    if not config.stop_within_pct > 0:
+        problems.append(f"--stop-within-pct must be above 0 (got {config.stop_within_pct:g});"
+                        " --full sends every video instead")
     if config.run_id is not None and (not RUN_ID.match(config.run_id)
                                       or len(config.run_id) > RUN_ID_MAX_LEN):
         problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
@@ -266,12 +322,22 @@ def config_problems(config: SweepConfig) -> list[str]:
     return problems
 
 
-def check_output_tokens(config: SweepConfig, scan: DatasetScan) -> None:
-    if scan.output_tokens and scan.output_tokens != {config.output_tokens}:
-        raise InputError(BAD_SETTINGS, [
-            f"the dataset asks for {sorted(scan.output_tokens)} output tokens but the sweep "
+def check_dataset(config: SweepConfig, data: Dataset) -> None:
+    """The dataset must ask for the sweep's output length and fill one chunk per level."""
+    problems = []
+    if data.output_tokens and data.output_tokens != {config.output_tokens}:
+        problems.append(
+            f"the dataset asks for {sorted(data.output_tokens)} output tokens but the sweep "
             f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
-            f"{config.output_tokens}, or pass the dataset's value to --output-tokens"])
+            f"{config.output_tokens}, or pass the dataset's value to --output-tokens")
+    short = [c for c in config.concurrencies if c > len(data.sessions)]
+    if short:
+        problems.append(
+            f"--concurrency {' '.join(map(str, short))}: a level at concurrency N sends "
+            f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos "
+            "or lower levels")
+    if problems:
+        raise InputError(BAD_SETTINGS, problems)
 
 
 def dist_version(dist: str) -> str | None:
@@ -295,7 +361,7 @@ def tool_versions() -> dict[str, str | None]:
 
 
 def manifest_base(
-    config: SweepConfig, affinity: bool, scan: DatasetScan, tokenizer: str
+    config: SweepConfig, affinity: bool, data: Dataset, tokenizer: str
 ) -> dict[str, Any]:
     """What produced a run (pure): the manifest without level states and timestamps."""
     info = load_dataset_info(Path(config.dataset))
@@ -305,16 +371,19 @@ def manifest_base(
         "endpoint": config.url,
         "model": config.model,
         "concurrencies": list(config.concurrencies),
-        "requests_per_level": scan.requests,
-        "sessions_per_level": scan.sessions,
-        "questions_per_video": scan.questions_per_session,
+        # The dataset's: a level sends the whole chunks it runs (at most these).
+        "requests_per_level": data.requests,
+        "sessions_per_level": len(data.sessions),
+        "questions_per_video": data.questions_per_session,
         "output_tokens": config.output_tokens,
         "random_seed": config.random_seed,
+        "stop_within_pct": config.stop_within_pct,
+        "full": config.full,
         "dataset": {
             "path": str(Path(config.dataset).resolve()),
-            "sha256": scan.sha256,
-            "requests": scan.requests,
-            "videos": scan.sessions,
+            "sha256": data.sha256,
+            "requests": data.requests,
+            "videos": len(data.sessions),
             "info": info.to_dict() if info else None,
         },
         "video_settings": info.video_settings if info else None,
@@ -329,7 +398,7 @@ def manifest_base(
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "random_seed", "extra_body",
+    "random_seed", "extra_body", "stop_within_pct", "full",
     # What was measured (images, topology, routing, the graph's uid, the code's hash):
     # results of one deployment never resume under another's name.
     "deployment",
@@ -378,57 +447,63 @@ def level_dir_name(concurrency: int) -> str:
     return f"concurrency-{concurrency}"
 
 
+def chunk_dir_name(index: int) -> str:
+    return f"chunk-{index:02d}"
+
+
 def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int) -> bool:
     state = (manifest.get("levels") or {}).get(str(concurrency)) or {}
-    return (
-        state.get("status") == STATUS_COMPLETE
-        and (run_dir / level_dir_name(concurrency) / SUMMARY_EXPORT).is_file()
-    )
+    return state.get("status") == STATUS_COMPLETE and bool(state.get("chunks")) and all(
+        (run_dir / level_dir_name(concurrency) / chunk.get("dir", "") / SUMMARY_EXPORT)
+        .is_file() for chunk in state["chunks"])
 
 
-def run_level(spec: LevelSpec, config: SweepConfig, say: Say, requests: int) -> None:
-    """Run AIPerf for one level; returns when its summary export exists, else raises.
+def kept_chunks(level_dir: Path, state: Mapping[str, Any], planned: Sequence[list[str]]
+                ) -> list[dict[str, Any]]:
+    """The chunks of an unfinished level that an earlier attempt finished: in order, each
+    over the videos planned for it, with its summary export on disk."""
+    kept = []
+    for chunk, videos in zip(state.get("chunks") or [], planned, strict=False):
+        if chunk.get("videos") != videos or not (
+                level_dir / chunk.get("dir", "") / SUMMARY_EXPORT).is_file():
+            break
+        kept.append(chunk)
+    return kept
 
-    Each heartbeat relays how many of the level's `requests` were answered and failed
-    (AIPerf's records export, as it is written) and stops the level at its first failed
-    request: such a level fails anyway (see `run_sweep`), so a stalled endpoint costs one
-    request timeout, not the level timeout."""
-    spec.artifact_dir.mkdir(parents=True)
-    log = spec.artifact_dir / LEVEL_LOG
-    records = spec.artifact_dir / RECORDS_EXPORT
-    started = time.monotonic()
+
+def run_aiperf(spec: LevelSpec, config: SweepConfig, say: Say, requests: int,
+               deadline: float) -> None:
+    """Run AIPerf for one chunk; returns when its summary export exists, else raises.
+
+    Each heartbeat relays how many of the chunk's `requests` were answered and failed
+    (AIPerf's records export, as it is written) and stops at the first failed request:
+    such a chunk fails its level anyway, so a stalled endpoint costs one request timeout,
+    not the level timeout (`deadline`, shared by the level's chunks)."""
+    log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
+    started, name = time.monotonic(), f"concurrency {spec.concurrency}"
     with open(log, "w") as out:
-        process = subprocess.Popen(
-            aiperf_command(spec, config.python), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=aiperf_env(),
-        )
-        deadline = started + config.level_timeout_secs
-        next_beat = started + config.heartbeat_secs
+        process = subprocess.Popen(aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=aiperf_env())
         try:
             while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    raise SweepError(
-                        f"concurrency {spec.concurrency} ran longer than "
-                        f"{config.level_timeout_secs:g} s; raise --level-timeout or "
-                        f"check the endpoint (AIPerf output: {log})"
-                    )
+                wait = min(config.heartbeat_secs, deadline - time.monotonic())
                 try:
-                    code = process.wait(timeout=min(next_beat, deadline) - now)
+                    code = process.wait(timeout=max(wait, 0.0))
                     break
                 except subprocess.TimeoutExpired:
-                    if time.monotonic() >= next_beat:
-                        next_beat += config.heartbeat_secs
-                        answered, failed = progress_counts(records)
-                        say(f"concurrency {spec.concurrency}: {answered + failed} of {requests} "
-                            f"requests done ({answered} answered, {failed} failed, up to "
-                            f"{spec.concurrency} in flight), "
-                            f"{(time.monotonic() - started) / 60:.1f} min")
-                        if failed:
-                            raise SweepError(
-                                f"concurrency {spec.concurrency}: stopped early, {failed} "
-                                f"request(s) failed (a level keeps none; see `error` in "
-                                f"{records}); check the endpoint, then resume") from None
+                    pass
+                if time.monotonic() >= deadline:
+                    raise SweepError(
+                        f"{name} ran longer than {config.level_timeout_secs:g} s; raise "
+                        f"--level-timeout or check the endpoint (AIPerf output: {log})")
+                answered, failed = progress_counts(records)
+                say(f"{name}: {answered + failed} of {requests} requests done ({answered} "
+                    f"answered, {failed} failed, up to {spec.concurrency} in flight) in "
+                    f"{spec.artifact_dir.name}, {(time.monotonic() - started) / 60:.1f} min")
+                if failed:
+                    raise SweepError(
+                        f"{name}: stopped early, {failed} request(s) failed (a level keeps "
+                        f"none; see `error` in {records}); check the endpoint, then resume")
         finally:
             if process.poll() is None:
                 process.terminate()
@@ -439,14 +514,13 @@ def run_level(spec: LevelSpec, config: SweepConfig, say: Say, requests: int) -> 
                     process.wait(timeout=30)
     if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
         raise SweepError(
-            f"AIPerf failed at concurrency {spec.concurrency} (exit code {code}): "
-            f"{failure_cause(log)}\nIts last lines:\n{log_tail(log)}\nFull output: {log}"
-        )
+            f"AIPerf failed at {name} (exit code {code}): {failure_cause(log)}\n"
+            f"Its last lines:\n{log_tail(log)}\nFull output: {log}")
 
 
 def _length_check(level_dir: Path, wanted: int) -> dict[str, int] | None:
     """How many answered requests got other than `wanted` output tokens, or no count at
-    all (None: all got it, or the level kept no per-request records)."""
+    all (None: all got it, or the chunk kept no per-request records)."""
     records = level_dir / RECORDS_EXPORT
     lengths, missing = output_lengths(records) if records.is_file() else ([], 0)
     other = [n for n in lengths if n != wanted]
@@ -457,135 +531,11 @@ def _length_check(level_dir: Path, wanted: int) -> dict[str, int] | None:
             "min": min(lengths, default=0), "max": max(lengths, default=0)}
 
 
-def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
-    if config.tokenizer is not None:
-        return config.tokenizer
-    path = run_dir / "tokenizer"
-    if not is_tiny_model_dir(path):
-        build_tiny_model_dir(path)
-    return str(path.resolve())
-
-
-def open_run(config: SweepConfig) -> tuple[
-        SweepConfig, bool, DatasetScan, str, dict[str, Any], dict[str, Any] | None]:
-    """Check a sweep's settings against the run directory's earlier run, before anything
-    there changes: (config as run, affinity, dataset scan, tokenizer, manifest base,
-    earlier manifest). Raises SweepError naming each setting that differs."""
-    problems = config_problems(config)
-    if problems:
-        raise InputError(BAD_SETTINGS, problems)
-    if config.attribute_workers:
-        config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
-    affinity = resolve_affinity(config)
-    scan = scan_dataset(Path(config.dataset))
-    check_output_tokens(config, scan)
-    run_dir = resolve_run_dir(config)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = _prepare_tokenizer(config, run_dir)
-    base = manifest_base(config, affinity, scan, tokenizer)
-    manifest_path = run_dir / MANIFEST_NAME
-    earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
-    changed = settings_changes(earlier, base) if earlier is not None else []
-    if changed:
-        raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
-                         f"({'; '.join(changed)}); {NEW_RUN_HINT}")
-    return config, affinity, scan, tokenizer, base, earlier
-
-
-def run_sweep(config: SweepConfig, say: Say = print) -> Path:
-    """Run (or resume) the sweep; returns the run directory.
-
-    Each finished level prints its summary line through `say` at once. Raises SweepError
-    with what to do when a setting is bad or a level fails.
-    """
-    config, affinity, scan, tokenizer, base, earlier = open_run(config)
-    run_dir = resolve_run_dir(config)
-    manifest_path = run_dir / MANIFEST_NAME
-    attempts = list((earlier or {}).get("attempts")
-                    or ([{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
-    attempt = len(attempts)
-    attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
-    manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
-                "attempts": attempts, "levels": dict((earlier or {}).get("levels") or {})}
-    write_json(manifest_path, manifest)
-    workers = next((int(config.deployment[k]) for k in WORKER_COUNT_FACTS
-                    if str(config.deployment.get(k, "")).isdigit()), None)
-    target = config.level_target or (lambda *_: nullcontext(LevelRun(config.url)))
-    header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
-    say(
-        f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
-        f"{scan.sessions} videos x {scan.questions_per_session or '?'} questions per level, "
-        f"levels {list(config.concurrencies)}, results in {run_dir}"
-    )
-    for concurrency in config.concurrencies:
-        level_dir = run_dir / level_dir_name(concurrency)
-        if level_complete(run_dir, manifest, concurrency):
-            kept = LevelSummary(**manifest["levels"][str(concurrency)]["summary"])
-            say(f"{kept.line()} [kept from the earlier run]")
-            continue
-        if level_dir.exists():
-            say(f"concurrency {concurrency}: removing an unfinished earlier attempt")
-            shutil.rmtree(level_dir)
-        spec = LevelSpec(
-            url=config.url, model=config.model, dataset=Path(config.dataset).resolve(),
-            concurrency=concurrency, sessions=scan.sessions, output_tokens=config.output_tokens,
-            artifact_dir=level_dir.resolve(), tokenizer=tokenizer, affinity=affinity,
-            random_seed=config.random_seed,
-            extra_body=config.extra_body,
-            request_timeout_secs=config.request_timeout_secs,
-        )
-        level = manifest["levels"][str(concurrency)] = {
-            "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now(),
-            "attempt": attempt}
-        write_json(manifest_path, manifest)
-        try:
-            with target(concurrency, level_dir) as level_run:
-                say(f"concurrency {concurrency}: running AIPerf (output: "
-                    f"{level_dir / LEVEL_LOG})")
-                counted = scrape_frontend(level_run.url)
-                bound = level_run.timeout_secs or config.level_timeout_secs
-                run_level(replace(spec, url=level_run.url),
-                          replace(config, level_timeout_secs=bound), say, scan.requests)
-                summary = summarize_file(level_dir / SUMMARY_EXPORT)
-                now = scrape_frontend(level_run.url)
-        except (SweepError, ExportError) as exc:
-            failed = _record_failure(manifest_path, manifest, level, str(exc))
-            if isinstance(exc, SweepError):
-                raise failed from exc
-            raise LevelFailed(
-                f"concurrency {concurrency}: {exc}\nAIPerf's last lines:\n"
-                f"{log_tail(level_dir / LEVEL_LOG)}"
-            ) from exc
-        say(summary.line())
-        lengths = _length_check(level_dir, config.output_tokens)
-        evidence = level_evidence(level_dir, counted, now, config.attribute_workers)
-        if evidence:
-            level.update(evidence)
-            say(f"concurrency {concurrency}: {evidence_line(evidence)}")
-        if lengths:
-            level["output_lengths"] = lengths
-            say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
-                f"{lengths['requests']} requests got other than {config.output_tokens} "
-                f"output tokens (min {lengths['min']}, max {lengths['max']})"
-                + (f", {lengths['missing']} without a count" if "missing" in lengths else ""))
-        problems = _level_problems(summary, lengths, config, level_dir)
-        problems += routing_problems(evidence.get("routing"), workers, affinity)
-        if problems:
-            raise _record_failure(manifest_path, manifest, level,
-                                  f"concurrency {concurrency}: {'; '.join(problems)}")
-        level.update(
-            status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
-            **({"measured": level_run.measured} if level_run.measured else {}))
-        write_json(manifest_path, manifest)
-    say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
-        f"{run_dir} ... --out REPORT)")
-    return run_dir
-
-
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
                     config: SweepConfig, level_dir: Path) -> list[str]:
-    """Why a measured level is not kept: any failed request (docs/benchmark-toolkit.md,
-    "Failed requests"), answers without a token count, other output lengths."""
+    """Why a measured chunk (and so its level) is not kept: any failed request
+    (docs/benchmark-toolkit.md, "Failed requests"), answers without a token count, other
+    output lengths."""
     problems = []
     if summary.errors:
         problems.append(f"{summary.errors} of {summary.requests + summary.errors} requests "
@@ -602,12 +552,197 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
     return problems
 
 
-def _record_failure(manifest_path: Path, manifest: dict[str, Any], level: dict[str, Any],
-                    error: str) -> LevelFailed:
-    """Mark a level failed in the manifest (the run resumes from it); the error to raise."""
-    level.update(status=STATUS_FAILED, error=error)
-    write_json(manifest_path, manifest)
-    return LevelFailed(error)
+def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
+    if config.tokenizer is not None:
+        return config.tokenizer
+    path = run_dir / "tokenizer"
+    if not is_tiny_model_dir(path):
+        build_tiny_model_dir(path)
+    return str(path.resolve())
+
+
+def open_run(config: SweepConfig) -> tuple[
+        SweepConfig, bool, Dataset, str, dict[str, Any], dict[str, Any] | None]:
+    """Check a sweep's settings against the run directory's earlier run, before anything
+    there changes: (config as run, affinity, dataset, tokenizer, manifest base, earlier
+    manifest). Raises SweepError naming each setting that differs."""
+    problems = config_problems(config)
+    if problems:
+        raise InputError(BAD_SETTINGS, problems)
+    if config.attribute_workers:
+        config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
+    affinity = resolve_affinity(config)
+    data = read_dataset(Path(config.dataset))
+    run_dir = resolve_run_dir(config)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = _prepare_tokenizer(config, run_dir)
+    base = manifest_base(config, affinity, data, tokenizer)
+    manifest_path = run_dir / MANIFEST_NAME
+    earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    changed = settings_changes(earlier, base) if earlier is not None else []
+    if changed:
+        raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
+                         f"({'; '.join(changed)}); {NEW_RUN_HINT}")
+    check_dataset(config, data)
+    return config, affinity, data, tokenizer, base, earlier
+
+
+def run_sweep(config: SweepConfig, say: Say = print) -> Path:
+    """Run (or resume) the sweep; returns the run directory.
+
+    Each chunk prints a progress line and each finished level its summary line through
+    `say` at once. Raises SweepError with what to do when a setting is bad or a level fails.
+    """
+    config, affinity, data, tokenizer, base, earlier = open_run(config)
+    run_dir = resolve_run_dir(config)
+    attempts = list((earlier or {}).get("attempts")
+                    or ([{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
+    attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
+    manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
+                "attempts": attempts, "levels": dict((earlier or {}).get("levels") or {})}
+    sweep = _Sweep(config, affinity, data, tokenizer, run_dir, manifest, len(attempts) - 1, say)
+    sweep.save()
+    header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
+    rule = ("every whole chunk (--full)" if config.full else
+            f"until the req/s interval is within +-{config.stop_within_pct:g}% after "
+            f"{SEED_SHAPE.min_replicates} chunks")
+    say(f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
+        f"{len(data.sessions)} videos x {data.questions_per_session or '?'} questions, levels "
+        f"{list(config.concurrencies)} in chunks of N videos at concurrency N, {rule}; "
+        f"results in {run_dir}")
+    for concurrency in config.concurrencies:
+        sweep.level(concurrency)
+    say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
+        f"{run_dir} ... --out REPORT)")
+    return run_dir
+
+
+@dataclass
+class _Sweep:
+    """One attempt at a run: its levels, each run chunk by chunk into the manifest."""
+
+    config: SweepConfig
+    affinity: bool
+    data: Dataset
+    tokenizer: str
+    run_dir: Path
+    manifest: dict[str, Any]
+    attempt: int
+    say: Say
+
+    def save(self) -> None:
+        write_json(self.run_dir / MANIFEST_NAME, self.manifest)
+
+    def level(self, concurrency: int) -> None:
+        """Run one level's chunks until the stop rule ends it (finished chunks of an
+        earlier attempt kept); mark it complete, or failed and raise LevelFailed."""
+        name, level_dir = f"concurrency {concurrency}", self.run_dir / level_dir_name(concurrency)
+        levels = self.manifest["levels"]
+        if level_complete(self.run_dir, self.manifest, concurrency):
+            kept = LevelSummary(**levels[str(concurrency)]["summary"])
+            self.say(f"{kept.line()} [kept from the earlier run]")
+            return
+        planned = level_chunks(list(self.data.sessions), concurrency)
+        chunks = kept_chunks(level_dir, levels.get(str(concurrency)) or {}, planned)
+        if level_dir.exists():
+            self.say(f"{name}: keeping {len(chunks)} finished chunks of an earlier attempt"
+                     if chunks else f"{name}: removing an unfinished earlier attempt")
+            for path in level_dir.iterdir():
+                if path.name not in {chunk["dir"] for chunk in chunks}:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        level = levels[str(concurrency)] = {
+            "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now(),
+            "attempt": self.attempt, "interval_method": INTERVAL_METHOD,
+            "replicates": len(chunks), "chunks": chunks}
+        self.save()
+        stop = stopped_by(self.rates(level), len(planned) - len(chunks), self.config)
+        target = self.config.level_target or (lambda *_: nullcontext(LevelRun(self.config.url)))
+        try:
+            if stop is None:
+                with target(concurrency, level_dir) as run:
+                    bound = run.timeout_secs or self.config.level_timeout_secs
+                    config = replace(self.config, level_timeout_secs=bound)
+                    deadline = time.monotonic() + bound
+                    while stop is None:
+                        self.chunk(level, planned, run.url, config, deadline)
+                        stop = stopped_by(self.rates(level), len(planned) - len(level["chunks"]),
+                                          config)
+                level.update({"measured": run.measured} if run.measured else {})
+        except (SweepError, ExportError) as exc:
+            level.update(status=STATUS_FAILED, error=str(exc))
+            self.save()
+            if isinstance(exc, SweepError):
+                raise LevelFailed(str(exc)) from exc
+            log = level_dir / chunk_dir_name(len(level["chunks"])) / LEVEL_LOG
+            raise LevelFailed(f"{name}: {exc}\nAIPerf's last lines:\n{log_tail(log)}") from exc
+        summary = level_summary([LevelSummary(**c["summary"]) for c in level["chunks"]])
+        level.update(self.evidence(level["chunks"], level_dir))
+        level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
+                     stopped_by=stop)
+        self.save()
+        self.say(f"{summary.line()}; {len(level['chunks'])} chunks, stopped by {stop}")
+        if "routing" in level or "prefix_cache_hit_pct" in level:
+            self.say(f"{name}: {evidence_line(level)}")
+
+    def chunk(self, level: dict[str, Any], planned: list[list[str]], url: str,
+              config: SweepConfig, deadline: float) -> None:
+        """Run the level's next chunk and record it, or raise with why the level fails."""
+        index, videos = len(level["chunks"]), planned[len(level["chunks"])]
+        chunk_dir = self.run_dir / level["dir"] / chunk_dir_name(index)
+        chunk_dir.mkdir(parents=True)
+        dataset = chunk_dir / CHUNK_DATASET
+        dataset.write_bytes(b"".join(b"".join(self.data.sessions[v]) for v in videos))
+        concurrency = len(planned[0])
+        spec = LevelSpec(
+            url=url, model=config.model, dataset=dataset.resolve(), concurrency=concurrency,
+            sessions=len(videos), output_tokens=config.output_tokens,
+            artifact_dir=chunk_dir.resolve(), tokenizer=self.tokenizer, affinity=self.affinity,
+            random_seed=config.random_seed, extra_body=config.extra_body,
+            request_timeout_secs=config.request_timeout_secs)
+        before = scrape_frontend(url)
+        run_aiperf(spec, config, self.say, sum(len(self.data.sessions[v]) for v in videos),
+                   deadline)
+        summary = summarize_file(chunk_dir / SUMMARY_EXPORT)
+        found = chunk_evidence(chunk_dir, before, scrape_frontend(url), config.attribute_workers)
+        entry = {"dir": chunk_dir.name, "videos": videos, "summary": summary.to_dict(),
+                 "attempt": self.attempt, **({"frontend": found} if found else {})}
+        lengths = _length_check(chunk_dir, config.output_tokens)
+        if lengths:
+            level["output_lengths"] = lengths
+            self.say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
+                     f"{lengths['requests']} requests got other than {config.output_tokens} "
+                     f"output tokens (min {lengths['min']}, max {lengths['max']})"
+                     + (f", {lengths['missing']} without a count" if "missing" in lengths
+                        else ""))
+        problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
+            found.get("routing"), self.workers(), self.affinity)
+        if problems:
+            level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
+            raise SweepError(f"concurrency {concurrency}: {'; '.join(problems)}")
+        level["chunks"].append(entry)
+        level["replicates"] = len(level["chunks"])
+        self.save()
+        interval = replicate_interval(self.rates(level))
+        self.say(f"concurrency {concurrency}, chunk {index + 1} of at most {len(planned)}: "
+                 f"{summary.request_throughput:.2f} req/s; " + (
+                     f"{interval.mean:.2f} req/s so far, 95% interval [{interval.low:.2f}, "
+                     f"{interval.high:.2f}] (+-{interval.relative_half_width:.1%})"
+                     if interval else "no interval before a second chunk"))
+
+    def workers(self) -> int | None:
+        """How many workers the deployment says serve it, where it says so."""
+        facts = self.config.deployment
+        return next((int(facts[k]) for k in WORKER_COUNT_FACTS
+                     if str(facts.get(k, "")).isdigit()), None)
+
+    @staticmethod
+    def rates(level: Mapping[str, Any]) -> list[float]:
+        return [c["summary"]["request_throughput"] for c in level["chunks"]]
+
+    @staticmethod
+    def evidence(chunks: Sequence[Mapping[str, Any]], level_dir: Path) -> dict[str, Any]:
+        return level_evidence([level_dir / c["dir"] for c in chunks],
+                              [c.get("frontend") or {} for c in chunks])
 
 
 def _now() -> str:
@@ -619,18 +754,19 @@ def _now() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    s = SEED_SHAPE
+    """The sweep's options: each dest is a SweepConfig field, each default the field's."""
+    d, s = SweepConfig, SEED_SHAPE
     p = subparsers.add_parser(
         "sweep",
         help="run AIPerf at each concurrency level (resumable)",
         description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
-        "level: every video's questions as one session, video first, exact output length, "
-        "no warm-up. Results: results/<profile>/<run-id>/ (or --out). Rerun with the "
-        "same run id to resume.",
+        "level, in chunks of whole videos until the level's req/s is known: every video's "
+        "questions as one session, video first, exact output length, no warm-up. Results: "
+        "results/<profile>/<run-id>/ (or --out). Rerun with the same run id to resume.",
     )
     p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--model", default=SERVED_MODEL_NAME, help=f"default {SERVED_MODEL_NAME}")
-    p.add_argument("--profile", default="round-robin",
+    p.add_argument("--model", default=d.model, help=f"default {d.model}")
+    p.add_argument("--profile", default=d.profile,
                    help=f"routing profile label ({', '.join(PROFILES)}, or your own)")
     p.add_argument("--session-affinity", dest="affinity", action=argparse.BooleanOptionalAction,
                    default=None, help=f"send {SESSION_HEADER} per video (default: the profile's)")
@@ -642,36 +778,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="text-only: a ~N-token per-video block instead of the video")
     src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
                      help=f"default {s.questions_per_video}")
-    p.add_argument("--concurrency", type=int, nargs="+", default=list(s.concurrencies),
-                   help=f"levels (default {' '.join(map(str, s.concurrencies))})")
-    p.add_argument("--output-tokens", type=int, default=s.output_tokens,
-                   help=f"exact output tokens per request (default {s.output_tokens})")
-    p.add_argument("--seed", type=int, default=s.random_seed, help=f"default {s.random_seed}")
+    p.add_argument("--concurrency", dest="concurrencies", type=int, nargs="+",
+                   default=d.concurrencies,
+                   help=f"levels (default {' '.join(map(str, d.concurrencies))})")
+    p.add_argument("--output-tokens", type=int, default=d.output_tokens,
+                   help=f"exact output tokens per request (default {d.output_tokens})")
+    p.add_argument("--seed", dest="random_seed", type=int, default=d.random_seed,
+                   help=f"default {d.random_seed}")
+    p.add_argument("--stop-within-pct", type=float, default=d.stop_within_pct,
+                   help="a level stops once its req/s 95%% interval is within +- this %% "
+                   f"(after {s.min_replicates} chunks; default {d.stop_within_pct:g})")
+    p.add_argument("--full", action="store_true",
+                   help="every level sends every whole chunk of videos (no stop rule)")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer name or local directory (default: a tiny local one)")
-    p.add_argument("--results-root", type=Path, default=Path("results"))
+    p.add_argument("--results-root", type=Path, default=d.results_root)
     p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", dest="run_dir", type=Path, default=None,
                    help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
-    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    p.add_argument("--level-timeout", type=float, default=8 * 3600.0,
-                   help="seconds per level")
-    p.add_argument("--note", action="append", default=[], help="free text for the report")
+    p.add_argument("--request-timeout", dest="request_timeout_secs", type=float,
+                   default=d.request_timeout_secs, help="seconds per request")
+    p.add_argument("--level-timeout", dest="level_timeout_secs", type=float,
+                   default=d.level_timeout_secs, help="seconds per level (all its chunks)")
+    p.add_argument("--note", dest="notes", action="append", default=[],
+                   help="free text for the report")
     p.add_argument("--deployment", action="append", default=[], metavar="KEY=VALUE",
+                   type=lambda fact: tuple(fact.partition("=")[::2]),
                    help="what the run measures (image, topology...): recorded, and a resume "
                    "against other values is refused")
     p.add_argument("--attribute-workers", action="store_true",
                    help="record which worker served each request (the frontend's nvext "
-                   "worker_id) and per level the routing's stickiness and spread")
+                   "worker_id) and per chunk and level the routing's stickiness and spread")
     p.add_argument("--follow-command", default=None,
                    help="the command that follows this sweep's log, printed at its start")
     p.set_defaults(func=_run)
 
 
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The run object straight from the parsed options (the dataset comes later)."""
+    given = {f.name: getattr(args, f.name) for f in fields(SweepConfig) if hasattr(args, f.name)}
+    return SweepConfig(**{**given, "dataset": Path("."), "concurrencies": tuple(
+        args.concurrencies), "notes": tuple(args.notes), "deployment": dict(args.deployment)})
+
+
 def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
     """The dataset, built in `run_dir` from the video options."""
-    options: dict[str, Any] = dict(
-        output_tokens=args.output_tokens, seed=args.seed)
+    options: dict[str, Any] = dict(output_tokens=args.output_tokens, seed=args.random_seed)
     references = None
     try:
         if args.text_standin_tokens is not None:
@@ -687,16 +839,7 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = SweepConfig(
-        url=args.url, dataset=Path("."), profile=args.profile, model=args.model,
-        affinity=args.affinity, concurrencies=tuple(args.concurrency),
-        output_tokens=args.output_tokens, random_seed=args.seed, tokenizer=args.tokenizer,
-        results_root=args.results_root, run_id=args.run_id, run_dir=args.out,
-        request_timeout_secs=args.request_timeout,
-        level_timeout_secs=args.level_timeout, notes=tuple(args.note),
-        deployment=dict(item.partition("=")[::2] for item in args.deployment),
-        attribute_workers=args.attribute_workers,
-    )
+    config = config_from_args(args)
     run_dir: Path | None = None
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     with sigterm_as_interrupt():
@@ -738,7 +881,7 @@ def _run(args: argparse.Namespace) -> int:
 def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
     """How to resume this run, in words that fit the CLI and the cluster's Job (whose run
     id is `benchmarkRunId`): a run id of the clock's is not "the same"."""
-    if args.run_id or args.out:
+    if args.run_id or args.run_dir:
         return (f"to resume {run_dir}, run it again with the same run id (the cluster's "
-                "benchmarkRunId) or --out: finished levels are kept")
+                "benchmarkRunId) or --out: finished levels and chunks are kept")
     return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"

@@ -1,8 +1,9 @@
 """Two small real sweeps (real AIPerf, recording server on 127.0.0.1), run once per test
 session and shared by tests/test_sweep.py and tests/test_report.py.
 
-AIPerf takes several seconds to start per level, so the suite runs as few as it can:
-session-affinity and round-robin, 3 videos x 3 questions, levels 1 and 2.
+AIPerf takes several seconds to start per run (one per chunk), so the suite runs as few as
+it can: session-affinity and round-robin, 3 videos x 3 questions, levels 1 (three chunks of
+one video) and 2 (one chunk of two videos; the third fills no chunk and is not sent).
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ class SweepRun:
 
     def level_requests(self, level_index: int) -> list[RecordedRequest]:
         """The requests of the `level_index`-th level (levels run in turn)."""
-        per_level = VIDEOS * QUESTIONS
-        return self.requests[level_index * per_level:(level_index + 1) * per_level]
+        start = sum(sent_videos(level) for level in LEVELS[:level_index]) * QUESTIONS
+        return self.requests[start:start + sent_videos(LEVELS[level_index]) * QUESTIONS]
+
+
+def sent_videos(level: int) -> int:
+    """The videos a level sends: its whole chunks of `level` videos, in dataset order."""
+    return VIDEOS // level * level
 
 
 @dataclass

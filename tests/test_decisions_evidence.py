@@ -16,6 +16,7 @@ from benchmarks.evidence import (
     Attribution,
     FrontendCounts,
     attribute_raw_export,
+    chunk_evidence,
     evidence_line,
     frontend_counts,
     level_attribution,
@@ -113,10 +114,10 @@ def test_stickiness_ignores_videos_without_a_worker() -> None:
     assert stickiness({}).share_single_worker == 0.0
 
 
-def test_a_level_attribution_is_saved_and_the_raw_export_then_goes(tmp_path: Path) -> None:
+def test_a_chunks_attribution_is_saved_and_the_raw_export_then_goes(tmp_path: Path) -> None:
     folder = write_raw(tmp_path / "level", *RECORDS)
     before = FrontendCounts(0, 100, 0)
-    evidence = level_evidence(folder, before, FrontendCounts(50, 200, 3), True)
+    evidence = chunk_evidence(folder, before, FrontendCounts(50, 200, 3), True)
     assert evidence == {"prefix_cache_hit_pct": 50.0, "routing": {
         "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
         "workers_seen": 2, "requests_per_worker_min": 1, "requests_per_worker_max": 2,
@@ -126,13 +127,13 @@ def test_a_level_attribution_is_saved_and_the_raw_export_then_goes(tmp_path: Pat
         "workers_by_video": {"v1": [1, 2], "v2": [2]}, "unattributed": 2}
     # Read again from the saved file alone, its raw export already gone.
     assert level_attribution(folder) == Attribution({"v1": [1, 2], "v2": [2]}, 2)
-    assert level_evidence(folder, None, None, True)["routing"] == evidence["routing"]
+    assert chunk_evidence(folder, None, None, True)["routing"] == evidence["routing"]
 
 
 def test_evidence_is_only_what_was_measured(tmp_path: Path) -> None:
     folder = write_raw(tmp_path / "level", *RECORDS)
-    assert level_evidence(folder, None, FrontendCounts(), False) == {}
-    assert level_evidence(folder, FrontendCounts(), None, False) == {}
+    assert chunk_evidence(folder, None, FrontendCounts(), False) == {}
+    assert chunk_evidence(folder, FrontendCounts(), None, False) == {}
     assert (folder / RAW_EXPORT).exists()
     with pytest.raises(FileNotFoundError) as missing:
         level_attribution(tmp_path / "empty")
@@ -140,6 +141,25 @@ def test_evidence_is_only_what_was_measured(tmp_path: Path) -> None:
         f"{tmp_path / 'empty' / RAW_EXPORT} is missing: this level ran without AIPerf's raw "
         "export, so the worker of each request is unknown (rerun the level with "
         "--attribute-workers)")
+
+
+def test_a_levels_evidence_is_over_all_its_chunks(tmp_path: Path) -> None:
+    """The routing over every video of the level's chunks (read back from each chunk's
+    saved attribution); the prefix-cache share the mean of the chunks that measured one."""
+    one = write_raw(tmp_path / "chunk-00", raw_record("v1", 1), raw_record("v1", 1))
+    two = write_raw(tmp_path / "chunk-01", raw_record("v2", 2), raw_record("v2", 3),
+                    raw_record(None, 3))
+    chunks = [chunk_evidence(one, FrontendCounts(0, 100, 0), FrontendCounts(50, 200, 3), True),
+              chunk_evidence(two, FrontendCounts(0, 100, 0), FrontendCounts(10, 200, 3), True)]
+    assert chunks[0]["routing"]["workers_seen"] == 1
+    assert level_evidence([one, two], chunks) == {"prefix_cache_hit_pct": 30.0, "routing": {
+        "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
+        "workers_seen": 3, "requests_per_worker_min": 1, "requests_per_worker_max": 2,
+        "unattributed": 1}}
+    unknown = [{"prefix_cache_hit_pct": None}, {"prefix_cache_hit_pct": 20.0}, {}]
+    assert level_evidence([], unknown) == {"prefix_cache_hit_pct": 20.0}
+    assert level_evidence([], [{"prefix_cache_hit_pct": None}]) == {"prefix_cache_hit_pct": None}
+    assert level_evidence([], [{}, {}]) == {}
 
 
 def test_an_empty_attribution_spreads_nothing() -> None:

@@ -12,21 +12,27 @@ from typing import Any
 
 import pytest
 
+from benchmarks.__main__ import build_parser
 from benchmarks.aiperf_run import RECORDS_EXPORT, SUMMARY_EXPORT, LevelSummary
 from benchmarks.sweep import (
     STATUS_COMPLETE,
-    DatasetScan,
+    Dataset,
     SweepConfig,
     _length_check,
     _level_problems,
     changes,
-    check_output_tokens,
+    check_dataset,
+    config_from_args,
     config_problems,
+    kept_chunks,
+    level_chunks,
     level_complete,
+    level_summary,
     resolve_affinity,
     settings_changes,
+    stopped_by,
 )
-from infra.names import RUN_ID_MAX_LEN, InputError
+from infra.names import RUN_ID_MAX_LEN, SEED_SHAPE, InputError
 
 
 def record(tokens: int | None, phase: str = "profiling", error: str | None = None
@@ -100,12 +106,18 @@ def test_every_reason_to_fail_a_level_is_given(tmp_path: Path) -> None:
 
 
 def test_a_level_is_kept_only_when_complete_with_its_summary_on_disk(tmp_path: Path) -> None:
-    complete = {"levels": {"4": {"status": STATUS_COMPLETE}}}
+    complete = {"levels": {"4": {"status": STATUS_COMPLETE,
+                                 "chunks": [{"dir": "chunk-00"}, {"dir": "chunk-01"}]}}}
     assert not level_complete(tmp_path, complete, 4)  # its export is gone
-    folder = tmp_path / "concurrency-4"
-    folder.mkdir()
-    (folder / SUMMARY_EXPORT).write_text("{}")
+    for chunk in ("chunk-00", "chunk-01"):
+        folder = tmp_path / "concurrency-4" / chunk
+        folder.mkdir(parents=True)
+        (folder / SUMMARY_EXPORT).write_text("{}")
     assert level_complete(tmp_path, complete, 4)
+    (folder / SUMMARY_EXPORT).unlink()
+    assert not level_complete(tmp_path, complete, 4)  # one chunk's export is gone
+    # A level from before chunks (its export in the level's own folder) is not kept.
+    assert not level_complete(tmp_path, {"levels": {"4": {"status": STATUS_COMPLETE}}}, 4)
     assert not level_complete(tmp_path, complete, 8)
     assert not level_complete(tmp_path, {"levels": {"4": {"status": "failed"}}}, 4)
     assert not level_complete(tmp_path, {"levels": {"4": None}}, 4)
@@ -124,17 +136,100 @@ def test_affinity_is_the_profiles_unless_said() -> None:
         in str(err.value)
 
 
-def test_the_dataset_must_ask_for_the_sweeps_output_tokens() -> None:
-    def scan(*tokens: int) -> DatasetScan:
-        return DatasetScan("x", 4, 2, 2, frozenset(tokens))
+def dataset(videos: int = 16, *tokens: int) -> Dataset:
+    return Dataset("x", {f"video-{i:04d}": [b"{}\n"] * 2 for i in range(videos)},
+                   frozenset(tokens))
 
-    check_output_tokens(CONFIG, scan(8))
-    check_output_tokens(CONFIG, scan())  # a dataset that names no length
-    for other in (scan(16), scan(8, 16)):
+
+def test_the_dataset_must_ask_for_the_sweeps_output_tokens() -> None:
+    check_dataset(CONFIG, dataset(16, 8))
+    check_dataset(CONFIG, dataset(16))  # a dataset that names no length
+    for other in (dataset(16, 16), dataset(16, 8, 16)):
         with pytest.raises(InputError, match="rebuild the dataset with --output-tokens 8") \
                 as err:
-            check_output_tokens(CONFIG, other)
+            check_dataset(CONFIG, other)
         assert err.value.heading == "bad sweep settings"
+
+
+def test_every_level_needs_one_whole_chunk_of_videos() -> None:
+    with pytest.raises(InputError) as err:
+        check_dataset(CONFIG, dataset(5))
+    assert err.value.problems == [
+        "--concurrency 8 16: a level at concurrency N sends chunks of N videos but the "
+        "dataset has 5: use more videos or lower levels"]
+    check_dataset(replace(CONFIG, concurrencies=(1, 5)), dataset(5))
+
+
+def test_chunks_are_disjoint_whole_videos_in_order_and_leftovers_stay_unsent() -> None:
+    videos = [f"v{i}" for i in range(7)]
+    assert level_chunks(videos, 2) == [["v0", "v1"], ["v2", "v3"], ["v4", "v5"]]
+    assert level_chunks(videos, 1) == [[v] for v in videos]
+    assert level_chunks(videos, 7) == [videos]
+    assert level_chunks(videos, 4) == [videos[:4]]
+    assert level_chunks(videos, 8) == []
+
+
+TIGHT, WIDE = [10.0, 10.1, 9.9], [10.0, 12.0, 8.0]
+
+
+def test_a_level_stops_at_three_tight_chunks_runs_on_while_wide_and_when_videos_run_out(
+) -> None:
+    assert SEED_SHAPE.min_replicates == 3
+    assert stopped_by(TIGHT, 5, CONFIG) == "interval"  # +-2.5% <= 3%
+    assert stopped_by(TIGHT[:2], 5, CONFIG) is None  # fewer than three chunks
+    assert stopped_by([10.0, 10.0], 5, CONFIG) is None
+    assert stopped_by(WIDE, 5, CONFIG) is None
+    assert stopped_by(WIDE, 0, CONFIG) == "videos"
+    assert stopped_by(TIGHT[:2], 0, CONFIG) == "videos"
+    assert stopped_by(TIGHT, 0, CONFIG) == "interval"
+    assert stopped_by(WIDE, 5, replace(CONFIG, stop_within_pct=60.0)) == "interval"
+    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=2.0)) is None
+    full = replace(CONFIG, full=True)
+    assert stopped_by(TIGHT, 5, full) is None
+    assert stopped_by(TIGHT, 0, full) == "full"
+
+
+def chunk(rate: float, requests: int = 20, errors: int = 0, ttft: float | None = 1.0
+          ) -> LevelSummary:
+    return replace(summary(requests, errors), request_throughput=rate, ttft_p50_ms=ttft,
+                   prompt_cache_read_pct=None)
+
+
+def test_a_levels_figures_are_the_mean_of_its_chunks_and_its_counts_their_sums() -> None:
+    level = level_summary([chunk(1.0, 20, ttft=10.0), chunk(2.0, 19, 1, ttft=None),
+                           chunk(3.0, 20, ttft=20.0)])
+    assert level == LevelSummary(
+        concurrency=4, requests=59, errors=1, request_throughput=2.0, ttft_p50_ms=15.0,
+        ttft_p90_ms=1.0, request_latency_p50_ms=1.0, output_token_throughput=1.0,
+        prompt_cache_read_pct=None)
+
+
+def test_a_resume_keeps_the_finished_chunks_in_order(tmp_path: Path) -> None:
+    planned = [["v0"], ["v1"], ["v2"]]
+    chunks = [{"dir": f"chunk-0{k}", "videos": planned[k]} for k in range(3)]
+    for entry in chunks[:2]:
+        (tmp_path / entry["dir"]).mkdir()
+        (tmp_path / entry["dir"] / SUMMARY_EXPORT).write_text("{}")
+    assert kept_chunks(tmp_path, {"chunks": chunks}, planned) == chunks[:2]  # no export
+    assert kept_chunks(tmp_path, {"chunks": chunks[1:]}, planned) == []  # not in order
+    assert kept_chunks(tmp_path, {"chunks": chunks}, [["v1"], ["v0"]]) == []  # other videos
+    assert kept_chunks(tmp_path, {}, planned) == []
+
+
+def test_the_cli_options_are_the_run_objects_fields() -> None:
+    args = build_parser("sweep").parse_args([
+        "sweep", "--url", "http://127.0.0.1:9", "--concurrency", "2", "4", "--full",
+        "--stop-within-pct", "5", "--seed", "7", "--out", "r", "--note", "a",
+        "--deployment", "replicas=8", "--deployment", "image=x=y", "--request-timeout", "9"])
+    config = config_from_args(args)
+    assert config == replace(
+        SweepConfig(url="http://127.0.0.1:9", dataset=Path(".")), concurrencies=(2, 4),
+        full=True, stop_within_pct=5.0, random_seed=7, run_dir=Path("r"), notes=("a",),
+        deployment={"replicas": "8", "image": "x=y"}, request_timeout_secs=9.0)
+    defaults = config_from_args(build_parser("sweep").parse_args(
+        ["sweep", "--url", "http://127.0.0.1:9"]))
+    assert defaults == SweepConfig(url="http://127.0.0.1:9", dataset=Path("."))
+    assert SweepConfig.stop_within_pct == SEED_SHAPE.stop_within_pct
 
 
 def problems_of(tmp_path: Path, **changes: Any) -> list[str]:
@@ -165,6 +260,8 @@ BAD_SETTINGS = {
     "profile end": ({"profile": "a/b"}, "--profile 'a/b'"),
     "tokenizer": ({"tokenizer": "./nowhere"}, "--tokenizer ./nowhere: no such directory"),
     "tokenizer path": ({"tokenizer": "/nowhere"}, "--tokenizer /nowhere: no such directory"),
+    "stop within": ({"stop_within_pct": 0.0}, "--stop-within-pct must be above 0 (got 0); "
+                                               "--full sends every video instead"),
 }
 
 
@@ -209,3 +306,15 @@ def test_changes_name_keys_on_either_side_and_values_that_stop_being_mappings() 
     # Keys of mixed types (a manifest's levels by number, facts by name) sort as text.
     assert changes("d", {2: "x", "b": 1, 10: "y"}, {}) == [
         "d.10: 'y' -> None", "d.2: 'x' -> None", "d.b: 1 -> None"]
+
+
+def test_progress_counts_measured_requests_and_skips_a_line_being_written(
+        tmp_path: Path) -> None:
+    from benchmarks.aiperf_run import progress_counts
+
+    folder = level_dir(tmp_path, record(8), record(None, error="500"), record(8, "warmup"),
+                       record(8))
+    with open(folder / RECORDS_EXPORT, "a") as records:
+        records.write('{"metadata": {"benchmark_ph')
+    assert progress_counts(folder / RECORDS_EXPORT) == (2, 1)
+    assert progress_counts(tmp_path / "not-yet") == (0, 0)
