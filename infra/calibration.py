@@ -36,6 +36,14 @@ class SeedRow:
     rr_ttft_p50_ms: float
     sa_ttft_p50_ms: float
 
+    def figures(self, profile: str) -> dict[str, float | None]:
+        """The seed's figures of one profile at this level, by the report's names."""
+        rr, at_16 = profile == "round-robin", self.concurrency == 16
+        return {"req/s": self.rr_req_s if rr else self.sa_req_s,
+                "TTFT p50": self.rr_ttft_p50_ms if rr else self.sa_ttft_p50_ms,
+                "request latency p50": SEED_16_LATENCY_P50_MS[profile] if at_16 else None,
+                "TTFT p90": SEED_16_TTFT_P90_MS[profile] if at_16 else None}
+
 
 SEED_TABLE = (
     SeedRow(1, 0.94, 1.16, 45, 44),
