@@ -59,10 +59,6 @@ class ProfileRun:
     stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
     chunks: dict[int, list[LevelSummary]] = field(default_factory=dict)
 
-    def level_dir(self, concurrency: int) -> Path:
-        state = (self.manifest.get("levels") or {}).get(str(concurrency)) or {}
-        return self.source / state.get("dir", level_dir_name(concurrency))
-
 
 def run_manifests(root: Path) -> list[Path]:
     """The sweep manifests of `root`: a run directory, or a folder of them."""
@@ -219,7 +215,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
-                "dir": str(run.level_dir(concurrency)),
+                "dir": str(run.source / state.get("dir", level_dir_name(concurrency))),
             })
     return rows
 
@@ -344,30 +340,36 @@ def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.0f}%"
-
-
 def _rate_cell(row: dict[str, Any]) -> str:
     """req/s with its 95% interval over the level's chunks, where it has two or more."""
     low, high = row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
-    interval = "" if low is None else f" [{low:,.2f}, {high:,.2f}]"
-    return _fmt(row["request_throughput"]) + interval
+    return _fmt(row["request_throughput"]) + ("" if low is None else
+                                              f" [{low:,.2f}, {high:,.2f}]")
 
 
 def _gain_cell(row: dict[str, Any]) -> str:
     """The gain with its 95% interval, in words where the interval covers zero."""
-    low, high = row["throughput_gain_ci95_low"], row["throughput_gain_ci95_high"]
+    gain, low, high = (row[f"throughput_gain{k}"] for k in ("_pct", "_ci95_low", "_ci95_high"))
     if low is None:
-        return _pct(row["throughput_gain_pct"])
+        return "n/a" if gain is None else f"{gain:+.0f}%"
     words = " (no measurable difference)" if low <= 0 <= high else ""
-    return f"{_pct(row['throughput_gain_pct'])} [{low:+.0f}%, {high:+.0f}%]{words}"
+    return f"{gain:+.0f}% [{low:+.0f}%, {high:+.0f}%]{words}"
 
 
-def _replicates_cell(row: dict[str, Any]) -> str:
+def _detail_cells(row: dict[str, Any]) -> list[str]:
+    """A (level, profile) row's other figures, its chunks and its routing evidence."""
     chunks = "" if row["replicates"] is None else (
         f" in {row['replicates']} chunks (stopped by {row['stopped_by']})")
-    return f"{row['requests']} / {row['errors']}{chunks}"
+    share, low = row["stickiness_share_single_worker"], row[SPREAD_KEYS[0]]
+    return [str(row["concurrency"]), row["profile"],
+            f"{row['requests']} / {row['errors']}{chunks}",
+            _fmt(row["ttft_p90_ms"], 0, " ms"), _fmt(row["request_latency_p50_ms"], 0, " ms"),
+            _fmt(row["output_token_throughput"], 0),
+            _fmt(None if share is None else share * 100, 0, "%"),
+            _fmt(row["stickiness_mean_workers_per_video"], 2),
+            _fmt(row["prefix_cache_hit_pct"], 0, "%"),
+            "n/a" if low is None else
+            f"{row['stickiness_workers_seen']} ({low}-{row[SPREAD_KEYS[1]]})"]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -378,16 +380,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> str:
     rows = report["rows"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
-    levels = sorted({r["concurrency"] for r in rows})
     labels = [r.label for r in runs]
     method = next((r["interval_method"] for r in rows if r["interval_method"]), None)
 
-    def table(header: list[str], cells: Any, profiles: Sequence[str] = labels) -> list[str]:
-        """A row per level: each profile's cells (n/a where the profile lacks the level)."""
-        return _table(["Concurrency", *header], [
-            [str(c), *(cell for lb in profiles for cell in (
-                cells(by_key[(c, lb)]) if (c, lb) in by_key else ["n/a"] * len(cells({}))))]
-            for c in levels])
+    def cells(c: int, profiles: Sequence[str], cell: Any) -> list[str]:
+        return [cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a" for lb in profiles]
 
     out = ["# Routing comparison", "",
            f"Profiles: {', '.join(labels)}. Throughput gain is over {labels[0]}. "
@@ -397,40 +394,17 @@ def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> st
     out += _table(
         ["Concurrency", *(f"{lb} req/s" for lb in labels),
          *(f"{lb} throughput gain" for lb in labels[1:]), *(f"{lb} TTFT p50" for lb in labels)],
-        [[str(c), *(_rate_cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a"
-                    for lb in labels),
-          *(_gain_cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a" for lb in labels[1:]),
-          *(_fmt(by_key[(c, lb)]["ttft_p50_ms"], 0, " ms") if (c, lb) in by_key else "n/a"
-            for lb in labels)] for c in levels])
-    out += ["", "## Latency and token throughput", ""]
-    out += table([f"{lb} {name}" for lb in labels
-                  for name in ("TTFT p90", "request latency p50", "output tokens/s")],
-                 lambda r: [_fmt(r.get("ttft_p90_ms"), 0, " ms"),
-                            _fmt(r.get("request_latency_p50_ms"), 0, " ms"),
-                            _fmt(r.get("output_token_throughput"), 0)])
-    out += ["", "## Requests", ""]
-    out += table([f"{lb} requests / errors" for lb in labels],
-                 lambda r: [_replicates_cell(r) if r else "n/a"])
-    sticky = [r.label for r in runs if r.stickiness]
-    if sticky:
-        out += ["", "## Routing stickiness (which worker served each video's questions)", ""]
-        share = "stickiness_share_single_worker"
-        out += table([f"{lb} {name}" for lb in sticky
-                      for name in ("videos on one worker", "workers per video")],
-                     lambda r: [_fmt(None if r.get(share) is None else r[share] * 100, 0, "%"),
-                                _fmt(r.get("stickiness_mean_workers_per_video"), 2)], sticky)
-    if any(r["prefix_cache_hit_pct"] is not None or r[SPREAD_KEYS[0]] is not None
-           for r in rows):
-        out += ["", "## Server-side evidence", "",
-                "Share of prompt tokens the workers served from their prefix caches (the "
-                "frontend's own counters), and how the requests spread over the workers that "
-                "served them (the worker each response names).", ""]
-        out += table([f"{lb} {name}" for lb in labels
-                      for name in ("prefix-cache hit", "workers (requests each)")],
-                     lambda r: [_fmt(r.get("prefix_cache_hit_pct"), 0, "%"),
-                                "n/a" if r.get(SPREAD_KEYS[0]) is None else
-                                f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-"
-                                f"{r[SPREAD_KEYS[1]]})"])
+        [[str(c), *cells(c, labels, _rate_cell), *cells(c, labels[1:], _gain_cell),
+          *cells(c, labels, lambda r: _fmt(r["ttft_p50_ms"], 0, " ms"))]
+         for c in sorted({r["concurrency"] for r in rows})])
+    out += ["", "## Per level and profile: requests, latency, routing stickiness", "",
+            "Which worker served each video's questions (the worker each response names), the "
+            "share of prompt tokens the workers served from their prefix caches (the "
+            "frontend's own counters), and how the requests spread over the workers.", ""]
+    out += _table(["Concurrency", "profile", "requests / errors", "TTFT p90",
+                   "request latency p50", "output tokens/s", "videos on one worker",
+                   "workers per video", "prefix-cache hit", "workers (requests each)"],
+                  [_detail_cells(r) for r in rows])
     seed = seed_lines(report)
     if seed:
         out += ["", "## Beside the seed", "", *seed]
@@ -452,58 +426,42 @@ def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> st
     return "\n".join(out) + "\n"
 
 
-def write_plots(runs: Sequence[ProfileRun], out: Path,
-                rows: Sequence[dict[str, Any]] = ()) -> list[Path]:
-    """Throughput (each level's 95% interval over its chunks as error bars) and TTFT."""
+PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
+          (("request_throughput", "-", ""),)),
+         ("ttft.png", "milliseconds", "Time to first token against concurrency",
+          (("ttft_p50_ms", "-", " TTFT p50"), ("ttft_p90_ms", "--", " TTFT p90"))))
+
+
+def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """Throughput and TTFT against concurrency (log axis, a tick per level), each point
+    with its 95% interval over the level's chunks as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_key = {(r["concurrency"], r["profile"]): r for r in rows}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for run in runs:
-        levels = sorted(run.levels)
-        values = [run.levels[c].request_throughput for c in levels]
-        bounds = [by_key.get((c, run.label)) or {} for c in levels]
-        errors = [[v - (b.get("request_throughput_ci95_low") or v) for v, b in
-                   zip(values, bounds, strict=True)],
-                  [(b.get("request_throughput_ci95_high") or v) - v for v, b in
-                   zip(values, bounds, strict=True)]]
-        ax.errorbar(levels, values, yerr=errors, marker="o", capsize=3, label=run.label)
-    throughput = _save_plot(plt, fig, ax, runs, out / "throughput.png", "requests/s",
-                            "Throughput against concurrency")
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for index, run in enumerate(runs):
-        levels = sorted(run.levels)
-        for key, style, name in (("ttft_p50_ms", "-", "p50"), ("ttft_p90_ms", "--", "p90")):
-            values = [getattr(run.levels[c], key) for c in levels]
-            points = [(c, v) for c, v in zip(levels, values, strict=True) if v is not None]
-            if points:
-                ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{index}",
-                        label=f"{run.label} TTFT {name}")
-    ttft = _save_plot(plt, fig, ax, runs, out / "ttft.png", "milliseconds",
-                      "Time to first token against concurrency")
-    return [throughput, ttft]
-
-
-def _save_plot(
-    plt: Any, fig: Any, ax: Any, runs: Sequence[ProfileRun], path: Path, ylabel: str,
-    title: str,
-) -> Path:
-    """Concurrency on a log axis with a tick per level, grid, legend; saved as PNG."""
-    levels = sorted({c for r in runs for c in r.levels})
-    ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
-    ax.set_xticks(levels)
-    ax.set_xticklabels([str(c) for c in levels])
-    ax.minorticks_off()
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    levels = sorted({r["concurrency"] for r in rows})
+    paths = []
+    for name, ylabel, title, series in PLOTS:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for index, label in enumerate(labels):
+            for key, style, suffix in series:
+                points = [r for r in rows if r["profile"] == label and r[key] is not None]
+                bars = [[r[key] - (r[f"{key}_ci95_low"] or r[key]) for r in points],
+                        [(r[f"{key}_ci95_high"] or r[key]) - r[key] for r in points]]
+                ax.errorbar([r["concurrency"] for r in points], [r[key] for r in points],
+                            yerr=bars, fmt=style, marker="o", capsize=3, color=f"C{index}",
+                            label=label + suffix)
+        ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        paths.append(out / name)
+    return paths
 
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
@@ -540,7 +498,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
         writer.writeheader()
         writer.writerows(rows)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    write_plots(runs, out, rows)
+    write_plots(report["profiles"], rows, out)
     return markdown
 
 

@@ -15,12 +15,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks.aiperf_run import LevelSummary
+from benchmarks.plan import measured_spread
 from benchmarks.prompts import standin_text
 from infra.calibration import (
+    CHUNK_START_SECS,
     H200,
     MOCK_MISS_SECS,
+    REPLICATE_CV,
     SEED_SWEEP_HOURS,
     SEED_TABLE,
+    chunks_needed,
     mock_calibration,
     plan_sweep,
     predicted_req_s,
@@ -33,6 +37,7 @@ from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 from tests.support_rehearsal import small_stack_config
+from tests.support_report_runs import chunk, write_run
 
 
 def test_the_concurrency_1_row_solves_to_an_h200_s_costs() -> None:
@@ -106,6 +111,59 @@ def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
     assert "session-affinity at 1: predicted 1.16, measured 1.00 (+16%)" in out
     assert "concurrency   1:   1.00 req/s" in out  # the next plan, on the measured hardware
     assert "your measured concurrency-1 level" in out
+
+
+def test_a_level_runs_the_chunks_its_stop_rule_needs() -> None:
+    """t(0.975, n-1) * cv / sqrt(n) <= 3%: at a 5% spread 13 chunks give 3.02%, 14 give
+    2.89%; never fewer than three, never more whole chunks than the videos make."""
+    assert chunks_needed(1, 200, cv=0.05, within_pct=3.0) == 14
+    assert chunks_needed(16, 200, cv=0.05, within_pct=3.0) == 12  # the videos run out
+    assert chunks_needed(4, 200, cv=0.001, within_pct=3.0) == 3
+    assert chunks_needed(4, 200, cv=0.05, within_pct=6.0) == 6  # 5 give 6.2%, 6 give 5.2%
+    assert chunks_needed(8, 4, cv=0.05) == 1
+
+
+@pytest.mark.parametrize("affinity", [False, True])
+def test_the_adaptive_seed_table_costs_at_most_a_third_of_the_full_one(affinity: bool) -> None:
+    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, affinity)
+    for level in plan.levels:
+        chunks = chunks_needed(level.concurrency, 200, REPLICATE_CV)
+        assert level.chunks == chunks
+        assert level.adaptive_secs == pytest.approx(
+            chunks * (level.concurrency * 20 / level.req_s + CHUNK_START_SECS))
+    assert plan.adaptive_secs == pytest.approx(sum(p.adaptive_secs for p in plan.levels))
+    assert plan.adaptive_secs <= plan.sweep_secs / 3
+    assert plan.adaptive_gpu_hours == pytest.approx(
+        (1800 + 8 * (900 + plan.adaptive_secs)) / 3600)
+    lines = "\n".join(plan.lines())
+    print(lines)
+    assert f"full     sweep {plan.sweep_secs / 3600:5.2f} h, " \
+        f"{plan.sweep_secs * 8 / 3600:5.1f} GPU-hours ({plan.gpu_hours:.1f} with" in lines
+    assert f"adaptive sweep {plan.adaptive_secs / 3600:5.2f} h" in lines
+    assert f"adaptive: {plan.adaptive_secs / plan.sweep_secs:.0%} of full's sweep" in lines
+    # A wider spread needs more chunks, and costs more.
+    assert plan_sweep(200, 20, (1,), 8, 1, affinity, cv=0.1).adaptive_secs > (
+        plan.levels[0].adaptive_secs)
+
+
+def test_the_spread_between_chunks_is_measured_from_runs(tmp_path: Path) -> None:
+    """Each level's variance over its mean squared, pooled by degrees of freedom (n - 1);
+    a level of one chunk has no spread and is left out."""
+    rr = write_run(tmp_path, "rr", {1: [chunk(r) for r in (0.9, 1.0, 1.1)],
+                                    2: [chunk(r) for r in (2.0, 2.2)], 4: [chunk(4.0)]})
+    sa = write_run(tmp_path, "sa", {1: [chunk(r) for r in (1.2, 1.2, 1.2, 1.2)]})
+    cv2 = [(2, 0.01 / 1.0), (1, 0.02 / 2.1**2), (3, 0.0)]
+    expected = (sum(df * v for df, v in cv2) / 6) ** 0.5
+    assert measured_spread([rr, sa]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="ran two or more chunks"):
+        measured_spread([write_run(tmp_path, "one", {1: [chunk(1.0)]})])
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "plan", "--stack", "round-robin", "--spread",
+         str(rr), str(sa)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"spread of req/s between chunks: {expected:.1%} (measured in {rr}, {sa})" \
+        in result.stdout
+    assert f"at a {expected:.1%} spread of req/s between chunks" in result.stdout
 
 
 def _seconds(url: str, text: str) -> float:
