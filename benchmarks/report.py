@@ -38,13 +38,8 @@ BAD_INPUT = "bad report input"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
-METRICS = (
-    ("request_throughput", "req/s"),
-    ("ttft_p50_ms", "TTFT p50 (ms)"),
-    ("ttft_p90_ms", "TTFT p90 (ms)"),
-    ("request_latency_p50_ms", "request latency p50 (ms)"),
-    ("output_token_throughput", "output tokens/s"),
-)
+METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "request_latency_p50_ms",
+           "output_token_throughput")
 
 
 @dataclass
@@ -189,7 +184,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             sticky = run.stickiness.get(concurrency, {})
             chunks = run.chunks.get(concurrency, [])
             figures = {}
-            for name, _ in METRICS:
+            for name in METRICS:
                 interval = replicate_interval(_figures(chunks, name))
                 figures |= {name: getattr(level, name),
                             f"{name}_ci95_low": interval.low if interval else None,
