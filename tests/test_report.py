@@ -18,6 +18,7 @@ from infra.names import InputError
 from tests.support_report_runs import seed_like_runs
 from tests.support_sweep_runs import (
     LEVELS,
+    VIDEOS,
     SweepRuns,
     sweep_runs,  # noqa: F401  (fixture)
 )
@@ -150,7 +151,8 @@ def test_runs_of_another_workload_or_deployment_are_not_compared(
         build_report([sweep_runs.affinity.run_dir, other], tmp_path / "refused",
                      warn=lambda _: None)
     problems = "\n".join(refused.value.problems)
-    for change in ("videos: 3 -> 10", "output_tokens: 128 -> 64", "dataset.videos: 3 -> 10",
+    for change in (f"videos: {VIDEOS} -> 10", "output_tokens: 128 -> 64",
+                   f"dataset.videos: {VIDEOS} -> 10",
                    "deployment.replicas: None -> '4'"):
         assert change in problems
     assert "routing" not in problems.split("compare runs")[0]
