@@ -146,10 +146,10 @@ def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float,
     replicates: the delta method on the log of the ratio (each mean's variance over its
     square), Student t with Welch-Satterthwaite degrees of freedom. A whole replicate varies
     with what moves a run (round robin falling into step, a noisy node), which a resample of
-    one run's requests cannot see. None unless each side has two replicates."""
-    if len(base) < 2 or len(other) < 2:
+    one run's requests cannot see. None unless each side has two replicates and a mean."""
+    means = [statistics.fmean(side) if len(side) >= 2 else 0.0 for side in (base, other)]
+    if not all(means):
         return None
-    means = [statistics.fmean(side) for side in (base, other)]
     parts = [statistics.variance(side) / len(side) / mean**2
              for side, mean in zip((base, other), means, strict=True)]
     ratio = means[1] / means[0]
@@ -243,7 +243,8 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
     gains = [{"concurrency": c, "run": gain_pct(mine[(c, AFFINITY)]["request_throughput"],
                                                mine[(c, ROUND_ROBIN)]["request_throughput"]),
               "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s)}
-             for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine]
+             for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine
+             and mine[(c, ROUND_ROBIN)]["request_throughput"]]
     verdicts = [_within_verdict(cells, "req/s")]
     if gains:
         misses = [f"at {g['concurrency']} ({g['run']:+.0f}% vs {g['seed']:+.0f}%)"
@@ -442,8 +443,8 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
         for index, label in enumerate(labels):
             for key, style, suffix in series:
                 points = [r for r in rows if r["profile"] == label and r[key] is not None]
-                bars = [[r[key] - (r[f"{key}_ci95_low"] or r[key]) for r in points],
-                        [(r[f"{key}_ci95_high"] or r[key]) - r[key] for r in points]]
+                bars = [[abs(r[key] - r[f"{key}_ci95_{end}"]) if r[f"{key}_ci95_{end}"]
+                         is not None else 0.0 for r in points] for end in ("low", "high")]
                 ax.errorbar([r["concurrency"] for r in points], [r[key] for r in points],
                             yerr=bars, fmt=style, marker="o", capsize=3, color=f"C{index}",
                             label=label + suffix)

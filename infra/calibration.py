@@ -161,6 +161,7 @@ class SweepPlan:
     levels: tuple[LevelPlan, ...]
     hardware: Hardware
     cv: float
+    within_pct: float
     gpus: int
     download_gpus: int
 
@@ -194,8 +195,8 @@ class SweepPlan:
             out.append(f"  {mode:<8} sweep {secs / 3600:5.2f} h, {secs * self.gpus / 3600:5.1f} "
                        f"GPU-hours ({total:.1f} with download and graph start)")
         out += [f"  adaptive: {self.adaptive_secs / self.sweep_secs:.0%} of full's sweep "
-                f"GPU-hours, at a {self.cv:.1%} spread of req/s between chunks and "
-                f"{CHUNK_START_SECS} s of AIPerf's start per chunk",
+                f"GPU-hours (stop within +-{self.within_pct:g}%), at a {self.cv:.1%} spread of "
+                f"req/s between chunks and {CHUNK_START_SECS} s of AIPerf's start per chunk",
                 f"  assumed: download {DOWNLOAD_SECS // 60} min, graph start "
                 f"{GRAPH_START_SECS // 60} min; per request {self.hardware.hit_secs:.3f} s, "
                 f"+{self.hardware.miss_secs:.3f} s per first visit (from "
@@ -205,25 +206,29 @@ class SweepPlan:
 
 def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], workers: int,
                gpus_per_worker: int, affinity: bool, hardware: Hardware = H200,
-               cv: float = REPLICATE_CV) -> SweepPlan:
+               cv: float = REPLICATE_CV, within_pct: float = SEED_SHAPE.stop_within_pct
+               ) -> SweepPlan:
     """Each level's wall time sending every video (full) and under the stop rule
     (adaptive: whole chunks of `concurrency` videos, each `questions` requests a video)."""
     levels = []
     for c in concurrencies:
         rate = predicted_req_s(hardware, c, workers, questions, affinity)
-        chunks = chunks_needed(c, videos, cv)
+        chunks = chunks_needed(c, videos, cv, within_pct)
         levels.append(LevelPlan(c, rate, videos * questions / rate, chunks,
                                 chunks * (c * questions / rate + CHUNK_START_SECS)))
-    return SweepPlan(tuple(levels), hardware, cv, workers * gpus_per_worker, gpus_per_worker)
+    return SweepPlan(tuple(levels), hardware, cv, within_pct, workers * gpus_per_worker,
+                     gpus_per_worker)
 
 
 def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLICATE_CV
                ) -> SweepPlan:
-    """The plan of a stack's benchmark settings; KV routing keeps videos like affinity."""
+    """The plan of a stack's benchmark settings; KV routing keeps videos like affinity.
+    The stop rule is the seed shape's until the stack's own (benchmarkStopWithinPct) is read."""
     bench, workers = settings.benchmark, settings.workers
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
     return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,
-                      workers.replicas, workers.serving.gpus_per_replica, sticky, hardware, cv)
+                      workers.replicas, workers.serving.gpus_per_replica, sticky, hardware, cv,
+                      SEED_SHAPE.stop_within_pct)
 
 
 def recalibrate(concurrency: int, rr_req_s: float, sa_req_s: float, workers: int,

@@ -140,7 +140,10 @@ def test_the_adaptive_seed_table_costs_at_most_a_third_of_the_full_one(affinity:
     assert f"full     sweep {plan.sweep_secs / 3600:5.2f} h, " \
         f"{plan.sweep_secs * 8 / 3600:5.1f} GPU-hours ({plan.gpu_hours:.1f} with" in lines
     assert f"adaptive sweep {plan.adaptive_secs / 3600:5.2f} h" in lines
-    assert f"adaptive: {plan.adaptive_secs / plan.sweep_secs:.0%} of full's sweep" in lines
+    assert f"adaptive: {plan.adaptive_secs / plan.sweep_secs:.0%} of full's sweep " \
+        "GPU-hours (stop within +-3%)" in lines
+    # A looser stop rule needs fewer chunks.
+    assert plan_sweep(200, 20, (1,), 8, 1, affinity, within_pct=6.0).levels[0].chunks == 6
     # A wider spread needs more chunks, and costs more.
     assert plan_sweep(200, 20, (1,), 8, 1, affinity, cv=0.1).adaptive_secs > (
         plan.levels[0].adaptive_secs)

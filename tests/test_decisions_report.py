@@ -178,6 +178,7 @@ def test_the_gain_interval_is_the_delta_method_on_the_log_ratio_with_welch_df() 
     low, high = gain_interval(base, other)
     assert low < (mo / mb - 1) * 100 < high
     assert gain_interval([10.0], other) is None and gain_interval(base, [12.0]) is None
+    assert gain_interval([0.0, 0.0], other) is None  # no rate to compare with
     assert gain_interval([10.0, 10.0], [12.0, 12.0]) == pytest.approx((20.0, 20.0))
 
 
