@@ -22,7 +22,7 @@ from typing import Any
 
 from scipy.stats import t as student_t
 
-from benchmarks.aiperf_run import ExportError, LevelSummary
+from benchmarks.aiperf_run import LevelSummary
 from benchmarks.sweep import (
     MANIFEST_NAME,
     STATUS_COMPLETE,
@@ -481,8 +481,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
         "notes": list(notes),
         "runs": [
             {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
-             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())},
-             "notes": r.manifest.get("notes") or []}
+             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())}}
             for r in runs
         ],
     }
@@ -517,7 +516,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         markdown = build_report(args.dirs, args.out,
                                 warn=lambda line: print(line, file=sys.stderr))
-    except (InputError, ExportError) as exc:
+    except InputError as exc:
         print(f"report: error: {exc}", file=sys.stderr)
         return 1
     print(markdown.read_text())
