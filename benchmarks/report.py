@@ -352,20 +352,28 @@ def _gain_cell(row: dict[str, Any]) -> str:
     return f"{gain:+.0f}% [{low:+.0f}%, {high:+.0f}%]{words}"
 
 
-def _detail_cells(row: dict[str, Any]) -> list[str]:
-    """A (level, profile) row's other figures, its chunks and its routing evidence."""
-    chunks = "" if row["replicates"] is None else (
-        f" in {row['replicates']} chunks (stopped by {row['stopped_by']})")
-    share, low = row["stickiness_share_single_worker"], row[SPREAD_KEYS[0]]
-    return [str(row["concurrency"]), row["profile"],
-            f"{row['requests']} / {row['errors']}{chunks}",
-            _fmt(row["ttft_p90_ms"], 0, " ms"), _fmt(row["request_latency_p50_ms"], 0, " ms"),
-            _fmt(row["output_token_throughput"], 0),
-            _fmt(None if share is None else share * 100, 0, "%"),
-            _fmt(row["stickiness_mean_workers_per_video"], 2),
-            _fmt(row["prefix_cache_hit_pct"], 0, "%"),
-            "n/a" if low is None else
-            f"{row['stickiness_workers_seen']} ({low}-{row[SPREAD_KEYS[1]]})"]
+# The per-row sections after the comparison: a heading, the words under it, and each
+# (level, profile) row's cells under their column names.
+DETAILS = (
+    ("## Requests, latency and token throughput", "", {
+        "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
+            "" if r["replicates"] is None else
+            f" in {r['replicates']} chunks (stopped by {r['stopped_by']})"),
+        "TTFT p90": lambda r: _fmt(r["ttft_p90_ms"], 0, " ms"),
+        "request latency p50": lambda r: _fmt(r["request_latency_p50_ms"], 0, " ms"),
+        "output tokens/s": lambda r: _fmt(r["output_token_throughput"], 0)}),
+    ("## Routing stickiness (which worker served each video's questions)", "", {
+        "videos on one worker": lambda r: _fmt(None if r["stickiness_share_single_worker"] is None
+                                               else r["stickiness_share_single_worker"] * 100,
+                                               0, "%"),
+        "workers per video": lambda r: _fmt(r["stickiness_mean_workers_per_video"], 2)}),
+    ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
+     "caches (the frontend's own counters), and how the requests spread over the workers that "
+     "served them (the worker each response names).", {
+         "prefix-cache hit": lambda r: _fmt(r["prefix_cache_hit_pct"], 0, "%"),
+         "workers (requests each)": lambda r: "n/a" if r[SPREAD_KEYS[0]] is None else
+         f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-{r[SPREAD_KEYS[1]]})"}),
+)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -393,14 +401,13 @@ def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> st
         [[str(c), *cells(c, labels, _rate_cell), *cells(c, labels[1:], _gain_cell),
           *cells(c, labels, lambda r: _fmt(r["ttft_p50_ms"], 0, " ms"))]
          for c in sorted({r["concurrency"] for r in rows})])
-    out += ["", "## Per level and profile: requests, latency, routing stickiness", "",
-            "Which worker served each video's questions (the worker each response names), the "
-            "share of prompt tokens the workers served from their prefix caches (the "
-            "frontend's own counters), and how the requests spread over the workers.", ""]
-    out += _table(["Concurrency", "profile", "requests / errors", "TTFT p90",
-                   "request latency p50", "output tokens/s", "videos on one worker",
-                   "workers per video", "prefix-cache hit", "workers (requests each)"],
-                  [_detail_cells(r) for r in rows])
+    for heading, words, columns in DETAILS:
+        shown = [r for r in rows if any(cell(r) != "n/a" for cell in columns.values())]
+        if shown:
+            out += ["", heading, "", *([words, ""] if words else []),
+                    *_table(["Concurrency", "profile", *columns],
+                            [[str(r["concurrency"]), r["profile"],
+                              *(cell(r) for cell in columns.values())] for r in shown])]
     seed = seed_lines(report)
     if seed:
         out += ["", "## Beside the seed", "", *seed]

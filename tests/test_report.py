@@ -100,9 +100,10 @@ def test_stickiness_from_the_rehearsal_is_shown(sweep_runs: SweepRuns, tmp_path:
     (run / MANIFEST_NAME).write_text(json.dumps(manifest))
     build_report([run], tmp_path / "out", warn=lambda _: None)
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert "routing stickiness" in markdown
-    assert "| 100% | 1.00 | n/a | 3 (3-3) |" in markdown
-    assert "| 1 | session-affinity |" in markdown and "| n/a | n/a | n/a | n/a |" in markdown
+    assert "Routing stickiness" in markdown
+    assert "| 2 | session-affinity | 100% | 1.00 |" in markdown
+    assert "| 2 | session-affinity | n/a | 3 (3-3) |" in markdown  # the workers' spread
+    assert "| 1 | session-affinity | n/a | n/a |" not in markdown  # levels without any
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["runs"][0]["stickiness"] == {"2": sticky}
     row = next(r for r in data["rows"] if r["concurrency"] == 2)
@@ -180,6 +181,7 @@ def test_each_figure_has_its_interval_from_the_chunks_in_every_output(tmp_path: 
     assert (f"| 16 | {12.0:,.2f} [{12 - half:,.2f}, {12 + half:,.2f}] | 17.00 [") in markdown
     assert f"| +42% [{low:+.0f}%, {high:+.0f}%] |" in markdown
     assert "| 16 | round-robin | 960 / 0 in 3 chunks (stopped by interval) | 700 ms |" in markdown
+    assert "Routing stickiness" not in markdown  # no level recorded it
     assert "Student t 95% over the level's replicate chunks" in markdown
     for png in ("throughput.png", "ttft.png"):
         assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
