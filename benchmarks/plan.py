@@ -1,20 +1,26 @@
 """`plan`: a stack's sweep before `pulumi up`: each level's wall time, the sweep's hours and
-the GPU-hours of download, graph start and sweep (infra/calibration.py), from the stack's
-benchmark settings. With `--measured RR_RUN SA_RUN` (a real sweep of both profiles, as
-`collect` brought them home) it first says how far the prediction was from what was
-measured, then plans again on the hardware those runs measured.
+GPU-hours (download, graph start and sweep), sending every video (full, the seed's way) and
+as the adaptive sweep stops (infra/calibration.py), from the stack's benchmark settings.
+With `--measured RR_RUN SA_RUN` (a real sweep of both profiles, as `collect` brought them
+home) it first says how far the prediction was from what was measured, then plans again on
+the hardware those runs measured; with `--spread RUN...`, at the spread between chunks
+those runs measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.report import read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.calibration import (
     H200,
+    REPLICATE_CV,
     Hardware,
     predicted_req_s,
     recalibrate,
@@ -28,6 +34,23 @@ def measured_levels(run_dir: Path) -> dict[int, float]:
     """Concurrency -> req/s of a sweep's finished levels, as its manifest records them."""
     run = read_run(run_dir / MANIFEST_NAME)
     return {c: summary.request_throughput for c, summary in run.levels.items()}
+
+
+def measured_spread(run_dirs: Sequence[Path]) -> float:
+    """The relative spread of req/s between chunks (standard deviation over mean), pooled
+    over every level of `run_dirs` that ran two or more: each level's squared spread
+    weighted by its degrees of freedom."""
+    pooled = []
+    for run_dir in run_dirs:
+        for chunks in read_run(run_dir / MANIFEST_NAME).chunks.values():
+            rates = [chunk.request_throughput for chunk in chunks]
+            if len(rates) >= 2:
+                pooled.append((len(rates) - 1,
+                               statistics.variance(rates) / statistics.fmean(rates) ** 2))
+    if not pooled:
+        raise ValueError(f"no level of {', '.join(map(str, run_dirs))} ran two or more "
+                         "chunks: measure the spread on an adaptive sweep's runs")
+    return math.sqrt(sum(df * cv2 for df, cv2 in pooled) / sum(df for df, _ in pooled))
 
 
 def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str], Hardware]:
@@ -51,10 +74,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "plan", help="predict a stack's sweep time and GPU-hours before `pulumi up`",
         description="Predict each level's wall time, the sweep's hours and the GPU-hours "
-        "(download, graph start, sweep) of a stack's benchmark settings.")
+        "(download, graph start, sweep) of a stack's benchmark settings, full and adaptive.")
     p.add_argument("--stack", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument("--measured", nargs=2, type=Path, metavar=("RR_RUN", "SA_RUN"),
                    help="run directories of a real sweep of both profiles, to recalibrate")
+    p.add_argument("--spread", nargs="+", type=Path, metavar="RUN",
+                   help="run directories of adaptive sweeps: plan at their measured spread "
+                   f"of req/s between chunks (default {REPLICATE_CV:.0%})")
     p.set_defaults(func=_run)
 
 
@@ -63,13 +89,17 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         settings = stack_settings(args.stack)
-        hardware = H200
+        hardware, cv = H200, REPLICATE_CV
         if args.measured:
             lines, hardware = feedback(settings, *args.measured)
             print("\n".join(lines))
+        if args.spread:
+            cv = measured_spread(args.spread)
+            print(f"spread of req/s between chunks: {cv:.1%} (measured in "
+                  f"{', '.join(map(str, args.spread))})")
     except (ValueError, OSError, KeyError) as error:
         print(f"plan: error: {error}", file=sys.stderr)
         return 2
     print(f"plan for stack {args.stack}:")
-    print("\n".join(stack_plan(settings, hardware).lines()))
+    print("\n".join(stack_plan(settings, hardware, cv).lines()))
     return 0

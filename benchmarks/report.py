@@ -1,9 +1,10 @@
 """`report DIR [DIR ...] --out OUT`: the side-by-side comparison of routing profiles.
 
 Reads the sweeps' manifests (a run directory, or a folder of them): each finished level's
-summary as the sweep recorded it, its routing stickiness and server-side evidence, and the
-per-request records beside it for the gain's interval. The first run is the baseline.
-Writes report.md/.csv/.json and throughput.png, ttft.png (docs/benchmark-toolkit.md).
+summary (the mean over its replicate chunks), the chunks' own summaries, whose spread gives
+each figure's 95% interval, and the level's routing evidence. The first run is the baseline;
+the seed's table (infra/calibration.py) is set beside the run. Writes report.md/.csv/.json
+and throughput.png, ttft.png (docs/benchmark-toolkit.md).
 """
 
 from __future__ import annotations
@@ -11,53 +12,47 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import random
+import math
+import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_run import (
-    RECORDS_EXPORT,
-    SUMMARY_EXPORT,
-    ExportError,
-    LevelSummary,
-    latencies_by_video,
-)
+from scipy.stats import t as student_t
+
+from benchmarks.aiperf_run import LevelSummary
 from benchmarks.sweep import (
     MANIFEST_NAME,
     STATUS_COMPLETE,
     changes,
     dataset_identity,
     level_dir_name,
+    replicate_interval,
 )
+from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
-METRICS = (
-    ("request_throughput", "req/s"),
-    ("ttft_p50_ms", "TTFT p50 (ms)"),
-    ("ttft_p90_ms", "TTFT p90 (ms)"),
-    ("request_latency_p50_ms", "request latency p50 (ms)"),
-    ("output_token_throughput", "output tokens/s"),
-)
+REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
+METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "request_latency_p50_ms",
+           "output_token_throughput")
 
 
 @dataclass
 class ProfileRun:
-    """The finished levels of one sweep run (one profile), as its manifest records them."""
+    """The finished levels of one sweep run (one profile), as its manifest records them:
+    each level's summary and its replicate chunks' summaries."""
 
     label: str
     source: Path
     manifest: dict[str, Any]
     levels: dict[int, LevelSummary] = field(default_factory=dict)
     stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    def export(self, concurrency: int) -> Path:
-        return self.source / level_dir_name(concurrency) / SUMMARY_EXPORT
+    chunks: dict[int, list[LevelSummary]] = field(default_factory=dict)
 
 
 def run_manifests(root: Path) -> list[Path]:
@@ -68,8 +63,8 @@ def run_manifests(root: Path) -> list[Path]:
 
 
 def read_run(manifest_path: Path) -> ProfileRun:
-    """A run as its sweep recorded it: each finished level's summary (parsed once, by the
-    sweep) and, where workers were attributed, how sticky routing was."""
+    """A run as its sweep recorded it: each finished level's summary and its chunks' (parsed
+    once, by the sweep) and, where workers were attributed, how sticky routing was."""
     manifest = json.loads(manifest_path.read_text())
     run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
                      manifest_path.parent, manifest)
@@ -77,6 +72,8 @@ def read_run(manifest_path: Path) -> ProfileRun:
         if state.get("status") != STATUS_COMPLETE or not state.get("summary"):
             continue
         run.levels[int(level)] = LevelSummary(**state["summary"])
+        run.chunks[int(level)] = [LevelSummary(**chunk["summary"])
+                                  for chunk in state.get("chunks") or [] if chunk.get("summary")]
         if isinstance(state.get("routing"), dict):
             run.stickiness[int(level)] = {k: state["routing"].get(k) for k in STICKINESS_KEYS}
     return run
@@ -138,105 +135,245 @@ def check_comparable(runs: Sequence[ProfileRun]) -> None:
                                      "tokens, dataset, images and topology"])
 
 
-def _level_state(run: ProfileRun, concurrency: int) -> dict[str, Any]:
-    return run.manifest["levels"][str(concurrency)]
-
-
 def gain_pct(value: float | None, baseline: float | None) -> float | None:
     if value is None or not baseline:
         return None
     return (value / baseline - 1.0) * 100.0
 
 
-BOOTSTRAP_SAMPLES = 1000
-
-
-def gain_interval(base: dict[str, list[float]], other: dict[str, list[float]],
-                  point: float | None = None, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
-                  ) -> tuple[float, float] | None:
-    """95% interval of the throughput gain, by a bootstrap over videos.
-
-    At a fixed concurrency the request rate is concurrency / mean request latency
-    (Little's law), so the gain is base mean latency / other mean latency - 1. Videos are
-    what varies between requests (their questions share a cache), so whole videos are
-    resampled, with replacement, on each side. The interval is placed around `point`
-    (the gain of AIPerf's request rates, which also count ramp-up and tail, so it can differ
-    a little from the latency ratio): the bootstrap gives its spread, never its centre.
-    None without per-request records."""
-    if not base or not other:
+def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float, float] | None:
+    """95% interval (in %) of the gain mean(other) / mean(base) - 1, from both sides'
+    replicates: the delta method on the log of the ratio (each mean's variance over its
+    square), Student t with Welch-Satterthwaite degrees of freedom. A whole replicate varies
+    with what moves a run (round robin falling into step, a noisy node), which a resample of
+    one run's requests cannot see. None unless each side has two replicates and a mean."""
+    means = [statistics.fmean(side) if len(side) >= 2 else 0.0 for side in (base, other)]
+    if not all(means):
         return None
-    rng = random.Random(seed)
-    videos = [list(base.values()), list(other.values())]
-
-    def mean_latency(side: list[list[float]], pick: bool = True) -> float:
-        chosen = rng.choices(side, k=len(side)) if pick else side
-        picked = [lat for video in chosen for lat in video]
-        return sum(picked) / len(picked)
-
-    gains = sorted((mean_latency(videos[0]) / mean_latency(videos[1]) - 1.0) * 100.0
-                   for _ in range(samples))
-    full = (mean_latency(videos[0], False) / mean_latency(videos[1], False) - 1.0) * 100.0
-    shift = 0.0 if point is None else point - full
-    return gains[int(0.025 * samples)] + shift, gains[int(0.975 * samples) - 1] + shift
+    parts = [statistics.variance(side) / len(side) / mean**2
+             for side, mean in zip((base, other), means, strict=True)]
+    ratio = means[1] / means[0]
+    if not any(parts):
+        return (ratio - 1) * 100, (ratio - 1) * 100
+    half = student_t.ppf(0.975, welch_df(parts, [len(base), len(other)])) * math.sqrt(sum(parts))
+    return (ratio * math.exp(-half) - 1) * 100, (ratio * math.exp(half) - 1) * 100
 
 
-def _latencies(run: ProfileRun, concurrency: int) -> dict[str, list[float]]:
-    records = run.export(concurrency).parent / RECORDS_EXPORT
-    return latencies_by_video(records) if records.is_file() else {}
+def welch_df(parts: Sequence[float], counts: Sequence[int]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances of means (`parts`), each
+    estimated from `counts` replicates."""
+    return sum(parts) ** 2 / sum(p**2 / (n - 1) for p, n in zip(parts, counts, strict=True))
+
+
+def _figures(chunks: Sequence[LevelSummary], name: str) -> list[float]:
+    values = [getattr(chunk, name) for chunk in chunks]
+    return [] if None in values else values
 
 
 def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
-    """One row per (concurrency, profile): every metric, the gain over the first profile."""
-    baseline = runs[0]
-    rows = []
+    """One row per (concurrency, profile): every figure with its 95% interval over the
+    level's chunks, and the gain over the first profile."""
+    baseline, rows = runs[0], []
     for concurrency in sorted({c for r in runs for c in r.levels}):
         base = baseline.levels.get(concurrency)
         for run in runs:
             level = run.levels.get(concurrency)
             if level is None:
                 continue
+            state = run.manifest["levels"][str(concurrency)]
             sticky = run.stickiness.get(concurrency, {})
-            state = _level_state(run, concurrency)
-            gain = gain_pct(level.request_throughput,
-                            base.request_throughput if base else None)
-            interval = None
+            chunks = run.chunks.get(concurrency, [])
+            figures = {}
+            for name in METRICS:
+                interval = replicate_interval(_figures(chunks, name))
+                figures |= {name: getattr(level, name),
+                            f"{name}_ci95_low": interval.low if interval else None,
+                            f"{name}_ci95_high": interval.high if interval else None}
+            gain = None
             if run is not baseline and base is not None:
-                interval = gain_interval(_latencies(baseline, concurrency),
-                                         _latencies(run, concurrency), gain)
+                gain = gain_interval(_figures(baseline.chunks.get(concurrency, []),
+                                              "request_throughput"),
+                                     _figures(chunks, "request_throughput"))
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
+                **{k: state.get(k) for k in REPLICATE_KEYS},
                 "requests": level.requests,
                 "errors": level.errors,
-                **{name: getattr(level, name) for name, _ in METRICS},
-                "throughput_gain_pct": gain,
-                "throughput_gain_ci95_low": interval[0] if interval else None,
-                "throughput_gain_ci95_high": interval[1] if interval else None,
+                **figures,
+                "throughput_gain_pct": gain_pct(level.request_throughput,
+                                                base.request_throughput if base else None),
+                "throughput_gain_ci95_low": gain[0] if gain else None,
+                "throughput_gain_ci95_high": gain[1] if gain else None,
                 **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
                 # Server-side evidence the sweep recorded: the frontend's prefix-cache count
                 # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
-                "export": str(run.export(concurrency)),
+                "dir": str(run.source / state.get("dir", level_dir_name(concurrency))),
             })
     return rows
+
+
+# The seed's two profiles, and the goal the run is held to beside them (issue 28): each
+# req/s within 25% of the seed's, affinity's gain within 10 points of the seed's.
+ROUND_ROBIN, AFFINITY = "round-robin", "session-affinity"
+WITHIN = {"req/s": 0.25, "request latency p50": 0.25}
+GAIN_POINTS = 10.0
+# A TTFT at most this factor above the mock's floor is the floor's (the mock's own
+# overhead: tokenizing the prompt, the frontend's hop), not the routing's.
+NEAR_FLOOR = 1.25
+SEED_FIGURES = (("req/s", "request_throughput", 2), ("TTFT p50", "ttft_p50_ms", 0),
+                ("request latency p50", "request_latency_p50_ms", 0),
+                ("TTFT p90", "ttft_p90_ms", 0))
+
+
+def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None
+                    ) -> dict[str, Any]:
+    """The run's figures beside the seed's table at each seed level it ran, and one verdict
+    line per figure: req/s and request latency within 25%, affinity's gain within 10 points
+    of the seed's, and TTFT in the seed's direction (affinity's at or below round robin's)
+    where it is above the mock's floor."""
+    seed = {row.concurrency: row for row in SEED_TABLE}
+    mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
+    cells = [{"concurrency": c, "profile": p, "figure": figure, "run": mine[(c, p)][key],
+              "seed": seed[c].figures(p)[figure]}
+             for c, p in sorted(mine) if p in (ROUND_ROBIN, AFFINITY)
+             for figure, key, _ in SEED_FIGURES]
+    gains = [{"concurrency": c, "run": gain_pct(mine[(c, AFFINITY)]["request_throughput"],
+                                               mine[(c, ROUND_ROBIN)]["request_throughput"]),
+              "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s)}
+             for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine
+             and mine[(c, ROUND_ROBIN)]["request_throughput"]]
+    verdicts = [_within_verdict(cells, "req/s")]
+    if gains:
+        misses = [f"at {g['concurrency']} ({g['run']:+.0f}% vs {g['seed']:+.0f}%)"
+                  for g in gains if abs(g["run"] - g["seed"]) > GAIN_POINTS]
+        verdicts.append(_verdict(f"gain: within {GAIN_POINTS:.0f} points of the seed's",
+                                 len(gains), misses, "levels"))
+    verdicts += [_ttft_verdict(cells, "TTFT p50", ttft_floor_ms),
+                 _within_verdict(cells, "request latency p50"),
+                 _ttft_verdict(cells, "TTFT p90", ttft_floor_ms)]
+    return {"cells": cells, "gains": gains, "ttft_floor_ms": ttft_floor_ms,
+            "verdicts": [v for v in verdicts if v]}
+
+
+def _verdict(rule: str, judged: int, misses: Sequence[str], unit: str) -> str:
+    return (f"{rule} at {judged - len(misses)} of {judged} {unit}"
+            + (f"; not {', '.join(misses)}" if misses else ""))
+
+
+def _judged(cells: Sequence[dict[str, Any]], figure: str) -> list[dict[str, Any]]:
+    return [c for c in cells if c["figure"] == figure and None not in (c["run"], c["seed"])]
+
+
+def _within_verdict(cells: Sequence[dict[str, Any]], figure: str) -> str | None:
+    judged, tolerance = _judged(cells, figure), WITHIN[figure]
+    misses = [f"{c['profile']} at {c['concurrency']} ({c['run'] / c['seed'] - 1:+.0%})"
+              for c in judged if abs(c["run"] / c["seed"] - 1) > tolerance]
+    if not judged:
+        return None
+    return _verdict(f"{figure}: within {tolerance:.0%} of the seed", len(judged), misses,
+                    "cells")
+
+
+def _ttft_verdict(cells: Sequence[dict[str, Any]], figure: str, floor: float | None
+                  ) -> str | None:
+    """The seed's TTFT direction (affinity's at or below round robin's, at every level),
+    judged only where a TTFT rises above the mock's floor: at the floor it is the mock's
+    own overhead, and a few milliseconds either way say nothing about routing."""
+    by_level: dict[int, dict[str, float]] = {}
+    for c in _judged(cells, figure):
+        by_level.setdefault(c["concurrency"], {})[c["profile"]] = c["run"]
+    pairs = {c: (v[ROUND_ROBIN], v[AFFINITY]) for c, v in by_level.items() if len(v) == 2}
+    if not pairs:
+        return None
+    floored = [c for c, both in pairs.items() if floor is not None
+               and max(both) <= floor * NEAR_FLOOR]
+    misses = [f"at {c} ({sa:.0f} vs {rr:.0f} ms)" for c, (rr, sa) in pairs.items()
+              if c not in floored and sa > rr]
+    line = _verdict(f"{figure}: affinity's at or below round robin's, as in the seed,",
+                    len(pairs) - len(floored), misses, "levels")
+    if not floored:
+        return line
+    return (f"{figure}: at {len(floored)} of {len(pairs)} levels both profiles are within "
+            f"{NEAR_FLOOR - 1:.0%} of the mock's TTFT floor ({floor:.0f} ms), which is the "
+            "mock's own overhead, not routing"
+            + (f"; above it, {line.split(': ', 1)[1]}" if len(floored) < len(pairs) else ""))
+
+
+def _cell(run: float | None, seed: float | None, digits: int) -> str:
+    if run is None or seed is None:
+        return "n/a"
+    return f"{run:.{digits}f} / {seed:.{digits}f} ({run / seed - 1:+.0%})"
+
+
+def seed_lines(report: Mapping[str, Any]) -> list[str]:
+    """The "Beside the seed" section of a report.json: per seed level and profile the run's
+    figures / the seed's (relative error), affinity's gain / the seed's (points off), then
+    one verdict line per figure. Empty when the run has no seed level of a seed profile."""
+    comparison = report.get("seed_comparison") or {}
+    if not comparison.get("cells"):
+        return []
+    digits = {figure: d for figure, _, d in SEED_FIGURES}
+    cells: dict[tuple[int, str], dict[str, str]] = {}
+    for c in comparison["cells"]:
+        cells.setdefault((c["concurrency"], c["profile"]), {})[c["figure"]] = _cell(
+            c["run"], c["seed"], digits[c["figure"]])
+    gains = {g["concurrency"]: f"{g['run']:+.0f}% / {g['seed']:+.0f}% "
+             f"({g['run'] - g['seed']:+.0f})" for g in comparison["gains"]}
+    body = [[str(c), p, row["req/s"], gains.get(c, "") if p == AFFINITY else "",
+             *(row[figure] for figure, _, _ in SEED_FIGURES[1:])]
+            for (c, p), row in cells.items()]
+    return ["This run / the seed's eight-H200 table (relative error); the seed gives "
+            "request latency p50 and TTFT p90 at concurrency 16 only.", "",
+            *_table(["conc", "profile", "req/s", "gain (points off)", "TTFT p50 ms",
+                     "latency p50 ms", "TTFT p90 ms"], body),
+            "", *comparison["verdicts"]]
 
 
 def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.0f}%"
+def _rate_cell(row: dict[str, Any]) -> str:
+    """req/s with its 95% interval over the level's chunks, where it has two or more."""
+    low, high = row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
+    return _fmt(row["request_throughput"]) + ("" if low is None else
+                                              f" [{low:,.2f}, {high:,.2f}]")
 
 
 def _gain_cell(row: dict[str, Any]) -> str:
     """The gain with its 95% interval, in words where the interval covers zero."""
-    low, high = row["throughput_gain_ci95_low"], row["throughput_gain_ci95_high"]
+    gain, low, high = (row[f"throughput_gain{k}"] for k in ("_pct", "_ci95_low", "_ci95_high"))
     if low is None:
-        return _pct(row["throughput_gain_pct"])
+        return "n/a" if gain is None else f"{gain:+.0f}%"
     words = " (no measurable difference)" if low <= 0 <= high else ""
-    return f"{_pct(row['throughput_gain_pct'])} [{low:+.0f}%, {high:+.0f}%]{words}"
+    return f"{gain:+.0f}% [{low:+.0f}%, {high:+.0f}%]{words}"
+
+
+# The per-row sections after the comparison: a heading, the words under it, and each
+# (level, profile) row's cells under their column names.
+DETAILS = (
+    ("## Requests, latency and token throughput", "", {
+        "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
+            "" if r["replicates"] is None else
+            f" in {r['replicates']} chunks (stopped by {r['stopped_by']})"),
+        "TTFT p90": lambda r: _fmt(r["ttft_p90_ms"], 0, " ms"),
+        "request latency p50": lambda r: _fmt(r["request_latency_p50_ms"], 0, " ms"),
+        "output tokens/s": lambda r: _fmt(r["output_token_throughput"], 0)}),
+    ("## Routing stickiness (which worker served each video's questions)", "", {
+        "videos on one worker": lambda r: _fmt(None if r["stickiness_share_single_worker"] is None
+                                               else r["stickiness_share_single_worker"] * 100,
+                                               0, "%"),
+        "workers per video": lambda r: _fmt(r["stickiness_mean_workers_per_video"], 2)}),
+    ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
+     "caches (the frontend's own counters), and how the requests spread over the workers that "
+     "served them (the worker each response names).", {
+         "prefix-cache hit": lambda r: _fmt(r["prefix_cache_hit_pct"], 0, "%"),
+         "workers (requests each)": lambda r: "n/a" if r[SPREAD_KEYS[0]] is None else
+         f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-{r[SPREAD_KEYS[1]]})"}),
+)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -244,170 +381,98 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def render_markdown(runs: Sequence[ProfileRun], rows: Sequence[dict[str, Any]],
-                    notes: Sequence[str] = ()) -> str:
+def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> str:
+    rows = report["rows"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
-    levels = sorted({r["concurrency"] for r in rows})
     labels = [r.label for r in runs]
-    base = labels[0]
+    method = next((r["interval_method"] for r in rows if r["interval_method"]), None)
 
-    def cell(c: int, label: str, key: str, fmt: Any) -> str:
-        row = by_key.get((c, label))
-        return fmt(row[key]) if row else "n/a"
+    def cells(c: int, profiles: Sequence[str], cell: Any) -> list[str]:
+        return [cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a" for lb in profiles]
 
-    out = ["# Routing comparison", ""]
-    out.append(f"Profiles: {', '.join(labels)}. Throughput gain is over {base}, with its 95% "
-               "interval from a bootstrap over videos (the per-request records).")
-    out.append("")
-    header = ["Concurrency", *(f"{lb} req/s" for lb in labels)]
-    header += [f"{lb} throughput gain" for lb in labels[1:]]
-    header += [f"{lb} TTFT p50" for lb in labels]
-    body = []
-    for c in levels:
-        row = [str(c)]
-        row += [cell(c, lb, "request_throughput", _fmt) for lb in labels]
-        row += [_gain_cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a"
-                for lb in labels[1:]]
-        row += [cell(c, lb, "ttft_p50_ms", lambda v: _fmt(v, 0, " ms")) for lb in labels]
-        body.append(row)
-    out += _table(header, body)
-    out += ["", "## Latency and token throughput", ""]
-    header = ["Concurrency"]
-    for lb in labels:
-        header += [f"{lb} TTFT p90", f"{lb} request latency p50", f"{lb} output tokens/s"]
-    body = []
-    for c in levels:
-        row = [str(c)]
-        for lb in labels:
-            row += [cell(c, lb, "ttft_p90_ms", lambda v: _fmt(v, 0, " ms")),
-                    cell(c, lb, "request_latency_p50_ms", lambda v: _fmt(v, 0, " ms")),
-                    cell(c, lb, "output_token_throughput", lambda v: _fmt(v, 0))]
-        body.append(row)
-    out += _table(header, body)
-    out += ["", "## Requests", ""]
-    body = [[str(c)] + [cell(c, lb, "requests", str) + " / " + cell(c, lb, "errors", str)
-                        for lb in labels] for c in levels]
-    out += _table(["Concurrency", *(f"{lb} requests / errors" for lb in labels)], body)
-    sticky_runs = [r for r in runs if r.stickiness]
-    if sticky_runs:
-        out += ["", "## Routing stickiness (which worker served each video's questions)", ""]
-        header = ["Concurrency"]
-        for r in sticky_runs:
-            header += [f"{r.label} videos on one worker", f"{r.label} workers per video"]
-        body = []
-        for c in sorted({c for r in sticky_runs for c in r.stickiness}):
-            row = [str(c)]
-            for r in sticky_runs:
-                s = r.stickiness.get(c, {})
-                share = s.get("share_single_worker")
-                row += [_fmt(None if share is None else share * 100, 0, "%"),
-                        _fmt(s.get("mean_workers_per_video"), 2)]
-            body.append(row)
-        out += _table(header, body)
-    if any(r["prefix_cache_hit_pct"] is not None or r[SPREAD_KEYS[0]] is not None
-           for r in rows):
-        out += ["", "## Server-side evidence", "",
-                "Share of prompt tokens the workers served from their prefix caches (the "
-                "frontend's own counters), and how the requests spread over the workers that "
-                "served them (the worker each response names).", ""]
-        header = ["Concurrency"]
-        for lb in labels:
-            header += [f"{lb} prefix-cache hit", f"{lb} workers (requests each)"]
-        body = []
-        for c in levels:
-            row = [str(c)]
-            for lb in labels:
-                level = by_key.get((c, lb)) or {}
-                low, high = (level.get(k) for k in SPREAD_KEYS)
-                spread = "n/a" if low is None else (
-                    f"{level['stickiness_workers_seen']} ({low}-{high})")
-                row += [_fmt(level.get("prefix_cache_hit_pct"), 0, "%"), spread]
-            body.append(row)
-        out += _table(header, body)
-    if notes:
-        out += ["", "## What this run shows", "", *(f"- {n}" for n in notes)]
+    out = ["# Routing comparison", "",
+           f"Profiles: {', '.join(labels)}. Throughput gain is over {labels[0]}. "
+           + (f"95% intervals: {method}; a gain's combines both profiles' spreads (delta "
+              "method on the log of the ratio, Welch degrees of freedom)." if method else
+              "No level ran replicate chunks, so no interval."), ""]
+    out += _table(
+        ["Concurrency", *(f"{lb} req/s" for lb in labels),
+         *(f"{lb} throughput gain" for lb in labels[1:]), *(f"{lb} TTFT p50" for lb in labels)],
+        [[str(c), *cells(c, labels, _rate_cell), *cells(c, labels[1:], _gain_cell),
+          *cells(c, labels, lambda r: _fmt(r["ttft_p50_ms"], 0, " ms"))]
+         for c in sorted({r["concurrency"] for r in rows})])
+    for heading, words, columns in DETAILS:
+        shown = [r for r in rows if any(cell(r) != "n/a" for cell in columns.values())]
+        if shown:
+            out += ["", heading, "", *([words, ""] if words else []),
+                    *_table(["Concurrency", "profile", *columns],
+                            [[str(r["concurrency"]), r["profile"],
+                              *(cell(r) for cell in columns.values())] for r in shown])]
+    seed = seed_lines(report)
+    if seed:
+        out += ["", "## Beside the seed", "", *seed]
+    if report["notes"]:
+        out += ["", "## What this run shows", "", *(f"- {n}" for n in report["notes"])]
     out += ["", "## Runs", ""]
     for run in runs:
         m = run.manifest
         routing = (m.get("deployment") or {}).get("routing")
-        facts = [
-            f"**{run.label}**: `{run.source}`",
-            f"endpoint {m.get('endpoint')}, model {m.get('model')}, "
-            f"session header {m.get('session_header') or 'none'}"
+        out.append(
+            f"- **{run.label}**: `{run.source}` endpoint {m.get('endpoint')}, model "
+            f"{m.get('model')}, session header {m.get('session_header') or 'none'}"
             + (f", frontend `{routing}`" if routing else "")
             + f"; {m.get('requests_per_level')} requests per level "
             f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
             f"questions), {m.get('output_tokens')} output tokens, "
-            f"seed {m.get('random_seed')}; "
-            f"AIPerf {(m.get('tools') or {}).get('aiperf')}",
-        ]
-        out.append("- " + " ".join(facts))
-        for note in m.get("notes") or []:
-            out.append(f"  - note: {note}")
+            f"seed {m.get('random_seed')}; AIPerf {(m.get('tools') or {}).get('aiperf')}")
+        out += [f"  - note: {note}" for note in m.get("notes") or []]
     return "\n".join(out) + "\n"
 
 
-def write_plots(runs: Sequence[ProfileRun], out: Path,
-                rows: Sequence[dict[str, Any]] = ()) -> list[Path]:
-    """Throughput (a profile's 95% interval as error bars, from its gain's) and TTFT."""
+PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
+          (("request_throughput", "-", ""),)),
+         ("ttft.png", "milliseconds", "Time to first token against concurrency",
+          (("ttft_p50_ms", "-", " TTFT p50"), ("ttft_p90_ms", "--", " TTFT p90"))))
+
+
+def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """Throughput and TTFT against concurrency (log axis, a tick per level), each point
+    with its 95% interval over the level's chunks as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_key = {(r["concurrency"], r["profile"]): r for r in rows}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for run in runs:
-        levels = sorted(run.levels)
-        values = [run.levels[c].request_throughput for c in levels]
-        errors = [[0.0] * len(levels), [0.0] * len(levels)]
-        for i, (c, value) in enumerate(zip(levels, values, strict=True)):
-            row = by_key.get((c, run.label)) or {}
-            low, high = row.get("throughput_gain_ci95_low"), row.get("throughput_gain_ci95_high")
-            if low is not None:
-                base = value / (1 + row["throughput_gain_pct"] / 100)
-                errors[0][i] = max(0.0, value - base * (1 + low / 100))
-                errors[1][i] = max(0.0, base * (1 + high / 100) - value)
-        ax.errorbar(levels, values, yerr=errors, marker="o", capsize=3, label=run.label)
-    throughput = _save_plot(plt, fig, ax, runs, out / "throughput.png", "requests/s",
-                            "Throughput against concurrency")
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for index, run in enumerate(runs):
-        levels = sorted(run.levels)
-        for key, style, name in (("ttft_p50_ms", "-", "p50"), ("ttft_p90_ms", "--", "p90")):
-            values = [getattr(run.levels[c], key) for c in levels]
-            points = [(c, v) for c, v in zip(levels, values, strict=True) if v is not None]
-            if points:
-                ax.plot(*zip(*points, strict=True), style, marker="o", color=f"C{index}",
-                        label=f"{run.label} TTFT {name}")
-    ttft = _save_plot(plt, fig, ax, runs, out / "ttft.png", "milliseconds",
-                      "Time to first token against concurrency")
-    return [throughput, ttft]
-
-
-def _save_plot(
-    plt: Any, fig: Any, ax: Any, runs: Sequence[ProfileRun], path: Path, ylabel: str,
-    title: str,
-) -> Path:
-    """Concurrency on a log axis with a tick per level, grid, legend; saved as PNG."""
-    levels = sorted({c for r in runs for c in r.levels})
-    ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
-    ax.set_xticks(levels)
-    ax.set_xticklabels([str(c) for c in levels])
-    ax.minorticks_off()
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    levels = sorted({r["concurrency"] for r in rows})
+    paths = []
+    for name, ylabel, title, series in PLOTS:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for index, label in enumerate(labels):
+            for key, style, suffix in series:
+                points = [r for r in rows if r["profile"] == label and r[key] is not None]
+                bars = [[abs(r[key] - r[f"{key}_ci95_{end}"]) if r[f"{key}_ci95_{end}"]
+                         is not None else 0.0 for r in points] for end in ("low", "high")]
+                ax.errorbar([r["concurrency"] for r in points], [r[key] for r in points],
+                            yerr=bars, fmt=style, marker="o", capsize=3, color=f"C{index}",
+                            label=label + suffix)
+        ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        paths.append(out / name)
+    return paths
 
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
-                 notes: Sequence[str] = ()) -> Path:
+                 notes: Sequence[str] = (), ttft_floor_ms: float | None = None) -> Path:
     """Write report.md/.csv/.json and the plots to `out`; returns the report.md path.
-    `notes`: what the caller concluded across the runs (the rehearsal's direction)."""
+    `notes`: what the caller concluded across the runs (the rehearsal's direction);
+    `ttft_floor_ms`: the mock's own TTFT (the rehearsal measures it), below which TTFT says
+    nothing about routing."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
         raise InputError(BAD_INPUT, [
@@ -415,27 +480,27 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
             "run `python -m benchmarks sweep` first"])
     check_comparable(runs)
     rows = report_rows(runs)
+    report = {
+        "baseline": runs[0].label,
+        "profiles": [r.label for r in runs],
+        "rows": rows,
+        "seed_comparison": seed_comparison(rows, ttft_floor_ms),
+        "notes": list(notes),
+        "runs": [
+            {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
+             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())}}
+            for r in runs
+        ],
+    }
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
-    markdown.write_text(render_markdown(runs, rows, notes))
+    markdown.write_text(render_markdown(runs, report))
     with open(out / "report.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    summary = {
-        "baseline": runs[0].label,
-        "profiles": [r.label for r in runs],
-        "rows": rows,
-        "notes": list(notes),
-        "runs": [
-            {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
-             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())},
-             "notes": r.manifest.get("notes") or []}
-            for r in runs
-        ],
-    }
-    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_plots(runs, out, rows)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_plots(report["profiles"], rows, out)
     return markdown
 
 
@@ -445,7 +510,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compare sweep results: Markdown, CSV, JSON and plots",
         description="Compare AIPerf results of one or more runs side by side: req/s, "
         "throughput gain over the first profile, TTFT p50/p90, request-latency p50, output "
-        "tokens/s per concurrency. The first directory's profile is the baseline.",
+        "tokens/s per concurrency, each with its 95% interval over the level's replicate "
+        "chunks, and the run beside the seed's table. The first directory's profile is the "
+        "baseline.",
     )
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
     p.add_argument("--out", type=Path, required=True, help="report directory")
@@ -456,7 +523,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         markdown = build_report(args.dirs, args.out,
                                 warn=lambda line: print(line, file=sys.stderr))
-    except (InputError, ExportError) as exc:
+    except InputError as exc:
         print(f"report: error: {exc}", file=sys.stderr)
         return 1
     print(markdown.read_text())

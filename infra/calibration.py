@@ -36,6 +36,14 @@ class SeedRow:
     rr_ttft_p50_ms: float
     sa_ttft_p50_ms: float
 
+    def figures(self, profile: str) -> dict[str, float | None]:
+        """The seed's figures of one profile at this level, by the report's names."""
+        rr, at_16 = profile == "round-robin", self.concurrency == 16
+        return {"req/s": self.rr_req_s if rr else self.sa_req_s,
+                "TTFT p50": self.rr_ttft_p50_ms if rr else self.sa_ttft_p50_ms,
+                "request latency p50": SEED_16_LATENCY_P50_MS[profile] if at_16 else None,
+                "TTFT p90": SEED_16_TTFT_P90_MS[profile] if at_16 else None}
+
 
 SEED_TABLE = (
     SeedRow(1, 0.94, 1.16, 45, 44),
@@ -58,6 +66,17 @@ MOCK_MISS_SECS = 0.180
 # files (~67 GiB) and a cold graph start.
 DOWNLOAD_SECS = 1800
 GRAPH_START_SECS = 900
+# The relative spread of req/s between a level's replicate chunks (standard deviation over
+# mean) the adaptive plan assumes until chunked runs measure it (`plan --spread RUN...`).
+# From the repeat rehearsals in docs/rehearsal.md (calibrated mock, 32 videos a level):
+# round robin at 16 gave 9.9 to 10.6 req/s over four runs, 3.1% between runs of two
+# 16-video chunks, so 4.4% between chunks; affinity's gain at 8 says 7% between 8-video
+# chunks, but round robin fell into step with the mock's even timing there, which real
+# workers' jitter breaks. 5%: the former, rounded up.
+REPLICATE_CV = 0.05
+# AIPerf's own start for each chunk (process, tokenizer, workers): about 8 s a run in the
+# tests' sweeps on two cores (tests/support_sweep_runs.py).
+CHUNK_START_SECS = 8
 
 
 @dataclass(frozen=True)
@@ -111,56 +130,105 @@ def predicted_req_s(hardware: Hardware, concurrency: int, workers: int, question
     return concurrency / mean
 
 
+def chunks_needed(concurrency: int, videos: int, cv: float = REPLICATE_CV,
+                  within_pct: float = SEED_SHAPE.stop_within_pct) -> int:
+    """Chunks of `concurrency` videos a level runs under the stop rule: at least
+    `min_replicates`, then until the Student t 95% half-width of the mean req/s,
+    t * cv / sqrt(n), is within `within_pct` %, or the whole chunks run out."""
+    from scipy.stats import t as student_t  # the sweep's (AIPerf's); only plans reach this
+
+    available = max(1, videos // concurrency)
+    n = SEED_SHAPE.min_replicates
+    while n < available and student_t.ppf(0.975, n - 1) * cv / math.sqrt(n) > within_pct / 100:
+        n += 1
+    return min(n, available)
+
+
 @dataclass(frozen=True)
 class LevelPlan:
+    """A level's predicted rate, its time sending every video (the seed's way, one run),
+    and its time as the adaptive sweep runs it (chunks, each with AIPerf's start)."""
+
     concurrency: int
     req_s: float
     secs: float
+    chunks: int
+    adaptive_secs: float
 
 
 @dataclass(frozen=True)
 class SweepPlan:
     levels: tuple[LevelPlan, ...]
-    gpu_hours: float
     hardware: Hardware
+    cv: float
+    within_pct: float
+    gpus: int
+    download_gpus: int
 
     @property
     def sweep_secs(self) -> float:
         return sum(p.secs for p in self.levels)
 
+    @property
+    def adaptive_secs(self) -> float:
+        return sum(p.adaptive_secs for p in self.levels)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self._gpu_hours(self.sweep_secs)
+
+    @property
+    def adaptive_gpu_hours(self) -> float:
+        return self._gpu_hours(self.adaptive_secs)
+
+    def _gpu_hours(self, sweep_secs: float) -> float:
+        """GPUs are held from the graph's start; the download holds one replica's."""
+        return (DOWNLOAD_SECS * self.download_gpus
+                + (GRAPH_START_SECS + sweep_secs) * self.gpus) / 3600
+
     def lines(self) -> list[str]:
-        out = [f"  concurrency {p.concurrency:>3}: {p.req_s:6.2f} req/s, "
-               f"{p.secs / 60:6.1f} min" for p in self.levels]
-        out.append(f"  sweep {self.sweep_secs / 3600:.1f} h; with download "
-                   f"({DOWNLOAD_SECS // 60} min assumed) and graph start "
-                   f"({GRAPH_START_SECS // 60} min assumed) {self.gpu_hours:.1f} GPU-hours "
-                   f"(per request {self.hardware.hit_secs:.3f} s, "
-                   f"+{self.hardware.miss_secs:.3f} s per first visit; from "
-                   f"{self.hardware.source})")
+        out = [f"  concurrency {p.concurrency:>3}: {p.req_s:6.2f} req/s, full "
+               f"{p.secs / 60:6.1f} min, adaptive {p.adaptive_secs / 60:5.1f} min "
+               f"({p.chunks} chunks, {p.chunks * p.concurrency} videos)" for p in self.levels]
+        for mode, secs, total in (("full", self.sweep_secs, self.gpu_hours),
+                                  ("adaptive", self.adaptive_secs, self.adaptive_gpu_hours)):
+            out.append(f"  {mode:<8} sweep {secs / 3600:5.2f} h, {secs * self.gpus / 3600:5.1f} "
+                       f"GPU-hours ({total:.1f} with download and graph start)")
+        out += [f"  adaptive: {self.adaptive_secs / self.sweep_secs:.0%} of full's sweep "
+                f"GPU-hours (stop within +-{self.within_pct:g}%), at a {self.cv:.1%} spread of "
+                f"req/s between chunks and {CHUNK_START_SECS} s of AIPerf's start per chunk",
+                f"  assumed: download {DOWNLOAD_SECS // 60} min, graph start "
+                f"{GRAPH_START_SECS // 60} min; per request {self.hardware.hit_secs:.3f} s, "
+                f"+{self.hardware.miss_secs:.3f} s per first visit (from "
+                f"{self.hardware.source})"]
         return out
 
 
 def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], workers: int,
-               gpus_per_worker: int, affinity: bool, hardware: Hardware = H200) -> SweepPlan:
-    """Each level's wall time and the GPU-hours of download, graph start and sweep (GPUs
-    are held from the graph's start; the download holds one replica's)."""
-    requests = videos * questions
+               gpus_per_worker: int, affinity: bool, hardware: Hardware = H200,
+               cv: float = REPLICATE_CV, within_pct: float = SEED_SHAPE.stop_within_pct
+               ) -> SweepPlan:
+    """Each level's wall time sending every video (full) and under the stop rule
+    (adaptive: whole chunks of `concurrency` videos, each `questions` requests a video)."""
     levels = []
     for c in concurrencies:
         rate = predicted_req_s(hardware, c, workers, questions, affinity)
-        levels.append(LevelPlan(c, rate, requests / rate))
-    sweep = sum(p.secs for p in levels)
-    gpu_secs = (DOWNLOAD_SECS * gpus_per_worker
-                + (GRAPH_START_SECS + sweep) * workers * gpus_per_worker)
-    return SweepPlan(tuple(levels), gpu_secs / 3600, hardware)
+        chunks = chunks_needed(c, videos, cv, within_pct)
+        levels.append(LevelPlan(c, rate, videos * questions / rate, chunks,
+                                chunks * (c * questions / rate + CHUNK_START_SECS)))
+    return SweepPlan(tuple(levels), hardware, cv, within_pct, workers * gpus_per_worker,
+                     gpus_per_worker)
 
 
-def stack_plan(settings: Settings, hardware: Hardware = H200) -> SweepPlan:
-    """The plan of a stack's benchmark settings; KV routing keeps videos like affinity."""
+def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLICATE_CV
+               ) -> SweepPlan:
+    """The plan of a stack's benchmark settings; KV routing keeps videos like affinity.
+    The stop rule is the seed shape's until the stack's own (benchmarkStopWithinPct) is read."""
     bench, workers = settings.benchmark, settings.workers
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
     return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,
-                      workers.replicas, workers.serving.gpus_per_replica, sticky, hardware)
+                      workers.replicas, workers.serving.gpus_per_replica, sticky, hardware, cv,
+                      SEED_SHAPE.stop_within_pct)
 
 
 def recalibrate(concurrency: int, rr_req_s: float, sa_req_s: float, workers: int,

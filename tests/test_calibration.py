@@ -1,5 +1,6 @@
 """The calibration arithmetic (infra/calibration.py), the planner against the seed's own
-durations, closing the loop with a measured run, and the predicted-versus-seed table."""
+durations, and closing the loop with a measured run (the run beside the seed's table is the
+report's: tests/test_report.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import pytest
 
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.dataset import standin_text
+from benchmarks.plan import measured_spread
 from infra.calibration import (
+    CHUNK_START_SECS,
     H200,
     MOCK_MISS_SECS,
+    REPLICATE_CV,
     SEED_SWEEP_HOURS,
     SEED_TABLE,
+    chunks_needed,
     mock_calibration,
     plan_sweep,
     predicted_req_s,
@@ -28,10 +33,11 @@ from infra.calibration import (
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
 from rehearsal.local_dynamo import LocalDynamo, MockFleet, mocker_command
-from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig, seed_comparison
+from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 from tests.support_rehearsal import small_stack_config
+from tests.support_report_runs import chunk, write_run
 
 
 def test_the_concurrency_1_row_solves_to_an_h200_s_costs() -> None:
@@ -107,25 +113,60 @@ def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
     assert "your measured concurrency-1 level" in out
 
 
-def _report(rr: dict[int, float], sa: dict[int, float]) -> dict:
-    rows = []
-    for profile, rates in (("round-robin", rr), ("session-affinity", sa)):
-        for c, rate in rates.items():
-            rows.append({"concurrency": c, "profile": profile, "request_throughput": rate,
-                         "ttft_p50_ms": 45.0, "ttft_p90_ms": 300.0,
-                         "request_latency_p50_ms": 1000.0})
-    return {"rows": rows}
+def test_a_level_runs_the_chunks_its_stop_rule_needs() -> None:
+    """t(0.975, n-1) * cv / sqrt(n) <= 3%: at a 5% spread 13 chunks give 3.02%, 14 give
+    2.89%; never fewer than three, never more whole chunks than the videos make."""
+    assert chunks_needed(1, 200, cv=0.05, within_pct=3.0) == 14
+    assert chunks_needed(16, 200, cv=0.05, within_pct=3.0) == 12  # the videos run out
+    assert chunks_needed(4, 200, cv=0.001, within_pct=3.0) == 3
+    assert chunks_needed(4, 200, cv=0.05, within_pct=6.0) == 6  # 5 give 6.2%, 6 give 5.2%
+    assert chunks_needed(8, 4, cv=0.05) == 1
 
 
-def test_the_rehearsal_sets_its_numbers_beside_the_seed_s_with_errors() -> None:
-    near = seed_comparison(_report({8: 7.0, 16: 11.5}, {8: 9.0, 16: 16.0}))
-    assert near[-1].startswith("goal met")
-    table = "\n".join(near)
-    assert "| 16 | round-robin | 11.50 / 12.65 (-9%) |" in table
-    assert "+39% / +41% (-1)" in table  # affinity's gain against the seed's, in points
-    assert "1000 / 1140 (-12%)" in table and "1000 / 919 (+9%)" in table
-    far = seed_comparison(_report({16: 8.0}, {16: 16.0}))
-    assert far[-1] == "goal missed: round-robin req/s at 16, gain at 16"
+@pytest.mark.parametrize("affinity", [False, True])
+def test_the_adaptive_seed_table_costs_at_most_a_third_of_the_full_one(affinity: bool) -> None:
+    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, affinity)
+    for level in plan.levels:
+        chunks = chunks_needed(level.concurrency, 200, REPLICATE_CV)
+        assert level.chunks == chunks
+        assert level.adaptive_secs == pytest.approx(
+            chunks * (level.concurrency * 20 / level.req_s + CHUNK_START_SECS))
+    assert plan.adaptive_secs == pytest.approx(sum(p.adaptive_secs for p in plan.levels))
+    assert plan.adaptive_secs <= plan.sweep_secs / 3
+    assert plan.adaptive_gpu_hours == pytest.approx(
+        (1800 + 8 * (900 + plan.adaptive_secs)) / 3600)
+    lines = "\n".join(plan.lines())
+    print(lines)
+    assert f"full     sweep {plan.sweep_secs / 3600:5.2f} h, " \
+        f"{plan.sweep_secs * 8 / 3600:5.1f} GPU-hours ({plan.gpu_hours:.1f} with" in lines
+    assert f"adaptive sweep {plan.adaptive_secs / 3600:5.2f} h" in lines
+    assert f"adaptive: {plan.adaptive_secs / plan.sweep_secs:.0%} of full's sweep " \
+        "GPU-hours (stop within +-3%)" in lines
+    # A looser stop rule needs fewer chunks.
+    assert plan_sweep(200, 20, (1,), 8, 1, affinity, within_pct=6.0).levels[0].chunks == 6
+    # A wider spread needs more chunks, and costs more.
+    assert plan_sweep(200, 20, (1,), 8, 1, affinity, cv=0.1).adaptive_secs > (
+        plan.levels[0].adaptive_secs)
+
+
+def test_the_spread_between_chunks_is_measured_from_runs(tmp_path: Path) -> None:
+    """Each level's variance over its mean squared, pooled by degrees of freedom (n - 1);
+    a level of one chunk has no spread and is left out."""
+    rr = write_run(tmp_path, "rr", {1: [chunk(r) for r in (0.9, 1.0, 1.1)],
+                                    2: [chunk(r) for r in (2.0, 2.2)], 4: [chunk(4.0)]})
+    sa = write_run(tmp_path, "sa", {1: [chunk(r) for r in (1.2, 1.2, 1.2, 1.2)]})
+    cv2 = [(2, 0.01 / 1.0), (1, 0.02 / 2.1**2), (3, 0.0)]
+    expected = (sum(df * v for df, v in cv2) / 6) ** 0.5
+    assert measured_spread([rr, sa]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="ran two or more chunks"):
+        measured_spread([write_run(tmp_path, "one", {1: [chunk(1.0)]})])
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "plan", "--stack", "round-robin", "--spread",
+         str(rr), str(sa)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"spread of req/s between chunks: {expected:.1%} (measured in {rr}, {sa})" \
+        in result.stdout
+    assert f"at a {expected:.1%} spread of req/s between chunks" in result.stdout
 
 
 def _seconds(url: str, text: str) -> float:

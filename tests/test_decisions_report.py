@@ -1,17 +1,18 @@
 """The report's decisions as pure functions: which runs may be compared, the gain over the
-baseline, and its bootstrap interval over videos. A wrong one credits the routing with a
-difference in workload, or calls noise a gain."""
+baseline, and the intervals from the spread between a level's replicate chunks. A wrong one
+credits the routing with a difference in workload, or calls noise a gain."""
 
 from __future__ import annotations
 
-import json
-import random
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy import stats
 
-from benchmarks.aiperf_run import RECORDS_EXPORT, LevelSummary
+from benchmarks.aiperf_run import LevelSummary
 from benchmarks.report import (
     ProfileRun,
     _gain_cell,
@@ -20,9 +21,13 @@ from benchmarks.report import (
     check_comparable,
     gain_interval,
     gain_pct,
+    read_run,
     report_rows,
+    welch_df,
 )
+from benchmarks.sweep import INTERVAL_METHOD, MANIFEST_NAME
 from infra.names import InputError
+from tests.support_report_runs import chunk, write_run
 
 MANIFEST = {
     "model": "m", "sessions_per_level": 3, "questions_per_video": 2, "output_tokens": 128,
@@ -90,57 +95,6 @@ def test_gain_is_the_ratio_to_the_baseline_and_none_without_one() -> None:
     assert gain_pct(5.0, 0.0) is None
 
 
-def test_the_interval_is_the_middle_95_percent_of_the_bootstrap() -> None:
-    """With one video a side, every resample is that video: the interval is the gain."""
-    assert gain_interval({"a": [120.0, 120.0]}, {"b": [100.0]}) == pytest.approx((20.0, 20.0))
-    assert gain_interval({"a": [100.0]}, {}) is None
-    assert gain_interval({"a": [120.0]}, {"b": [100.0]}, point=25.0) == pytest.approx(
-        (25.0, 25.0))
-
-
-def test_the_interval_resamples_whole_videos_and_cuts_2_5_percent_each_side() -> None:
-    """Two baseline videos (latency 100 and 300), one other (200): each resample's
-    baseline mean is 100, 200 or 300 (a quarter, half, a quarter of the time), so the
-    gain is -50%, 0% or +50%; the 2.5% and 97.5% cuts fall on -50% and +50%."""
-    base, other = {"slow": [300.0], "fast": [100.0]}, {"x": [200.0]}
-    low, high = gain_interval(base, other, samples=1000)
-    assert (low, high) == pytest.approx((-50.0, 50.0))
-    # Latencies are pooled over the picked videos, not averaged per video.
-    low, high = gain_interval({"a": [100.0, 100.0, 400.0]}, {"b": [200.0]}, samples=40)
-    assert (low, high) == pytest.approx((0.0, 0.0))
-    # The point moves the interval by its distance from the whole-data gain (0% here).
-    low, high = gain_interval(base, other, point=10.0, samples=1000)
-    assert (low, high) == pytest.approx((-40.0, 60.0))
-
-
-def test_the_interval_cuts_at_the_exact_ranks() -> None:
-    """Ranks 25 and 974 of 1000 sorted gains, drawn as the bootstrap draws them (the
-    baseline's videos, then the other side's, per sample): a rank off by one moves a bound."""
-    base = {str(i): [100.0 + 7.3 * i ** 0.5] for i in range(40)}
-    low, high = gain_interval(base, {"x": [100.0]}, samples=1000, seed=3)
-    rng = random.Random(3)
-    gains = []
-    for _ in range(1000):
-        picked = rng.choices(list(base.values()), k=40)
-        rng.choices([[100.0]], k=1)
-        gains.append((sum(v[0] for v in picked) / 40 / 100.0 - 1.0) * 100.0)
-    gains.sort()
-    assert (low, high) == pytest.approx((gains[25], gains[974]))
-    assert gains[24] != gains[25] and gains[974] != gains[975]
-
-
-def test_the_interval_is_placed_by_the_gain_of_all_the_data() -> None:
-    """The shift is the point minus the gain of every video, each side whole (never a
-    resample); the default seed is 0, so a report is the same each time it is built."""
-    base = {str(i): [100.0 + 7.3 * i ** 0.5] for i in range(40)}
-    other = {str(i): [90.0 + 3.1 * i ** 0.5] for i in range(30)}
-    mean = [sum(v[0] for v in side.values()) / len(side) for side in (base, other)]
-    full = (mean[0] / mean[1] - 1.0) * 100.0
-    plain = gain_interval(base, other)
-    assert gain_interval(base, other, point=full) == pytest.approx(plain)
-    assert plain == gain_interval(base, other, seed=0) != gain_interval(base, other, seed=1)
-
-
 def test_a_gain_cell_says_when_its_interval_covers_zero() -> None:
     row = {"throughput_gain_pct": 12.4, "throughput_gain_ci95_low": 0.0,
            "throughput_gain_ci95_high": 20.0}
@@ -157,36 +111,33 @@ def summary(concurrency: int, throughput: float) -> LevelSummary:
                         request_latency_p50_ms=3.0, output_token_throughput=4.0)
 
 
-def write_records(folder: Path, latencies: dict[str, float]) -> None:
-    folder.mkdir(parents=True)
-    folder.joinpath(RECORDS_EXPORT).write_text("".join(
-        json.dumps({"metadata": {"conversation_id": video},
-                    "metrics": {"request_latency": {"value": latency}}}) + "\n"
-        for video, latency in latencies.items()))
-
-
 def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path) -> None:
     state = {"status": "complete", "output_lengths": {"other": 2},
-             "prefix_cache_hit_pct": 40.0,
+             "prefix_cache_hit_pct": 40.0, "replicates": 2, "stopped_by": "videos",
+             "interval_method": INTERVAL_METHOD,
              "routing": {"requests_per_worker_min": 1, "requests_per_worker_max": 3}}
     base = ProfileRun("rr", tmp_path / "rr", {"levels": {"1": {}, "2": {}}},
-                      {2: summary(2, 10.0), 1: summary(1, 5.0)})
+                      {2: summary(2, 10.0), 1: summary(1, 5.0)},
+                      chunks={2: [summary(2, 9.0), summary(2, 11.0)]})
     other = ProfileRun("sa", tmp_path / "sa", {"levels": {"2": state, "4": {}}},
-                       {2: summary(2, 12.5), 4: summary(4, 20.0)}, {2: {"videos": 3}})
-    write_records(tmp_path / "rr" / "concurrency-2", {"a": 120.0, "b": 360.0})
-    write_records(tmp_path / "sa" / "concurrency-2", {"a": 100.0, "b": 300.0})
+                       {2: summary(2, 12.5), 4: summary(4, 20.0)}, {2: {"videos": 3}},
+                       chunks={2: [summary(2, 12.0), summary(2, 13.0)]})
     rows = report_rows([base, other])
     assert [(r["concurrency"], r["profile"]) for r in rows] == [
         (1, "rr"), (2, "rr"), (2, "sa"), (4, "sa")]
     one, two_rr, two_sa, four = rows
     assert one["throughput_gain_pct"] == 0.0 and one["throughput_gain_ci95_low"] is None
+    assert one["request_throughput_ci95_low"] is None  # no chunks, no spread
     assert two_rr["throughput_gain_ci95_high"] is None  # the baseline has no interval
     assert two_sa["throughput_gain_pct"] == pytest.approx(25.0)
-    # Placed around the gain of AIPerf's rates (25%), not the latencies' (20%).
     low, high = two_sa["throughput_gain_ci95_low"], two_sa["throughput_gain_ci95_high"]
     assert low < 25.0 < high
-    assert (low, high) == pytest.approx(gain_interval(
-        {"a": [120.0], "b": [360.0]}, {"a": [100.0], "b": [300.0]}, 25.0))
+    assert (low, high) == pytest.approx(gain_interval([9.0, 11.0], [12.0, 13.0]))
+    assert (two_sa["request_throughput_ci95_low"], two_sa["request_throughput_ci95_high"]
+            ) == pytest.approx(stats.t.interval(0.95, 1, loc=12.5, scale=0.5))
+    assert two_sa["ttft_p50_ms_ci95_low"] == two_sa["ttft_p50_ms_ci95_high"] == 1.0
+    assert (two_sa["replicates"], two_sa["stopped_by"]) == (2, "videos")
+    assert two_sa["interval_method"] == INTERVAL_METHOD and two_rr["replicates"] is None
     assert four["throughput_gain_pct"] is None and four["throughput_gain_ci95_low"] is None
     assert two_sa["requests"] == 6 and two_sa["errors"] == 0
     assert two_sa["request_throughput"] == 12.5 and two_sa["ttft_p90_ms"] == 2.0
@@ -194,4 +145,59 @@ def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path
     assert two_sa["prefix_cache_hit_pct"] == 40.0 and two_rr["prefix_cache_hit_pct"] is None
     assert (two_sa["requests_per_worker_min"], two_sa["requests_per_worker_max"]) == (1, 3)
     assert two_rr["requests_per_worker_min"] is None
-    assert two_sa["export"] == str(other.export(2))
+    assert two_sa["dir"] == str(tmp_path / "sa" / "concurrency-2")
+
+
+def test_a_figure_s_interval_is_student_t_over_its_level_s_chunks(tmp_path: Path) -> None:
+    """Known chunk figures, the interval scipy gives for them: mean +- t(0.975, n-1) s/sqrt(n)."""
+    rates = [7.0, 7.6, 7.3, 6.9]
+    run = read_run(write_run(tmp_path, "rr", {8: [chunk(r, ttft=40 + r) for r in rates]})
+                   / MANIFEST_NAME)
+    assert [c.request_throughput for c in run.chunks[8]] == rates
+    row = report_rows([run])[0]
+    expected = stats.t.interval(0.95, 3, loc=statistics.fmean(rates),
+                                scale=statistics.stdev(rates) / 2)
+    assert (row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
+            ) == pytest.approx(expected)
+    assert row["ttft_p50_ms_ci95_high"] - row["ttft_p50_ms"] == pytest.approx(
+        expected[1] - statistics.fmean(rates))
+    assert (row["replicates"], row["stopped_by"], row["requests"]) == (4, "interval", 640)
+
+
+def test_the_gain_interval_is_the_delta_method_on_the_log_ratio_with_welch_df() -> None:
+    """Computed here from scipy's t and the textbook formulas, by another route: the
+    variance of log(mean) is var / (n mean^2) on each side."""
+    base, other = [10.0, 10.4, 9.6], [12.0, 12.9, 11.4, 12.3]
+    (mb, vb), (mo, vo) = ((statistics.fmean(s), statistics.variance(s)) for s in (base, other))
+    part_b, part_o = vb / 3 / mb**2, vo / 4 / mo**2
+    df = (part_b + part_o) ** 2 / (part_b**2 / 2 + part_o**2 / 3)
+    log_low, log_high = stats.t.interval(0.95, df, loc=math.log(mo / mb),
+                                         scale=math.sqrt(part_b + part_o))
+    assert gain_interval(base, other) == pytest.approx(
+        ((math.exp(log_low) - 1) * 100, (math.exp(log_high) - 1) * 100))
+    low, high = gain_interval(base, other)
+    assert low < (mo / mb - 1) * 100 < high
+    assert gain_interval([10.0], other) is None and gain_interval(base, [12.0]) is None
+    assert gain_interval([0.0, 0.0], other) is None  # no rate to compare with
+    assert gain_interval([10.0, 10.0], [12.0, 12.0]) == pytest.approx((20.0, 20.0))
+
+
+def test_the_gain_interval_widens_with_either_side_s_spread() -> None:
+    def width(base: list[float], other: list[float]) -> float:
+        low, high = gain_interval(base, other)
+        return high - low
+
+    calm, noisy = [10.0, 10.1, 9.9], [10.0, 11.0, 9.0]
+    fast_calm, fast_noisy = [12.0, 12.1, 11.9], [12.0, 13.2, 10.8]
+    assert width(noisy, fast_calm) > width(calm, fast_calm)
+    assert width(calm, fast_noisy) > width(calm, fast_calm)
+    # More replicates of the same spread narrow it.
+    assert width(noisy * 3, fast_noisy * 3) < width(noisy, fast_noisy)
+
+
+def test_welch_degrees_of_freedom() -> None:
+    """Equal parts from n each: 2(n-1); one side's part dominating: that side's n-1."""
+    assert welch_df([0.5, 0.5], [4, 4]) == pytest.approx(6.0)
+    assert welch_df([1.0, 1e-9], [5, 30]) == pytest.approx(4.0)
+    # The textbook case: s1^2/n1 = 4/10, s2^2/n2 = 9/15.
+    assert welch_df([0.4, 0.6], [10, 15]) == pytest.approx(1.0 / (0.16 / 9 + 0.36 / 14))
