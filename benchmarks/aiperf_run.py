@@ -246,14 +246,3 @@ def failure_cause(log: Path) -> str:
             return found.group(1)
     return next((line for line in reversed(lines) if not line.startswith("Log File:")),
                 "no output")
-
-
-def latencies_by_video(records: Path) -> dict[str, list[float]]:
-    """Request latencies (ms) of the measured requests, by session (one per video)."""
-    out: dict[str, list[float]] = {}
-    for record in measured_records(records):
-        latency = _metric(record, "request_latency")
-        if latency is not None:
-            video = str((record.get("metadata") or {}).get("conversation_id"))
-            out.setdefault(video, []).append(float(latency))
-    return out

@@ -222,13 +222,13 @@ def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], work
 
 def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLICATE_CV
                ) -> SweepPlan:
-    """The plan of a stack's benchmark settings; KV routing keeps videos like affinity.
-    The stop rule is the seed shape's until the stack's own (benchmarkStopWithinPct) is read."""
+    """The plan of a stack's benchmark settings (its stop rule: benchmarkStopWithinPct); KV
+    routing keeps videos like affinity."""
     bench, workers = settings.benchmark, settings.workers
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
     return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,
                       workers.replicas, workers.serving.gpus_per_replica, sticky, hardware, cv,
-                      SEED_SHAPE.stop_within_pct)
+                      bench.stop_within_pct)
 
 
 def recalibrate(concurrency: int, rr_req_s: float, sa_req_s: float, workers: int,

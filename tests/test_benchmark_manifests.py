@@ -580,12 +580,6 @@ def test_an_http_mirror_is_trusted_by_pip() -> None:
     assert "PIP_TRUSTED_HOST" not in env("https://mirror.example/simple")
 
 
-def _sweep_knows_the_stop_rule() -> bool:
-    return "--stop-within-pct" in build_parser("sweep").format_help()
-
-
-@pytest.mark.xfail(not _sweep_knows_the_stop_rule(), strict=True,
-                   reason="the sweep's --stop-within-pct and --full come from branch h-sweep")
 def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     """The Jobs' arguments are written here and read by `python -m benchmarks`: a flag the
     command does not know would fail the pod hours into `up`. The sweep also prints how to
