@@ -31,10 +31,10 @@ from benchmarks.aiperf_run import (  # noqa: E402
     summarize_file,
 )
 from benchmarks.dataset import build_dataset  # noqa: E402
-from benchmarks.processes import PeakMemory  # noqa: E402
 from benchmarks.tiny_model import build_tiny_model_dir  # noqa: E402
 from infra.calibration import SEED_TABLE  # noqa: E402
 from infra.names import SEED_SHAPE  # noqa: E402
+from rehearsal.local_dynamo import PeakMemory  # noqa: E402
 from tests.support_openai_server import RecordingOpenAIServer  # noqa: E402
 
 # The seed's "Measured performance" table: session affinity at concurrency 16.

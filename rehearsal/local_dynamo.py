@@ -4,7 +4,8 @@ One stack per profile and level: NATS (the event plane; Dynamo's default ZMQ pla
 0.0.0.0), `dynamo.mocker` and `dynamo.frontend` with the very arguments the graph's
 Frontend renders (`infra.routing.frontend_args`), file discovery in a fresh directory.
 Builders are pure; `LocalDynamo` stops all it started on success, error, timeout, Ctrl-C
-and its parent's death, and refuses to run if anything listens beyond 127.0.0.1.
+and its parent's death, and refuses to run if anything listens beyond 127.0.0.1. Process
+trees and their memory go through psutil (Linux and macOS alike).
 """
 
 from __future__ import annotations
@@ -18,17 +19,20 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
-from benchmarks.processes import log_tail, tree_pids
+from benchmarks.processes import log_tail
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import Routing, frontend_args, frontend_command
@@ -40,7 +44,8 @@ MOCK_BLOCK_SIZE = 64
 # The mocker (Dynamo 1.6.1) answers with random token ids in [1000, 2000) (measured): with
 # fewer words they decode to nothing and AIPerf counts every request as failed.
 MOCKER_MAX_TOKEN_ID = 1999
-# Measured: frontend + 8 mock workers ~0.3 GiB, NATS 0.02 GiB, AIPerf 1-1.5 GiB at peak.
+# Per stack and its AIPerf side by side, measured: frontend + 8 mock workers ~0.3 GiB, NATS
+# 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
@@ -194,6 +199,60 @@ def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.execut
     return problems
 
 
+def tree_pids(root: int) -> set[int]:
+    """`root` and all its descendants (also those that started their own session)."""
+    try:
+        return {root, *(p.pid for p in psutil.Process(root).children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def stop_processes(pids: Collection[int], timeout: float) -> None:
+    """SIGTERM to each of `pids`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
+    procs = []
+    for pid in pids:
+        with suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    for signal_them in (psutil.Process.terminate, psutil.Process.kill):
+        for proc in procs:
+            with suppress(psutil.NoSuchProcess):
+                signal_them(proc)
+        procs = psutil.wait_procs(procs, timeout=timeout)[1]
+
+
+class PeakMemory:
+    """Context manager: samples the resident memory of a process tree every `interval` s.
+    Sampled, because `getrusage` reports the largest single child, but the rehearsal's
+    footprint is the sum of several servers and AIPerf's worker processes at once."""
+
+    def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
+        self.root, self.interval, self.peak = root or os.getpid(), interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+
+    def sample(self) -> int:
+        current = 0
+        for pid in tree_pids(self.root):
+            with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                current += psutil.Process(pid).memory_info().rss
+        self.peak = max(self.peak, current)
+        return current
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> PeakMemory:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sample()
+
+
 def _set_parent_death_signal() -> None:
     """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
     try:
@@ -204,52 +263,36 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+@dataclass
 class ManagedProcess:
     """One server in its own session, logging to a file."""
 
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> None:
-        self.name, self.argv, self.env, self.log = name, argv, dict(env), log
-        self.popen: subprocess.Popen[bytes] | None = None
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes]
 
-    def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+    @classmethod
+    def start(cls, name: str, argv: list[str], env: Mapping[str, str], log: Path
+              ) -> ManagedProcess:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            return cls(name, argv, log, subprocess.Popen(
+                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_set_parent_death_signal)
+                preexec_fn=_set_parent_death_signal))
 
     @property
     def pid(self) -> int:
-        assert self.popen is not None, f"{self.name} was never started"
         return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
 
     def members(self) -> set[int]:
         """The server and everything it started."""
-        return set() if self.popen is None else tree_pids(self.pid)
+        return tree_pids(self.pid)
 
     def stop(self, timeout: float) -> None:
-        """SIGTERM to the server and all it started, SIGKILL to what outlives `timeout`."""
-        procs = []
-        for pid in self.members():
-            try:
-                procs.append(psutil.Process(pid))
-            except psutil.NoSuchProcess:
-                continue
-        for method in (psutil.Process.terminate, psutil.Process.kill):
-            for proc in procs:
-                try:
-                    method(proc)
-                except psutil.NoSuchProcess:
-                    pass
-            procs = psutil.wait_procs(procs, timeout=timeout)[1]
-            if not procs:
-                break
-        if self.popen is not None:
-            self.popen.poll()
+        stop_processes(self.members(), timeout)
+        self.popen.poll()
 
 
 def _http_json(url: str, body: dict | None = None, timeout: float = 5.0) -> dict:
@@ -325,9 +368,8 @@ class LocalDynamo:
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str], logs: Path
                 ) -> ManagedProcess:
-        process = ManagedProcess(name, argv, env, logs / f"{name.split('.')[-1]}.log")
+        process = ManagedProcess.start(name, argv, env, logs / f"{name.split('.')[-1]}.log")
         self.processes.append(process)
-        process.start()
         return process
 
     def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
@@ -343,7 +385,7 @@ class LocalDynamo:
 
     def _check_alive(self) -> None:
         for process in self.processes:
-            if not process.alive():
+            if process.popen.poll() is not None:
                 raise LocalDynamoError(
                     f"{process.name} exited (code {process.popen.returncode}) during start-up; "
                     f"its log {process.log} ends with:\n{log_tail(process.log)}")
@@ -364,6 +406,24 @@ class LocalDynamo:
                 _http_json(f"{self.url}/v1/chat/completions", body, timeout=10.0))
         except (OSError, ValueError, urllib.error.URLError):
             return None
+
+    def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
+        """Milliseconds from sending a streamed one-token request to its first content
+        chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
+        body = {"model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1,
+                "stream": True}
+        request = urllib.request.Request(f"{self.url}/v1/chat/completions",
+                                         json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
+            for line in response:
+                data = line.removeprefix(b"data:").strip()
+                if line.startswith(b"data:") and data != b"[DONE]" and any(
+                        c.get("delta", {}).get("content")
+                        for c in json.loads(data).get("choices", [])):
+                    return (time.monotonic() - started) * 1000
+        raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
     def _wait_for_fleet(self, mocker: ManagedProcess, timeout: float) -> tuple[int, ...]:
         """Ready = requests reach every worker. Probes are far shorter than a cache block,
