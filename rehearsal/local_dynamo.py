@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
@@ -295,12 +294,18 @@ class ManagedProcess:
         self.popen.poll()
 
 
-def _http_json(url: str, body: dict | None = None, timeout: float = 5.0) -> dict:
-    request = urllib.request.Request(
-        url, data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
-        return json.loads(response.read())
+def _post(url: str, body: Mapping[str, Any]) -> urllib.request.Request:
+    return urllib.request.Request(url, json.dumps(body).encode(),
+                                  {"Content-Type": "application/json"})
+
+
+def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
+    """The server's JSON answer; empty while it does not answer (yet)."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return json.loads(response.read())
+    except (OSError, ValueError):  # urllib's errors are OSErrors
+        return {}
 
 
 @dataclass
@@ -350,9 +355,13 @@ class LocalDynamo:
             python, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env, logs)
         frontend = self._launch("dynamo.frontend", local_frontend_command(
             python, cfg.routing, self.frontend_port), env, logs)
-        self._wait(self._model_listed, frontend, cfg.ready_timeout_secs,
-                   f"the frontend to list {SERVED_MODEL_NAME} at {self.url}/v1/models")
-        self.worker_ids = self._wait_for_fleet(mocker, cfg.ready_timeout_secs)
+        self._wait(lambda: any(m.get("id") == SERVED_MODEL_NAME for m in _http_json(
+            f"{self.url}/v1/models", timeout=2.0).get("data", [])), frontend,
+            cfg.ready_timeout_secs, f"the frontend to list {SERVED_MODEL_NAME} at {self.url}")
+        seen: set[int] = set()
+        self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
+                   f"requests to reach all {cfg.fleet.workers} mock workers")
+        self.worker_ids = tuple(sorted(seen))
         exposed = [lst for lst in self.listeners()
                    if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
         if exposed:
@@ -390,31 +399,11 @@ class LocalDynamo:
                     f"{process.name} exited (code {process.popen.returncode}) during start-up; "
                     f"its log {process.log} ends with:\n{log_tail(process.log)}")
 
-    def _model_listed(self) -> bool:
-        try:
-            models = _http_json(f"{self.url}/v1/models", timeout=2.0)
-        except (OSError, ValueError, urllib.error.URLError):
-            return False
-        return any(m.get("id") == SERVED_MODEL_NAME for m in models.get("data", []))
-
-    def _probe_worker(self) -> int | None:
-        """One tiny request without a session header; the worker id that served it."""
-        body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
-                "messages": [{"role": "user", "content": "ready ?"}]}
-        try:
-            return worker_id_from_body(
-                _http_json(f"{self.url}/v1/chat/completions", body, timeout=10.0))
-        except (OSError, ValueError, urllib.error.URLError):
-            return None
-
     def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
         """Milliseconds from sending a streamed one-token request to its first content
         chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
-        body = {"model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1,
-                "stream": True}
-        request = urllib.request.Request(f"{self.url}/v1/chat/completions",
-                                         json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
+        request = _post(f"{self.url}/v1/chat/completions", {
+            "model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1, "stream": True})
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
             for line in response:
@@ -425,23 +414,16 @@ class LocalDynamo:
                     return (time.monotonic() - started) * 1000
         raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
-    def _wait_for_fleet(self, mocker: ManagedProcess, timeout: float) -> tuple[int, ...]:
-        """Ready = requests reach every worker. Probes are far shorter than a cache block,
-        so they leave no reusable prefix."""
-        want, seen, probes = self.config.fleet.workers, set(), 0
-        deadline = time.monotonic() + timeout
-        while len(seen) < want and time.monotonic() < deadline:
-            self._check_alive()
-            worker = self._probe_worker()
-            probes += 1
-            seen |= set() if worker is None else {worker}
-            if worker is None or probes % (4 * want) == 0:
-                time.sleep(0.2)
-        if len(seen) != want:
-            raise LocalDynamoError(
-                f"requests reached {len(seen)} of {want} mock workers ({probes} probes in "
-                f"{timeout:.0f}s); mocker log {mocker.log} ends with:\n{log_tail(mocker.log)}")
-        return tuple(sorted(seen))
+    def _reached_workers(self, seen: set[int]) -> bool:
+        """A round of tiny requests without a session header; True once they reached every
+        worker. Far shorter than a cache block, they leave no reusable prefix."""
+        body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
+                "messages": [{"role": "user", "content": "ready ?"}]}
+        for _ in range(self.config.fleet.workers):
+            answer = _http_json(_post(f"{self.url}/v1/chat/completions", body), timeout=10.0)
+            if (worker := worker_id_from_body(answer)) is not None:
+                seen.add(worker)
+        return len(seen) == self.config.fleet.workers
 
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""

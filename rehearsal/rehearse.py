@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from benchmarks.dataset import build_run_dataset
 from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.report import build_report
@@ -296,22 +294,14 @@ class Rehearsal:
     @contextmanager
     def local_stack(self, stack: Settings, model: Path, level: int) -> Iterator[LevelRun]:
         """The sweep's target for one level, once the schedule says so: a fresh frontend and
-        mocker (cold caches) on its own port; afterwards, the share of the machine's CPU in
-        use meanwhile (theirs, AIPerf's and any stack beside them)."""
+        mocker (cold caches) on its own port."""
         self.schedule.wait_turn(stack.profile, level)
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers.replicas} mock "
                  f"workers for concurrency {level}")
         config = self.stack_config(stack, model, stack.workers.replicas,
                                    self.run_dir / stack.profile / "stack" / f"concurrency-{level}")
         with LocalDynamo(config) as local:
-            run = LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
-            before = psutil.cpu_times()
-            yield run
-            after = psutil.cpu_times()
-            idle = (after.idle - before.idle) + (getattr(after, "iowait", 0.0)
-                                                 - getattr(before, "iowait", 0.0))
-            total = sum(after) - sum(before)
-            run.measured["cpu_busy"] = None if total <= 0 else 1 - idle / total
+            yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
     def ttft_floor_ms(self, model: Path, dataset: Path) -> float:
         """The mock stack's own time to a first token: the median over a few cache hits of

@@ -1,5 +1,6 @@
 """The calibration arithmetic (infra/calibration.py), the planner against the seed's own
-durations, and closing the loop with a measured run."""
+durations, and closing the loop with a measured run (the run beside the seed's table is the
+report's: tests/test_report.py)."""
 
 from __future__ import annotations
 
