@@ -117,6 +117,10 @@ def config_problems(config: RehearsalConfig) -> list[str]:
         if value < 1:
             problems.append(f"{option} must be at least 1 (got {value})")
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
+    if config.videos < max(config.concurrencies, default=0):
+        problems.append(f"--videos {config.videos} fill no chunk at --concurrency "
+                        f"{max(config.concurrencies)} (a chunk is as many videos as the level's "
+                        "concurrency): use more videos or lower levels")
     if config.standin_tokens < MOCK_BLOCK_SIZE:
         problems.append(f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache "
                         f"block (got {config.standin_tokens}); a video is thousands of tokens")
@@ -221,13 +225,10 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
 
 def report_section(report: Path, heading: str = SEED_SECTION) -> list[str]:
     """One section of report.md, its heading included (empty when the report has none)."""
-    lines = report.read_text().splitlines()
-    if heading not in lines:
+    text = report.read_text()
+    if heading not in text:
         return []
-    start = lines.index(heading)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-               len(lines))
-    return lines[start:end]
+    return (heading + text.split(heading, 1)[1].split("\n## ", 1)[0]).splitlines()
 
 
 class Rehearsal:

@@ -55,14 +55,16 @@ def test_bad_options_are_named() -> None:
     for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio"):
         assert option in text
     assert config_problems(RehearsalConfig()) == []
+    (few,) = config_problems(RehearsalConfig(videos=8))
+    assert few.startswith("--videos 8 fill no chunk at --concurrency 16")
 
 
 def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Path) -> None:
     """Resuming keeps finished levels, so a run id is bound to the settings it began with:
     the sweep compares the manifest's `deployment.shape` before it starts any stack, and
     the earlier run's dataset is left as it was."""
-    first = RehearsalConfig(videos=4, profiles=("round-robin",), results_root=tmp_path,
-                            run_id="r1")
+    first = RehearsalConfig(videos=4, concurrencies=(1, 2), profiles=("round-robin",),
+                            results_root=tmp_path, run_id="r1")
     run_dir = tmp_path / "r1" / "round-robin"
     run_dir.mkdir(parents=True)
     (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
@@ -145,7 +147,7 @@ def test_a_stopped_schedule_refuses_to_start_a_level() -> None:
 def test_the_report_s_section_is_printed_as_written(tmp_path: Path) -> None:
     report = tmp_path / "report.md"
     report.write_text("# Report\n\n## Beside the seed\n\n| 16 | ... |\nverdict\n\n## Plots\n")
-    assert report_section(report) == ["## Beside the seed", "", "| 16 | ... |", "verdict", ""]
+    assert report_section(report) == ["## Beside the seed", "", "| 16 | ... |", "verdict"]
     assert report_section(report, "## Nothing") == []
 
 
