@@ -358,12 +358,8 @@ class Rehearsal:
         cfg, started = self.config, time.monotonic()
         with PeakMemory() as memory, sigterm_as_interrupt():
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            rule = ("every chunk (--full)" if cfg.full else "until req/s is known within "
-                    f"{cfg.stop_within_pct:g}%")
-            self.say(f"rehearsal {self.run_dir.name}: profiles {', '.join(cfg.profiles)}; "
-                     f"{cfg.videos} videos x {cfg.questions_per_video} questions; each level "
-                     f"runs chunks of as many videos as its concurrency, {rule}; results in "
-                     f"{self.run_dir}")
+            self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
+                     f"sweep says its levels and stop rule); results in {self.run_dir}")
             for line in self.schedule.lines():
                 self.say(line)
             model = mock_model_dir(self.run_dir / "model")
