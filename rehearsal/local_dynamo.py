@@ -188,7 +188,7 @@ def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.execut
     if available < memory_needed:
         problems.append(f"too little memory: {available / 2**30:.1f} GiB available, the "
                         f"rehearsal needs about {memory_needed / 2**30:.1f} GiB; close other "
-                        "programs, or rehearse lower --concurrency (less AIPerf memory)")
+                        "programs, or rehearse fewer --profiles (fewer stacks side by side)")
     parent = out_dir
     while not parent.exists():
         parent = parent.parent
