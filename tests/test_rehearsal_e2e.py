@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.evidence import ATTRIBUTION_FILE
@@ -137,19 +138,28 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
     assert "rehearsal done in" in result.stdout and "peak memory" in result.stdout
 
 
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
 def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
     child = subprocess.Popen(
         _rehearse(tmp_path, "--videos", "40"), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True,
     )
-    assert child.stdout is not None
-    seen: set[int] = set()
-    deadline = time.monotonic() + 120
-    for line in child.stdout:
-        if "running AIPerf" in line:
-            break
-        assert time.monotonic() < deadline, "the first level never started"
-    time.sleep(3)  # AIPerf and its workers are up and sending
+    try:
+        deadline = time.monotonic() + 180
+        while not any("aiperf" in " ".join(_cmdline(pid)) for pid in tree_pids(child.pid)):
+            assert child.poll() is None, child.communicate()[0]
+            assert time.monotonic() < deadline, "no AIPerf started below the rehearsal"
+            time.sleep(0.5)
+        time.sleep(3)  # AIPerf and its workers are up and sending
+    except BaseException:
+        child.kill()
+        raise
     seen = tree_pids(child.pid) - {child.pid}
     assert len(seen) >= 4, "expected NATS, mocker, frontend and AIPerf below the rehearsal"
     ports = ports_of(seen)
