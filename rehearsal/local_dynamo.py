@@ -10,6 +10,7 @@ trees and their memory go through psutil (Linux and macOS alike).
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -252,14 +253,16 @@ class PeakMemory:
         self.sample()
 
 
+try:  # Linux's prctl, looked up here: a child forked beside other threads must not import
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
 def _set_parent_death_signal() -> None:
     """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 @dataclass
