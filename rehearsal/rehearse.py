@@ -117,7 +117,7 @@ def config_problems(config: RehearsalConfig) -> list[str]:
         if value < 1:
             problems.append(f"{option} must be at least 1 (got {value})")
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
-    if config.videos < max(config.concurrencies, default=0):
+    if 1 <= config.videos < max(config.concurrencies, default=0):
         problems.append(f"--videos {config.videos} fill no chunk at --concurrency "
                         f"{max(config.concurrencies)} (a chunk is as many videos as the level's "
                         "concurrency): use more videos or lower levels")
