@@ -1,17 +1,12 @@
-"""Processes, through psutil (Linux and macOS alike): a failed one's log, a tree's memory,
-and SIGTERM treated as Ctrl-C, for the sweep, the rehearsal and perf/.
-"""
+"""What the sweep and the rehearsal both do with processes: show a failed one's log, and
+treat SIGTERM as Ctrl-C (the rehearsal's own process trees live in rehearsal/)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import psutil
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -21,58 +16,6 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return "(no output)"
     return "\n".join(text[-lines:]) or "(no output)"
-
-
-def tree_pids(root: int) -> set[int]:
-    """`root` and all its descendants (also those that started their own session)."""
-    try:
-        process = psutil.Process(root)
-        return {root, *(p.pid for p in process.children(recursive=True))}
-    except psutil.NoSuchProcess:
-        return set()
-
-
-def tree_resident_bytes(root: int) -> int:
-    total = 0
-    for pid in tree_pids(root):
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return total
-
-
-class PeakMemory:
-    """Context manager: samples the tree's resident memory every `interval` seconds.
-
-    Why sampling: `getrusage` reports the largest single child, but the rehearsal's
-    footprint is the sum of several servers and AIPerf's worker processes at once."""
-
-    def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
-        self.root = root if root is not None else os.getpid()
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
-
-    def sample(self) -> int:
-        current = tree_resident_bytes(self.root)
-        self.peak = max(self.peak, current)
-        return current
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def __enter__(self) -> PeakMemory:
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sample()
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """`python -m rehearsal` (what `./run.sh` runs): every routing profile on a local Dynamo
-frontend with CPU mock workers, the same AIPerf sweep as the cluster, the report."""
+frontend with CPU mock workers, the same adaptive AIPerf sweep as the cluster, the report."""
 
 from __future__ import annotations
 
@@ -10,51 +10,57 @@ from pathlib import Path
 from benchmarks.sweep import SweepError
 from infra.names import SEED_SHAPE, InputError
 from rehearsal.local_dynamo import LocalDynamoError
-from rehearsal.rehearse import Rehearsal, RehearsalConfig
+from rehearsal.rehearse import IN_FLIGHT_BUDGET, Rehearsal, RehearsalConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Options named as RehearsalConfig's fields (`dest`), so the config is built from them
+    as they are; the defaults are its defaults."""
     d = RehearsalConfig()
     p = argparse.ArgumentParser(
-        prog="python -m rehearsal",
+        prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Local rehearsal: for each stack, a real dynamo.frontend with the stack's "
-        "routing flags and dynamo.mocker with its worker count, on 127.0.0.1; the same AIPerf "
-        "sweep as the cluster (scaled down); worker attribution per video; the comparison "
-        "report. Needs no cluster and no GPU.")
-    p.add_argument("--profiles", nargs="+", default=list(d.profiles),
-                   help=f"stacks to rehearse, baseline first (default: {' '.join(d.profiles)})")
-    p.add_argument("--videos", type=int, default=d.videos, help=f"videos per level (default "
-                   f"{d.videos}; the seed's is {SEED_SHAPE.videos.count})")
+        "routing flags and dynamo.mocker with its worker count, on 127.0.0.1; the same "
+        "adaptive AIPerf sweep as the cluster (scaled down), profiles side by side while at "
+        f"most {IN_FLIGHT_BUDGET} requests are in flight; worker attribution per video; the "
+        "comparison report beside the seed's table. Needs no cluster and no GPU.")
+    p.add_argument("--profiles", nargs="+", metavar="STACK", default=d.profiles,
+                   help="stacks to rehearse, baseline first (kv-routing too, for example)")
+    p.add_argument("--videos", type=int, default=d.videos,
+                   help=f"videos a level may use (the seed's: {SEED_SHAPE.videos.count})")
     p.add_argument("--questions-per-video", type=int, default=d.questions_per_video,
-                   help=f"default {d.questions_per_video}")
-    p.add_argument("--concurrency", type=int, nargs="+", default=list(d.concurrencies),
-                   help=f"levels (default {' '.join(map(str, d.concurrencies))}; the seed's: "
-                   f"{' '.join(map(str, SEED_SHAPE.concurrencies))})")
+                   help="questions per video, each a request after the last one's answer")
+    p.add_argument("--concurrency", dest="concurrencies", type=int, nargs="+", metavar="N",
+                   default=d.concurrencies, help="levels, the seed's by default")
     p.add_argument("--standin-tokens", type=int, default=d.standin_tokens,
-                   help=f"tokens of each video's text stand-in (default {d.standin_tokens})")
+                   help="tokens of each video's text stand-in")
     p.add_argument("--speedup-ratio", type=float, default=d.speedup_ratio,
-                   help=f"the mocker's speed-up of every step (default {d.speedup_ratio:g}: "
-                   "a first visit costs what a video costs an H200, infra/calibration.py)")
+                   help="the mocker's speed-up of every step; the default makes a first visit "
+                   "cost what a video costs an H200 (infra/calibration.py)")
     p.add_argument("--decode-speedup-ratio", type=float, default=d.decode_speedup_ratio,
-                   help="the mocker's extra speed-up of decode steps (default "
-                   f"{d.decode_speedup_ratio:g}: decode as the seed's cache hits)")
+                   help="the mocker's extra speed-up of decode steps; the default gives the "
+                   "seed's cache-hit request time")
+    p.add_argument("--stop-within-pct", type=float, default=d.stop_within_pct,
+                   help="a level stops once its request throughput's 95%% interval is within "
+                   "this many percent (after at least three chunks)")
+    p.add_argument("--full", action="store_true",
+                   help="every level sends every whole chunk of videos: no early stop")
     p.add_argument("--results-root", type=Path, default=d.results_root,
-                   help=f"default {d.results_root}")
-    p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
-    p.add_argument("--level-timeout", type=float, default=None,
+                   help="where the run's folder goes")
+    # Unset, these two keep RehearsalConfig's None (the clock's run id, the computed bound).
+    p.add_argument("--run-id", default=argparse.SUPPRESS,
+                   help="reuse one to resume (default: the UTC time)")
+    p.add_argument("--level-timeout", dest="level_timeout_secs", type=float, metavar="SECS",
+                   default=argparse.SUPPRESS,
                    help="seconds per level (default: three times the expected time + 5 min)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    rehearsal = Rehearsal(RehearsalConfig(
-        profiles=tuple(args.profiles), videos=args.videos,
-        questions_per_video=args.questions_per_video, concurrencies=tuple(args.concurrency),
-        standin_tokens=args.standin_tokens,
-        speedup_ratio=args.speedup_ratio, decode_speedup_ratio=args.decode_speedup_ratio,
-        results_root=args.results_root, run_id=args.run_id,
-        level_timeout_secs=args.level_timeout), say=lambda line: print(line, flush=True))
+    args = vars(build_parser().parse_args(argv))
+    config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
+                                "concurrencies": tuple(args["concurrencies"])})
+    rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
     resume = f"rerun with --run-id {rehearsal.run_dir.name} to resume (finished levels are kept)"
     try:
         rehearsal.run()

@@ -4,11 +4,13 @@ One stack per profile and level: NATS (the event plane; Dynamo's default ZMQ pla
 0.0.0.0), `dynamo.mocker` and `dynamo.frontend` with the very arguments the graph's
 Frontend renders (`infra.routing.frontend_args`), file discovery in a fresh directory.
 Builders are pure; `LocalDynamo` stops all it started on success, error, timeout, Ctrl-C
-and its parent's death, and refuses to run if anything listens beyond 127.0.0.1.
+and its parent's death, and refuses to run if anything listens beyond 127.0.0.1. Process
+trees and their memory go through psutil (Linux and macOS alike).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -18,17 +20,19 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
-from benchmarks.processes import log_tail, tree_pids
+from benchmarks.processes import log_tail
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import Routing, frontend_args, frontend_command
@@ -40,7 +44,8 @@ MOCK_BLOCK_SIZE = 64
 # The mocker (Dynamo 1.6.1) answers with random token ids in [1000, 2000) (measured): with
 # fewer words they decode to nothing and AIPerf counts every request as failed.
 MOCKER_MAX_TOKEN_ID = 1999
-# Measured: frontend + 8 mock workers ~0.3 GiB, NATS 0.02 GiB, AIPerf 1-1.5 GiB at peak.
+# Per stack and its AIPerf side by side, measured: frontend + 8 mock workers ~0.3 GiB, NATS
+# 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
@@ -184,7 +189,7 @@ def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.execut
     if available < memory_needed:
         problems.append(f"too little memory: {available / 2**30:.1f} GiB available, the "
                         f"rehearsal needs about {memory_needed / 2**30:.1f} GiB; close other "
-                        "programs, or rehearse lower --concurrency (less AIPerf memory)")
+                        "programs, or rehearse fewer --profiles (fewer stacks side by side)")
     parent = out_dir
     while not parent.exists():
         parent = parent.parent
@@ -194,70 +199,116 @@ def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.execut
     return problems
 
 
+def tree_pids(root: int) -> set[int]:
+    """`root` and all its descendants (also those that started their own session)."""
+    try:
+        return {root, *(p.pid for p in psutil.Process(root).children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def stop_processes(pids: Collection[int], timeout: float) -> None:
+    """SIGTERM to each of `pids`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
+    procs = []
+    for pid in pids:
+        with suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    for signal_them in (psutil.Process.terminate, psutil.Process.kill):
+        for proc in procs:
+            with suppress(psutil.NoSuchProcess):
+                signal_them(proc)
+        procs = psutil.wait_procs(procs, timeout=timeout)[1]
+
+
+class PeakMemory:
+    """Context manager: samples the resident memory of a process tree every `interval` s.
+    Sampled, because `getrusage` reports the largest single child, but the rehearsal's
+    footprint is the sum of several servers and AIPerf's worker processes at once."""
+
+    def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
+        self.root, self.interval, self.peak = root or os.getpid(), interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+
+    def sample(self) -> int:
+        current = 0
+        for pid in tree_pids(self.root):
+            with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                current += psutil.Process(pid).memory_info().rss
+        self.peak = max(self.peak, current)
+        return current
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> PeakMemory:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sample()
+
+
+try:  # Linux's prctl, looked up here: a child forked beside other threads must not import
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
 def _set_parent_death_signal() -> None:
     """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
+@dataclass
 class ManagedProcess:
     """One server in its own session, logging to a file."""
 
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> None:
-        self.name, self.argv, self.env, self.log = name, argv, dict(env), log
-        self.popen: subprocess.Popen[bytes] | None = None
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes]
 
-    def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+    @classmethod
+    def start(cls, name: str, argv: list[str], env: Mapping[str, str], log: Path
+              ) -> ManagedProcess:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            return cls(name, argv, log, subprocess.Popen(
+                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_set_parent_death_signal)
+                preexec_fn=_set_parent_death_signal))
 
     @property
     def pid(self) -> int:
-        assert self.popen is not None, f"{self.name} was never started"
         return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
 
     def members(self) -> set[int]:
         """The server and everything it started."""
-        return set() if self.popen is None else tree_pids(self.pid)
+        return tree_pids(self.pid)
 
     def stop(self, timeout: float) -> None:
-        """SIGTERM to the server and all it started, SIGKILL to what outlives `timeout`."""
-        procs = []
-        for pid in self.members():
-            try:
-                procs.append(psutil.Process(pid))
-            except psutil.NoSuchProcess:
-                continue
-        for method in (psutil.Process.terminate, psutil.Process.kill):
-            for proc in procs:
-                try:
-                    method(proc)
-                except psutil.NoSuchProcess:
-                    pass
-            procs = psutil.wait_procs(procs, timeout=timeout)[1]
-            if not procs:
-                break
-        if self.popen is not None:
-            self.popen.poll()
+        stop_processes(self.members(), timeout)
+        self.popen.poll()
 
 
-def _http_json(url: str, body: dict | None = None, timeout: float = 5.0) -> dict:
-    request = urllib.request.Request(
-        url, data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
-        return json.loads(response.read())
+def _post(url: str, body: Mapping[str, Any]) -> urllib.request.Request:
+    return urllib.request.Request(url, json.dumps(body).encode(),
+                                  {"Content-Type": "application/json"})
+
+
+def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
+    """The server's JSON answer; empty while it does not answer (yet)."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return json.loads(response.read())
+    except (OSError, ValueError):  # urllib's errors are OSErrors
+        return {}
 
 
 @dataclass
@@ -307,9 +358,13 @@ class LocalDynamo:
             python, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env, logs)
         frontend = self._launch("dynamo.frontend", local_frontend_command(
             python, cfg.routing, self.frontend_port), env, logs)
-        self._wait(self._model_listed, frontend, cfg.ready_timeout_secs,
-                   f"the frontend to list {SERVED_MODEL_NAME} at {self.url}/v1/models")
-        self.worker_ids = self._wait_for_fleet(mocker, cfg.ready_timeout_secs)
+        self._wait(lambda: any(m.get("id") == SERVED_MODEL_NAME for m in _http_json(
+            f"{self.url}/v1/models", timeout=2.0).get("data", [])), frontend,
+            cfg.ready_timeout_secs, f"the frontend to list {SERVED_MODEL_NAME} at {self.url}")
+        seen: set[int] = set()
+        self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
+                   f"requests to reach all {cfg.fleet.workers} mock workers")
+        self.worker_ids = tuple(sorted(seen))
         exposed = [lst for lst in self.listeners()
                    if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
         if exposed:
@@ -325,9 +380,8 @@ class LocalDynamo:
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str], logs: Path
                 ) -> ManagedProcess:
-        process = ManagedProcess(name, argv, env, logs / f"{name.split('.')[-1]}.log")
+        process = ManagedProcess.start(name, argv, env, logs / f"{name.split('.')[-1]}.log")
         self.processes.append(process)
-        process.start()
         return process
 
     def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
@@ -343,45 +397,36 @@ class LocalDynamo:
 
     def _check_alive(self) -> None:
         for process in self.processes:
-            if not process.alive():
+            if process.popen.poll() is not None:
                 raise LocalDynamoError(
                     f"{process.name} exited (code {process.popen.returncode}) during start-up; "
                     f"its log {process.log} ends with:\n{log_tail(process.log)}")
 
-    def _model_listed(self) -> bool:
-        try:
-            models = _http_json(f"{self.url}/v1/models", timeout=2.0)
-        except (OSError, ValueError, urllib.error.URLError):
-            return False
-        return any(m.get("id") == SERVED_MODEL_NAME for m in models.get("data", []))
+    def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
+        """Milliseconds from sending a streamed one-token request to its first content
+        chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
+        request = _post(f"{self.url}/v1/chat/completions", {
+            "model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1, "stream": True})
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
+            for line in response:
+                data = line.removeprefix(b"data:").strip()
+                if line.startswith(b"data:") and data != b"[DONE]" and any(
+                        c.get("delta", {}).get("content")
+                        for c in json.loads(data).get("choices", [])):
+                    return (time.monotonic() - started) * 1000
+        raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
-    def _probe_worker(self) -> int | None:
-        """One tiny request without a session header; the worker id that served it."""
+    def _reached_workers(self, seen: set[int]) -> bool:
+        """A round of tiny requests without a session header; True once they reached every
+        worker. Far shorter than a cache block, they leave no reusable prefix."""
         body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
                 "messages": [{"role": "user", "content": "ready ?"}]}
-        try:
-            return worker_id_from_body(
-                _http_json(f"{self.url}/v1/chat/completions", body, timeout=10.0))
-        except (OSError, ValueError, urllib.error.URLError):
-            return None
-
-    def _wait_for_fleet(self, mocker: ManagedProcess, timeout: float) -> tuple[int, ...]:
-        """Ready = requests reach every worker. Probes are far shorter than a cache block,
-        so they leave no reusable prefix."""
-        want, seen, probes = self.config.fleet.workers, set(), 0
-        deadline = time.monotonic() + timeout
-        while len(seen) < want and time.monotonic() < deadline:
-            self._check_alive()
-            worker = self._probe_worker()
-            probes += 1
-            seen |= set() if worker is None else {worker}
-            if worker is None or probes % (4 * want) == 0:
-                time.sleep(0.2)
-        if len(seen) != want:
-            raise LocalDynamoError(
-                f"requests reached {len(seen)} of {want} mock workers ({probes} probes in "
-                f"{timeout:.0f}s); mocker log {mocker.log} ends with:\n{log_tail(mocker.log)}")
-        return tuple(sorted(seen))
+        for _ in range(self.config.fleet.workers):
+            answer = _http_json(_post(f"{self.url}/v1/chat/completions", body), timeout=10.0)
+            if (worker := worker_id_from_body(answer)) is not None:
+                seen.add(worker)
+        return len(seen) == self.config.fleet.workers
 
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""

@@ -1,92 +1,106 @@
 """The whole benchmark on this machine, against a real Dynamo frontend with mock workers.
 
 Per profile (stack) and level, a fresh local Dynamo (cold caches: a mock worker's cache
-holds every video of a rehearsal) serves the cluster's sweep of a scaled-down text
-stand-in dataset (the sweep's `level_target` hook); then the comparison report, beside the
-seed's table. What it models and its limits: docs/rehearsal.md. The same `--run-id` resumes.
+holds every video of a rehearsal) serves the cluster's adaptive sweep of a scaled-down text
+stand-in dataset (the sweep's `level_target` hook). Profiles run the same level side by side
+on their own stacks while their requests in flight fit `IN_FLIGHT_BUDGET`; then the report,
+with the seed's table beside it. What it models and its limits: docs/rehearsal.md. The same
+`--run-id` resumes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from benchmarks.dataset import build_run_dataset
-from benchmarks.processes import PeakMemory, sigterm_as_interrupt
-from benchmarks.report import ProfileRun, build_report, gain_pct, read_run
+from benchmarks.processes import sigterm_as_interrupt
+from benchmarks.report import build_report
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
     SweepConfig,
+    SweepError,
     dist_version,
     level_complete,
     open_run,
     run_sweep,
     write_json,
 )
-from infra.calibration import (
-    SEED_16_LATENCY_P50_MS,
-    SEED_16_TTFT_P90_MS,
-    SEED_TABLE,
-    mock_calibration,
-    relative_error,
-)
+from infra.calibration import mock_calibration
 from infra.names import SEED_SHAPE, InputError, levels_problems
-from infra.routing import PROFILES, routing_args
+from infra.routing import routing_args
 from infra.settings import Settings, SettingsError, stack_settings
 from rehearsal.local_dynamo import (
     LOOPBACK,
+    MEMORY_NEEDED,
     MOCK_BLOCK_SIZE,
     LocalDynamo,
     LocalDynamoConfig,
     MockFleet,
+    PeakMemory,
     find_nats_server,
     local_frontend_command,
     mock_model_dir,
     preflight_problems,
+    stop_processes,
+    tree_pids,
 )
 
-# Two of the seed's levels, 8 and 16 (its largest effect), on 32 videos keep the default
-# rehearsal of three profiles under 10 minutes on two cores (a request takes ~0.85 s).
-REHEARSAL_VIDEOS = 32
-REHEARSAL_CONCURRENCIES = (8, 16)
+# 64 videos give every level of the seed's table at least three chunks of disjoint videos
+# (four at concurrency 16) for the sweep's stop rule.
+REHEARSAL_VIDEOS = 64
+# kv-routing too with --profiles: a third stack side by side does not fit the 12 minutes.
+DEFAULT_PROFILES = ("round-robin", "session-affinity")  # the baseline first: gains are over it
+# Requests in flight on the machine at once, over the stacks that run side by side: the
+# seed's top level, which two cores carried in the measured rehearsals.
+IN_FLIGHT_BUDGET = 16
 # A 30 s, 2 FPS video is thousands of visual tokens; ~8,400 showed the effect clearly
 # (DESIGN.md section 6; 1,600 was within noise).
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
 RESULTS_ROOT = Path("results") / "rehearsal"
 REHEARSAL_FILE = "rehearsal.json"
-DEFAULT_PROFILES = tuple(PROFILES)  # the recipe's baseline first: gains are over it
+SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
+FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
+STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
 
 Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class RehearsalConfig:
+    """One rehearsal; `python -m rehearsal` builds it straight from its options."""
+
     profiles: tuple[str, ...] = DEFAULT_PROFILES
     videos: int = REHEARSAL_VIDEOS
     questions_per_video: int = SEED_SHAPE.questions_per_video
-    concurrencies: tuple[int, ...] = REHEARSAL_CONCURRENCIES
+    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
     standin_tokens: int = STANDIN_TOKENS
     output_tokens: int = SEED_SHAPE.output_tokens
     speedup_ratio: float = CALIBRATED.speedup_ratio
     decode_speedup_ratio: float = CALIBRATED.decode_speedup_ratio
+    stop_within_pct: float = SEED_SHAPE.stop_within_pct
+    full: bool = False
     results_root: Path = RESULTS_ROOT
     run_id: str | None = None
     level_timeout_secs: float | None = None
 
     def shape(self) -> dict[str, Any]:
-        """What every finished level of a run was measured with (a resume must match)."""
+        """What every finished level of a run was measured with (a resume must match; the
+        sweep's own fingerprint holds the stop rule)."""
         return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
                 "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
                 "--decode-speedup-ratio": self.decode_speedup_ratio,
@@ -98,11 +112,15 @@ def config_problems(config: RehearsalConfig) -> list[str]:
     problems = [] if config.profiles else ["--profiles needs at least one stack name"]
     if len(set(config.profiles)) != len(config.profiles):
         problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
-    for option, value, least in (("--videos", config.videos, 1),
-                                 ("--questions-per-video", config.questions_per_video, 1)):
-        if value < least:
-            problems.append(f"{option} must be at least {least} (got {value})")
+    for option, value in (("--videos", config.videos),
+                          ("--questions-per-video", config.questions_per_video)):
+        if value < 1:
+            problems.append(f"{option} must be at least 1 (got {value})")
     problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
+    if 1 <= config.videos < max(config.concurrencies, default=0):
+        problems.append(f"--videos {config.videos} fill no chunk at --concurrency "
+                        f"{max(config.concurrencies)} (a chunk is as many videos as the level's "
+                        "concurrency): use more videos or lower levels")
     if config.standin_tokens < MOCK_BLOCK_SIZE:
         problems.append(f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache "
                         f"block (got {config.standin_tokens}); a video is thousands of tokens")
@@ -121,69 +139,51 @@ def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
     return 3 * requests * MOCK_REQUEST_SECS / config.speedup_ratio / concurrency + 300
 
 
-def cpu_busy(run: ProfileRun, concurrency: int) -> float | None:
-    """The share of the machine's CPU a level used, as its `local_stack` measured it."""
-    return (run.manifest["levels"][str(concurrency)].get("measured") or {}).get("cpu_busy")
+def batches(profiles: Sequence[str], levels: Sequence[int], budget: int = IN_FLIGHT_BUDGET
+            ) -> list[tuple[int, tuple[str, ...]]]:
+    """Level by level, the profiles that run it side by side: as many as keep the requests
+    in flight within `budget` (one at a time above it). Each profile sees the same load."""
+    plan = []
+    for level in levels:
+        size = max(1, budget // max(1, level))  # a bad level is reported by `check`
+        plan += [(level, tuple(profiles[i:i + size])) for i in range(0, len(profiles), size)]
+    return plan
 
 
-def direction_notes(baseline: ProfileRun, affinity: ProfileRun, workers: int) -> list[str]:
-    """Whether the highest common level shows the seed's direction (affinity: more req/s,
-    lower TTFT p50), and why not, from the measurements."""
-    top = max(set(baseline.levels) & set(affinity.levels))
-    rr, af = baseline.levels[top], affinity.levels[top]
-    sticky_rr, sticky_af = baseline.stickiness[top], affinity.stickiness[top]
-    gain = gain_pct(af.request_throughput, rr.request_throughput)
-    ttft_rr, ttft_af = rr.ttft_p50_ms, af.ttft_p50_ms
-    facts = (f"at concurrency {top}: {af.request_throughput:.2f} vs "
-             f"{rr.request_throughput:.2f} req/s ({gain:+.1f}%), TTFT p50 {ttft_af or 0:.0f} vs "
-             f"{ttft_rr or 0:.0f} ms ({affinity.label} vs {baseline.label})")
-    quicker = ttft_rr is not None and ttft_af is not None and ttft_af < ttft_rr
-    if gain is not None and gain > 0 and quicker:
-        return [f"Direction as in the seed {facts}.", *spread_notes(baseline, workers)]
-    notes = [f"NOT the seed's direction {facts}. Why, from the measurements:"]
-    if sticky_af["share_single_worker"] < 1.0:
-        notes.append(f"- affinity did not hold: only {sticky_af['share_single_worker']:.0%} of "
-                     "videos stayed on one worker, so the frontend ignored or lost the session "
-                     "binding (check the --router-session-affinity-ttl-secs flag in its log).")
-    hits_af, hits_rr = af.prompt_cache_read_pct, rr.prompt_cache_read_pct
-    if hits_af is not None and hits_rr is not None and hits_af <= hits_rr:
-        notes.append(f"- prefix-cache reuse was no better with affinity ({hits_af:.0f}% "
-                     f"vs {hits_rr:.0f}% of prompt tokens), so there was no work to save.")
-    elif hits_af is not None and hits_rr is not None:
-        notes.append(f"- affinity did save work: {hits_af:.0f}% vs {hits_rr:.0f}% of prompt "
-                     "tokens came from the worker's cache.")
-    busy = max(v or 0.0 for v in (cpu_busy(affinity, top), cpu_busy(baseline, top)))
-    if busy >= 0.85:
-        notes.append(f"- the machine was CPU-bound ({busy:.0%} of all cores busy during the "
-                     "level): AIPerf, the frontend and the mocker competed for the cores, so the "
-                     "simulated time affinity saved did not turn into throughput. Rerun with "
-                     "lower --concurrency, or on a machine with more cores.")
-    if sticky_rr["mean_workers_per_video"] < 2:
-        notes.append(f"- round robin kept videos on {sticky_rr['mean_workers_per_video']:.1f} "
-                     f"workers on average (of {workers}), so it lost little cache reuse (see "
-                     "the note on round robin's spread).")
-    return notes + spread_notes(baseline, workers)
+class Schedule:
+    """Lets each profile's sweep (a thread) start a level only when its batch is due: every
+    earlier batch's profiles have moved past their level (a kept level counts as passed)."""
 
+    def __init__(self, profiles: Sequence[str], levels: Sequence[int]) -> None:
+        self.levels, self.batches = list(levels), batches(profiles, levels)
+        self.passed: set[tuple[str, int]] = set()
+        self.stopped = False
+        self.changed = threading.Condition()
 
-def spread_notes(baseline: ProfileRun, workers: int) -> list[str]:
-    """Levels where round robin kept videos on under three quarters of the fleet: the mock's
-    near-identical request times let its rotation fall into step with in-flight videos
-    (measured at concurrency 8: 80% of videos on one worker uncalibrated, 19% and 0% in two
-    calibrated runs). Real workers' jitter breaks that lockstep."""
-    notes = []
-    for concurrency in sorted(baseline.levels):
-        spread = baseline.stickiness[concurrency]
-        if spread["videos"] and spread["mean_workers_per_video"] < 0.75 * workers:
-            lockstep = " (concurrency = fleet size)" if concurrency == workers else ""
-            notes.append(
-                f"Round robin at concurrency {concurrency}{lockstep} kept "
-                f"{spread['share_single_worker']:.0%} of videos on one worker "
-                f"({spread['mean_workers_per_video']:.1f} workers per video of {workers}): the "
-                "mock workers' identical request times let round robin's rotation fall into "
-                "step with the in-flight videos, so each video's next question reached the "
-                "worker that served its last one. Real workers' timing jitter breaks this "
-                "lockstep; compare profiles at a concurrency that is not the fleet size.")
-    return notes
+    def lines(self) -> list[str]:
+        return [f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):",
+                *(f"  concurrency {level}: {' + '.join(group)}" for level, group in self.batches)]
+
+    def wait_turn(self, profile: str, level: int) -> None:
+        with self.changed:
+            self.passed |= {(profile, lv) for lv in self.levels[:self.levels.index(level)]}
+            self.changed.notify_all()
+            due = next(i for i, (lv, group) in enumerate(self.batches)
+                       if lv == level and profile in group)
+            earlier = {(p, lv) for lv, group in self.batches[:due] for p in group}
+            self.changed.wait_for(lambda: self.stopped or earlier <= self.passed)
+            if self.stopped:
+                raise SweepError(f"{profile}: not started, the rehearsal is stopping")
+
+    def finish(self, profile: str) -> None:
+        with self.changed:
+            self.passed |= {(profile, lv) for lv in self.levels}
+            self.changed.notify_all()
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify_all()
 
 
 def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
@@ -196,12 +196,43 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
         "question (the mock model is text-only); a worker reuses it from its prefix cache "
         "only if it processed that video before.",
         "Each concurrency level ran on a freshly started frontend and mocker (cold caches), "
-        "so no level inherits another level's cached videos.",
+        "so no level inherits another level's cached videos; profiles ran a level side by "
+        f"side on their own stacks while at most {IN_FLIGHT_BUDGET} requests were in flight "
+        "on the machine.",
     ]
 
 
+def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
+    """Levels where round robin kept videos on under three quarters of the fleet: the mock's
+    near-identical request times let its rotation fall into step with in-flight videos
+    (measured at concurrency 8: 80% of videos on one worker uncalibrated, 19% and 0% in two
+    calibrated runs). Real workers' jitter breaks that lockstep."""
+    notes = []
+    for level, state in sorted((manifest.get("levels") or {}).items(), key=lambda i: int(i[0])):
+        spread = state.get("routing") or {}
+        if spread.get("videos") and spread["mean_workers_per_video"] < 0.75 * workers:
+            lockstep = " (concurrency = fleet size)" if int(level) == workers else ""
+            notes.append(
+                f"Round robin at concurrency {level}{lockstep} kept "
+                f"{spread['share_single_worker']:.0%} of videos on one worker "
+                f"({spread['mean_workers_per_video']:.1f} workers per video of {workers}): the "
+                "mock workers' identical request times let round robin's rotation fall into "
+                "step with the in-flight videos, so each video's next question reached the "
+                "worker that served its last one. Real workers' timing jitter breaks this "
+                "lockstep; compare profiles at a concurrency that is not the fleet size.")
+    return notes
+
+
+def report_section(report: Path, heading: str = SEED_SECTION) -> list[str]:
+    """One section of report.md, its heading included (empty when the report has none)."""
+    text = report.read_text()
+    if heading not in text:
+        return []
+    return (heading + text.split(heading, 1)[1].split("\n## ", 1)[0]).splitlines()
+
+
 class Rehearsal:
-    """One rehearsal run: the thin layer that starts stacks and sweeps, level by level."""
+    """One rehearsal run: the thin layer that starts stacks and the profiles' sweeps."""
 
     def __init__(self, config: RehearsalConfig, say: Say = print) -> None:
         self.config, self.say = config, say
@@ -209,6 +240,7 @@ class Rehearsal:
         self.run_dir = config.results_root / run_id
         self.nats = find_nats_server()
         self.stacks: dict[str, Settings] = {}
+        self.schedule = Schedule(config.profiles, config.concurrencies)
 
     def check(self) -> None:
         """Options, stacks and machine, all problems at once, before anything starts."""
@@ -218,7 +250,9 @@ class Rehearsal:
                 self.stacks[profile] = stack_settings(profile)
             except SettingsError as exc:
                 problems += [f"--profiles {profile}: {problem}" for problem in exc.problems]
-        problems += preflight_problems(self.nats, self.run_dir)
+        widest = max((len(group) for _, group in self.schedule.batches), default=1)
+        problems += preflight_problems(self.nats, self.run_dir,
+                                       memory_needed=widest * MEMORY_NEEDED)
         if problems:
             raise InputError("the rehearsal cannot start (nothing was started)", problems)
 
@@ -235,6 +269,7 @@ class Rehearsal:
             url=f"http://{LOOPBACK}", dataset=dataset,
             profile=stack.profile, affinity=stack.routing.affinity,
             concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
+            stop_within_pct=cfg.stop_within_pct, full=cfg.full,
             tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
             deployment={
@@ -249,50 +284,84 @@ class Rehearsal:
             level_target=lambda level, _dir: self.local_stack(stack, model, level),
         )
 
+    def stack_config(self, stack: Settings, model: Path, workers: int, work_dir: Path
+                     ) -> LocalDynamoConfig:
+        cfg = self.config
+        return LocalDynamoConfig(
+            routing=stack.routing, model_dir=model, nats_binary=str(self.nats),
+            fleet=MockFleet(workers, cfg.speedup_ratio, cfg.decode_speedup_ratio),
+            work_dir=work_dir)
+
     @contextmanager
     def local_stack(self, stack: Settings, model: Path, level: int) -> Iterator[LevelRun]:
-        """The sweep's target for one level: a fresh frontend and mocker (cold caches) on
-        its own port; afterwards, the share of the machine's CPU they and AIPerf used."""
+        """The sweep's target for one level, once the schedule says so: a fresh frontend and
+        mocker (cold caches) on its own port."""
+        self.schedule.wait_turn(stack.profile, level)
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers.replicas} mock "
                  f"workers for concurrency {level}")
-        cfg = self.config
-        config = LocalDynamoConfig(
-            routing=stack.routing, model_dir=model, nats_binary=str(self.nats),
-            fleet=MockFleet(stack.workers.replicas, cfg.speedup_ratio, cfg.decode_speedup_ratio),
-            work_dir=self.run_dir / stack.profile / "stack" / f"concurrency-{level}")
+        config = self.stack_config(stack, model, stack.workers.replicas,
+                                   self.run_dir / stack.profile / "stack" / f"concurrency-{level}")
         with LocalDynamo(config) as local:
-            run = LevelRun(local.url, timeout_secs=level_timeout(cfg, level))
-            before = psutil.cpu_times()
-            yield run
-            after = psutil.cpu_times()
-            idle = (after.idle - before.idle) + (getattr(after, "iowait", 0.0)
-                                                 - getattr(before, "iowait", 0.0))
-            total = sum(after) - sum(before)
-            run.measured["cpu_busy"] = None if total <= 0 else 1 - idle / total
+            yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
-    def run_profile(self, stack: Settings, model: Path, dataset: Path
-                    ) -> tuple[ProfileRun, int]:
-        """The profile's run as its sweep recorded it (this rehearsal's levels), and how
-        many of them a resumed run kept from the earlier attempt."""
-        run_dir, levels = self.run_dir / stack.profile, self.config.concurrencies
-        manifest = run_dir / MANIFEST_NAME
-        earlier = json.loads(manifest.read_text()) if manifest.is_file() else {}
-        kept = sum(level_complete(run_dir, earlier, c) for c in levels)
-        run_sweep(self.sweep_config(stack, model, dataset),
-                  say=lambda line: self.say(f"{stack.profile}: {line}"))
-        run = read_run(manifest)
-        run.levels = {c: run.levels[c] for c in levels}
-        return run, kept
+    def ttft_floor_ms(self, model: Path, dataset: Path) -> float:
+        """The mock stack's own time to a first token: the median over a few cache hits of
+        the dataset's first request on one idle mock worker. A rehearsed TTFT near it is the
+        frontend's and the mocker's overhead on this machine, not serving."""
+        first = json.loads(dataset.read_text().splitlines()[0])["messages"]
+        stack = self.stacks[self.config.profiles[0]]
+        with LocalDynamo(self.stack_config(stack, model, 1, self.run_dir / "ttft-floor")) as one:
+            one.first_token_ms(first)  # fills the worker's cache
+            return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
+
+    def kept_levels(self) -> int:
+        """Levels an earlier attempt of this run finished: a resume keeps them."""
+        kept = 0
+        for profile in self.config.profiles:
+            path = self.run_dir / profile / MANIFEST_NAME
+            if path.is_file():
+                manifest = json.loads(path.read_text())
+                kept += sum(level_complete(path.parent, manifest, c)
+                            for c in self.config.concurrencies)
+        return kept
+
+    def sweep_profile(self, profile: str, model: Path, dataset: Path) -> None:
+        try:
+            run_sweep(self.sweep_config(self.stacks[profile], model, dataset),
+                      say=lambda line: self.say(f"{profile}: {line}"))
+        except BaseException:
+            self.schedule.stop()  # before `finish` lets another profile's level start
+            raise
+        finally:
+            self.schedule.finish(profile)
+
+    def sweep_side_by_side(self, model: Path, dataset: Path) -> None:
+        """Every profile's sweep in its own thread, paced by the schedule. On the first
+        failure or Ctrl-C every process the rehearsal started is stopped (a thread cannot be
+        interrupted), twice: the second catches what a thread started meanwhile."""
+        pool = ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep")
+        futures = [pool.submit(self.sweep_profile, p, model, dataset)
+                   for p in self.config.profiles]
+        try:
+            for future in wait(futures, return_when=FIRST_EXCEPTION).done:
+                future.result()
+        except BaseException:
+            self.schedule.stop()
+            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
+            pool.shutdown(cancel_futures=True)
+            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
+            raise
+        pool.shutdown()
 
     def run(self) -> Path:
         self.check()
         cfg, started = self.config, time.monotonic()
         with PeakMemory() as memory, sigterm_as_interrupt():
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.say(f"rehearsal {self.run_dir.name}: profiles {', '.join(cfg.profiles)}; "
-                     f"{cfg.videos} videos x {cfg.questions_per_video} questions at "
-                     f"concurrency {', '.join(map(str, cfg.concurrencies))}; results in "
-                     f"{self.run_dir}")
+            self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
+                     f"sweep says its levels and stop rule); results in {self.run_dir}")
+            for line in self.schedule.lines():
+                self.say(line)
             model = mock_model_dir(self.run_dir / "model")
             if any((self.run_dir / p / MANIFEST_NAME).is_file() for p in cfg.profiles):
                 # A resume: its settings are checked on datasets built aside, so a refusal
@@ -301,130 +370,52 @@ class Rehearsal:
                     built = self.datasets(Path(aside))
                     for p in cfg.profiles:
                         open_run(self.sweep_config(self.stacks[p], model, built))
+            kept = self.kept_levels()
             dataset = self.datasets(self.run_dir)
-            runs, kept = zip(*(self.run_profile(self.stacks[p], model, dataset)
-                               for p in cfg.profiles), strict=True)
-            notes = self.direction(runs)
-            report = build_report([r.source for r in runs], self.run_dir,
-                                  warn=lambda line: self.say(f"report: {line}"), notes=notes)
-        summary = rehearsal_summary(cfg, runs, time.monotonic() - started, memory.peak, notes,
-                                    sum(kept))
+            floor = round(self.ttft_floor_ms(model, dataset), 1)
+            self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
+                     f"{FLOOR_REQUESTS} cache hits on one idle worker)")
+            self.sweep_side_by_side(model, dataset)
+            report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
+                                  warn=lambda line: self.say(f"report: {line}"),
+                                  ttft_floor_ms=floor)
+        notes = [note for p in cfg.profiles
+                 if self.stacks[p].routing.router_mode == "round-robin"
+                 and not self.stacks[p].routing.affinity
+                 for note in lockstep_notes(
+                     json.loads((self.run_dir / p / MANIFEST_NAME).read_text()),
+                     self.stacks[p].workers.replicas)]
+        summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
+                                    self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
-        report_data = json.loads(report.with_suffix(".json").read_text())
-        comparison = seed_comparison(report_data)
-        with open(report, "a") as markdown:
-            markdown.write("\n## Predicted beside the seed\n\n" + "\n".join(comparison) + "\n")
-        for line in [*summary_lines(summary), *gain_lines(report_data), *comparison,
-                     f"report: {report}"]:
+        for line in [done_line(summary), *notes, *report_section(report), f"report: {report}"]:
             self.say(line)
         return self.run_dir
 
-    def direction(self, runs: Sequence[ProfileRun]) -> list[str]:
-        """What the run shows about affinity against the baseline, for the report."""
-        baseline = next((r for r in runs if not self.stacks[r.label].routing.affinity), None)
-        sticky = next((r for r in runs if self.stacks[r.label].routing.affinity), None)
-        if baseline is None or sticky is None:
-            return []
-        return direction_notes(baseline, sticky, self.stacks[sticky.label].workers.replicas)
 
-
-def rehearsal_summary(config: RehearsalConfig, runs: Sequence[ProfileRun], wall_secs: float,
-                      peak_bytes: int, notes: Sequence[str], kept: int = 0) -> dict[str, Any]:
-    """`kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
+def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int, kept: int,
+                      ttft_floor_ms: float, schedule: Schedule, notes: Sequence[str]
+                      ) -> dict[str, Any]:
+    """What the run cost and measured beyond the sweeps (their numbers are in the report).
+    `kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
     return {
         "settings": {k: (str(v) if isinstance(v, Path) else v)
                      for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
         "levels_kept": kept,
-        "levels_total": sum(len(r.levels) for r in runs),
-        "profiles": {r.label: {"run_dir": str(r.source), "levels": {
-            str(c): {**asdict(level), "cpu_busy": cpu_busy(r, c), "stickiness": r.stickiness[c]}
-            for c, level in sorted(r.levels.items())}} for r in runs},
+        "levels_total": len(config.profiles) * len(config.concurrencies),
+        "ttft_floor_ms": ttft_floor_ms,
+        "schedule": [{"concurrency": level, "profiles": list(group)}
+                     for level, group in schedule.batches],
         "notes": list(notes),
     }
 
 
-def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The human summary: wall time, peak memory, per profile and level the key numbers."""
+def done_line(summary: Mapping[str, Any]) -> str:
     kept = summary["levels_kept"]
     resumed = (f"; resumed: {kept} of {summary['levels_total']} levels kept from the earlier "
                "run, so time and memory cover only the levels run now" if kept else "")
-    lines = [
-        f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
-        f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started"
-        f"{resumed})",
-        f"{'profile':<18} {'conc':>4} {'req/s':>7} {'TTFT p50':>9} {'cache hit':>9} "
-        f"{'1-worker videos':>15} {'workers/video':>13}",
-    ]
-    for profile, data in summary["profiles"].items():
-        for c, lv in data["levels"].items():
-            hit, ttft = lv["prompt_cache_read_pct"], lv["ttft_p50_ms"]
-            lines.append(
-                f"{profile:<18} {c:>4} {lv['request_throughput']:>7.2f} "
-                f"{'n/a' if ttft is None else f'{ttft:.0f} ms':>9} "
-                f"{'n/a' if hit is None else f'{hit:.0f}%':>9} "
-                f"{lv['stickiness']['share_single_worker']:>15.0%} "
-                f"{lv['stickiness']['mean_workers_per_video']:>13.1f}")
-    return lines + list(summary["notes"])
-
-
-def gain_lines(report: Mapping[str, Any]) -> list[str]:
-    """Each profile's throughput gain over the baseline with its 95% interval, per level."""
-    lines = []
-    for row in report["rows"]:
-        gain, low, high = (row.get(k) for k in ("throughput_gain_pct", "throughput_gain_ci95_low",
-                                                "throughput_gain_ci95_high"))
-        if row["profile"] == report["baseline"] or gain is None:
-            continue
-        interval = "" if low is None else f", 95% interval {low:+.1f}% to {high:+.1f}%" + (
-            ": no measurable difference" if low <= 0 <= high else "")
-        lines.append(f"{row['profile']} at concurrency {row['concurrency']}: throughput "
-                     f"{gain:+.1f}% over {report['baseline']}{interval}")
-    return lines
-
-
-def _cell(predicted: float | None, seed: float | None, digits: int = 2) -> str:
-    if predicted is None or seed is None:
-        return "n/a"
-    return f"{predicted:.{digits}f} / {seed:.{digits}f} ({relative_error(predicted, seed):+.0%})"
-
-
-def seed_comparison(report: Mapping[str, Any]) -> list[str]:
-    """The rehearsal's numbers beside the seed's table per seed level rehearsed, each cell's
-    relative error, and the issue's goal: affinity's gain within 10 points of the seed's,
-    each profile's req/s within 25%."""
-    seed = {row.concurrency: row for row in SEED_TABLE}
-    rows = {(r["concurrency"], r["profile"]): r for r in report["rows"]}
-    lines = ["| conc | profile | req/s | gain (points off) | TTFT p50 ms | latency p50 ms | "
-             "TTFT p90 ms |", "|---|---|---|---|---|---|---|"]
-    misses = []
-    for c in sorted({c for c, _ in rows if c in seed}):
-        row = seed[c]
-        for profile, req_s, ttft in (("round-robin", row.rr_req_s, row.rr_ttft_p50_ms),
-                                     ("session-affinity", row.sa_req_s, row.sa_ttft_p50_ms)):
-            mine = rows.get((c, profile))
-            if mine is None:
-                continue
-            gain = ""
-            if profile == "session-affinity" and (c, "round-robin") in rows:
-                ours = mine["request_throughput"] / rows[(c, "round-robin")][
-                    "request_throughput"] - 1
-                theirs = row.sa_req_s / row.rr_req_s - 1
-                gain = f"{ours:+.0%} / {theirs:+.0%} ({(ours - theirs) * 100:+.0f})"
-                if abs(ours - theirs) > 0.10:
-                    misses.append(f"gain at {c}")
-            if abs(relative_error(mine["request_throughput"], req_s)) > 0.25:
-                misses.append(f"{profile} req/s at {c}")
-            latency, p90 = ((SEED_16_LATENCY_P50_MS[profile], SEED_16_TTFT_P90_MS[profile])
-                            if c == 16 else (None, None))
-            lines.append(
-                f"| {c} | {profile} | {_cell(mine['request_throughput'], req_s)} | {gain} | "
-                f"{_cell(mine['ttft_p50_ms'], ttft, 0)} | "
-                f"{_cell(mine['request_latency_p50_ms'], latency, 0)} | "
-                f"{_cell(mine['ttft_p90_ms'], p90, 0)} |")
-    verdict = ("goal met: affinity's gain within 10 points of the seed's and every req/s "
-               "within 25%" if not misses else f"goal missed: {', '.join(misses)}")
-    return ["Predicted (this rehearsal, mock workers calibrated to the seed's concurrency-1 "
-            "row) / the seed's measured eight-H200 table (relative error):", "", *lines, "",
-            verdict]
+    return (f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
+            f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started"
+            f"{resumed})")

@@ -29,10 +29,10 @@ from benchmarks.aiperf_run import (
     summarize_file,
 )
 from benchmarks.dataset import build_dataset, video_references
-from benchmarks.processes import PeakMemory
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.calibration import SEED_TABLE
 from infra.names import SEED_SHAPE
+from rehearsal.local_dynamo import PeakMemory
 from tests.support_openai_server import RecordingOpenAIServer
 
 # The seed's "Measured performance" table: session affinity at concurrency 16.

@@ -1,29 +1,33 @@
-"""The rehearsal's pure parts: option checks, stickiness figures, and the notes that say
-whether (and why not) the rehearsal shows the seed's direction."""
+"""The rehearsal's own parts: option checks, stickiness figures, the schedule that runs
+profiles side by side, and the note on round robin falling into step with the mock."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_run import LevelSummary
-from benchmarks.evidence import Stickiness, stickiness, worker_id_from_body
-from benchmarks.report import ProfileRun
+from benchmarks.evidence import stickiness, worker_id_from_body
 from benchmarks.sweep import MANIFEST_NAME, SweepError
 from benchmarks.tiny_model import build_tiny_model_dir
 from rehearsal.local_dynamo import MOCKER_MAX_TOKEN_ID, mock_model_dir
 from rehearsal.rehearse import (
+    DEFAULT_PROFILES,
+    IN_FLIGHT_BUDGET,
     Rehearsal,
     RehearsalConfig,
+    Schedule,
+    batches,
     config_problems,
-    direction_notes,
-    gain_lines,
+    done_line,
     level_timeout,
+    lockstep_notes,
     rehearsal_summary,
-    summary_lines,
+    report_section,
 )
 
 
@@ -51,14 +55,16 @@ def test_bad_options_are_named() -> None:
     for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio"):
         assert option in text
     assert config_problems(RehearsalConfig()) == []
+    (few,) = config_problems(RehearsalConfig(videos=8))
+    assert few.startswith("--videos 8 fill no chunk at --concurrency 16")
 
 
 def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Path) -> None:
     """Resuming keeps finished levels, so a run id is bound to the settings it began with:
     the sweep compares the manifest's `deployment.shape` before it starts any stack, and
     the earlier run's dataset is left as it was."""
-    first = RehearsalConfig(videos=4, profiles=("round-robin",), results_root=tmp_path,
-                            run_id="r1")
+    first = RehearsalConfig(videos=4, concurrencies=(1, 2), profiles=("round-robin",),
+                            results_root=tmp_path, run_id="r1")
     run_dir = tmp_path / "r1" / "round-robin"
     run_dir.mkdir(parents=True)
     (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
@@ -78,57 +84,77 @@ def test_level_timeout_scales_with_work() -> None:
     assert full > 200 * 20 * 1.0  # the full sweep at concurrency 1 is over an hour
 
 
-def _add_level(run: ProfileRun, concurrency: int, summary: LevelSummary, sticky: Stickiness,
-               cpu: float) -> None:
-    """A finished level as the sweep records it (summary, stickiness, measured CPU)."""
-    run.levels[concurrency] = summary
-    run.stickiness[concurrency] = asdict(sticky)
-    run.manifest["levels"][str(concurrency)] = {"measured": {"cpu_busy": cpu}}
-
-
-def _outcome(name: str, rps: float, ttft: float, single: float, workers: float,
-             hits: float, cpu: float) -> ProfileRun:
-    summary = LevelSummary(16, 800, 0, rps, ttft, ttft * 2, 900.0, rps * 128, hits)
-    sticky = stickiness({f"v{i}": list(range(int(workers))) if single == 0 else [1]
-                         for i in range(10)})
-    run = ProfileRun(name, Path(name), {"levels": {}})
-    _add_level(run, 16, summary, sticky, cpu)
-    return run
-
-
 def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
-    rr = _outcome("round-robin", 10.0, 120.0, 0.0, 6, 55.0, 0.5)
-    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 94.0, 0.5)
-    fresh = summary_lines(rehearsal_summary(RehearsalConfig(), [rr, af], 390.0, 2**30, []))
-    assert fresh[0].startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
-    assert "resumed" not in fresh[0]
-    resumed = rehearsal_summary(RehearsalConfig(), [rr, af], 70.0, 2**29, [], kept=1)
+    schedule = Schedule(DEFAULT_PROFILES, (8, 16))
+    fresh = rehearsal_summary(RehearsalConfig(), 390.0, 2**30, 0, 61.4, schedule, [])
+    assert done_line(fresh).startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
+    assert "resumed" not in done_line(fresh)
+    assert fresh["ttft_floor_ms"] == 61.4 and fresh["levels_total"] == 10
+    resumed = rehearsal_summary(RehearsalConfig(concurrencies=(16,)), 70.0, 2**29, 1, 60.0,
+                                schedule, [])
     assert (resumed["levels_kept"], resumed["levels_total"]) == (1, 2)
-    assert "resumed: 1 of 2 levels kept from the earlier run" in summary_lines(resumed)[0]
+    assert "resumed: 1 of 2 levels kept from the earlier run" in done_line(resumed)
 
 
-def test_notes_confirm_the_seed_direction() -> None:
-    rr = _outcome("round-robin", 10.0, 120.0, 0.0, 6, 55.0, 0.5)
-    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 94.0, 0.5)
-    notes = direction_notes(rr, af, workers=8)
-    assert len(notes) == 1 and notes[0].startswith("Direction as in the seed")
-    assert "+20.0%" in notes[0]
+def test_the_schedule_runs_a_level_side_by_side_while_the_budget_allows() -> None:
+    profiles = ("round-robin", "session-affinity", "kv-routing")
+    plan = batches(profiles, (1, 2, 4, 8, 16))
+    assert plan == [(1, profiles), (2, profiles), (4, profiles),
+                    (8, profiles[:2]), (8, profiles[2:]),
+                    (16, profiles[:1]), (16, profiles[1:2]), (16, profiles[2:])]
+    assert all(level * len(group) <= IN_FLIGHT_BUDGET for level, group in plan)
+    assert batches(("a",), (32,)) == [(32, ("a",))]  # above the budget: alone, never skipped
 
 
-def test_notes_explain_a_cpu_bound_result() -> None:
-    rr = _outcome("round-robin", 30.0, 150.0, 0.0, 6, 65.0, 0.97)
-    af = _outcome("session-affinity", 29.5, 190.0, 1.0, 1, 94.0, 0.98)
-    text = "\n".join(direction_notes(rr, af, workers=8))
-    assert text.startswith("NOT the seed's direction")
-    assert "CPU-bound" in text and "98%" in text
-    assert "94% vs 65%" in text  # affinity did save work, it just did not show
+def test_profiles_start_a_level_only_when_its_batch_is_due() -> None:
+    """Real threads, as the rehearsal's sweeps: a level of 16 runs alone, and a profile
+    whose level was kept (never entered) does not hold the others up."""
+    schedule, lock = Schedule(DEFAULT_PROFILES, (1, 8, 16)), threading.Lock()
+    running: dict[str, int] = {}
+    peak = {"in_flight": 0, "side_by_side": 0}
+
+    def sweep(profile: str, levels: tuple[int, ...]) -> None:
+        try:
+            for level in levels:
+                schedule.wait_turn(profile, level)
+                with lock:
+                    running[profile] = level
+                    peak["in_flight"] = max(peak["in_flight"], sum(running.values()))
+                    peak["side_by_side"] = max(peak["side_by_side"], len(running))
+                time.sleep(0.05)
+                with lock:
+                    del running[profile]
+        finally:
+            schedule.finish(profile)
+
+    threads = [threading.Thread(target=sweep, args=("round-robin", (1, 8, 16))),
+               threading.Thread(target=sweep, args=("session-affinity", (8, 16)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads), "the schedule deadlocked"
+    assert peak == {"in_flight": IN_FLIGHT_BUDGET, "side_by_side": 2}
 
 
-def test_notes_explain_broken_affinity() -> None:
-    rr = _outcome("round-robin", 10.0, 100.0, 0.0, 6, 55.0, 0.4)
-    af = _outcome("session-affinity", 9.0, 110.0, 0.0, 6, 50.0, 0.4)
-    text = "\n".join(direction_notes(rr, af, workers=8))
-    assert "affinity did not hold" in text and "no work to save" in text
+def test_a_stopped_schedule_refuses_to_start_a_level() -> None:
+    schedule = Schedule(DEFAULT_PROFILES, (16,))
+    schedule.stop()
+    with pytest.raises(SweepError, match="stopping"):
+        schedule.wait_turn("session-affinity", 16)
+
+
+def test_the_report_s_section_is_printed_as_written(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    report.write_text("# Report\n\n## Beside the seed\n\n| 16 | ... |\nverdict\n\n## Plots\n")
+    assert report_section(report) == ["## Beside the seed", "", "| 16 | ... |", "verdict"]
+    assert report_section(report, "## Nothing") == []
+
+
+def _manifest(spreads: dict[int, dict[str, list[int]]]) -> dict:
+    """A sweep's manifest with each level's routing stickiness, as the sweep records it."""
+    return {"levels": {str(c): {"routing": asdict(stickiness(workers))}
+                       for c, workers in spreads.items()}}
 
 
 def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
@@ -145,38 +171,17 @@ def test_vocabulary_padded_for_the_mocker(tmp_path: Path) -> None:
 
 
 def test_notes_explain_round_robin_in_lockstep() -> None:
-    rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
-    locked = stickiness({f"v{i}": [1] * 20 if i < 8 else [1, 2] for i in range(10)})
-    _add_level(rr, 8, rr.levels[16], locked, 0.5)
-    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
-    notes = direction_notes(rr, af, workers=8)
-    assert notes[0].startswith("Direction as in the seed")
-    assert len(notes) == 2
-    assert "concurrency 8 (concurrency = fleet size) kept 80% of videos on one worker" in notes[1]
+    spread = {f"v{i}": list(range(6)) for i in range(10)}
+    locked = {f"v{i}": [1] * 20 if i < 8 else [1, 2] for i in range(10)}
+    (note,) = lockstep_notes(_manifest({16: spread, 8: locked}), workers=8)
+    assert "concurrency 8 (concurrency = fleet size) kept 80% of videos on one worker" in note
 
 
 def test_notes_flag_round_robin_partly_in_step_too() -> None:
     """A calibrated run saw 19% of round robin's videos on one worker at concurrency 8
     (4.1 workers per video): flagged; 6 of 8 workers per video is round robin spreading."""
-    rr = _outcome("round-robin", 9.45, 61.0, 0.0, 6, 94.0, 0.5)
-    partly = stickiness({f"v{i}": [1] * 20 if i < 2 else list(range(5)) * 4 for i in range(10)})
-    _add_level(rr, 8, replace(rr.levels[16], prompt_cache_read_pct=79.0), partly, 0.5)
-    af = _outcome("session-affinity", 12.0, 60.0, 1.0, 1, 95.0, 0.5)
-    notes = direction_notes(rr, af, workers=8)
-    assert len(notes) == 2
-    assert "concurrency 8 (concurrency = fleet size) kept 20% of videos on one worker" in notes[1]
-    assert "(4.2 workers per video of 8)" in notes[1]
-
-
-def test_gain_lines_give_each_interval_and_say_when_it_covers_zero() -> None:
-    def row(profile: str, gain: float | None, low: float | None, high: float | None) -> dict:
-        return {"profile": profile, "concurrency": 16, "throughput_gain_pct": gain,
-                "throughput_gain_ci95_low": low, "throughput_gain_ci95_high": high}
-
-    report = {"baseline": "round-robin", "rows": [
-        row("round-robin", None, None, None), row("session-affinity", 10.04, 8.0, 14.2),
-        row("kv-routing", 1.0, -2.5, 3.0)]}
-    affinity, kv = gain_lines(report)
-    assert affinity == ("session-affinity at concurrency 16: throughput +10.0% over "
-                        "round-robin, 95% interval +8.0% to +14.2%")
-    assert kv.endswith("95% interval -2.5% to +3.0%: no measurable difference")
+    spread = {f"v{i}": list(range(6)) for i in range(10)}
+    partly = {f"v{i}": [1] * 20 if i < 2 else list(range(5)) * 4 for i in range(10)}
+    (note,) = lockstep_notes(_manifest({16: spread, 8: partly}), workers=8)
+    assert "concurrency 8 (concurrency = fleet size) kept 20% of videos on one worker" in note
+    assert "(4.2 workers per video of 8)" in note

@@ -12,12 +12,19 @@ import pytest
 
 from infra.names import InputError
 from rehearsal.local_dynamo import find_nats_server, preflight_problems
-from rehearsal.rehearse import Rehearsal, RehearsalConfig
+from rehearsal.rehearse import DEFAULT_PROFILES, Rehearsal, RehearsalConfig
 from tests.support_rehearsal import child_env
 
 
-def test_healthy_environment_passes(tmp_path: Path) -> None:
-    assert preflight_problems(find_nats_server(), tmp_path / "results") == []
+def test_a_healthy_machine_passes_every_check_and_nothing_is_written(tmp_path: Path) -> None:
+    """This machine runs the rehearsal: its checks find nothing, with the memory of the
+    default schedule's widest batch (two stacks side by side), read every default stack,
+    and start or write nothing."""
+    rehearsal = Rehearsal(RehearsalConfig(results_root=tmp_path / "results"))
+    rehearsal.check()
+    assert set(rehearsal.stacks) == set(DEFAULT_PROFILES)
+    assert max(len(group) for _, group in rehearsal.schedule.batches) == 2
+    assert not any(tmp_path.iterdir())
 
 
 def test_missing_nats_is_reported(tmp_path: Path) -> None:

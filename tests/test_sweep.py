@@ -278,7 +278,7 @@ def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> 
 def test_a_level_over_its_timeout_stops_aiperf_and_says_which_setting(tmp_path: Path) -> None:
     """The level timeout holds to the second, not to the next progress line, and AIPerf
     (with its worker processes) is gone when the error is raised."""
-    from benchmarks.processes import tree_pids
+    from rehearsal.local_dynamo import tree_pids
 
     dataset = tmp_path / "dataset.jsonl"
     build_dataset(dataset, video_refs=["http://127.0.0.1:9/v0.mp4"], questions_per_video=4,
