@@ -68,10 +68,6 @@ class ClusterIO(Protocol):
         """Copy `<claim>/<location.results_path>/` into `dest`; CollectError if it is absent."""
 
 
-def local_run_dir(results_root: Path, location: Run) -> Path:
-    return results_root / location.stack / location.run_id
-
-
 def finished_levels(run_dir: Path) -> list[int]:
     """The levels a run's sweep finished, as its manifest records them."""
     manifest = run_dir / MANIFEST_NAME
@@ -81,7 +77,7 @@ def finished_levels(run_dir: Path) -> list[int]:
 def other_runs(results_root: Path, location: Run) -> list[Path]:
     """Results of other stacks already at home, newest first: candidates to compare with
     (only runs of this run's workload and deployment, routing aside: report.binding_changes)."""
-    mine = read_run(local_run_dir(results_root, location) / MANIFEST_NAME).manifest
+    mine = read_run(results_root / location.stack / location.run_id / MANIFEST_NAME).manifest
     found = []
     for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
         if stack_dir.name == location.stack or not stack_dir.is_dir():
@@ -120,7 +116,7 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
             f"on claim {location.cache_claim}.")
 
     # Copied beside the final folder, then swapped in: a failed copy never leaves half a run.
-    final = local_run_dir(results_root, location)
+    final = results_root / location.stack / location.run_id
     staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
     say(f"copying {location.cache_claim}:{location.results_path}/ to {final}/")
@@ -147,7 +143,6 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
     return final
 
 
-# ---------------------------------------------------------------------------------------
 # The copy: the reader pod's own `tar` of the run folder, as the exec's stdout
 
 
@@ -334,10 +329,7 @@ class KubernetesClusterIO:
         check_pack(code, err.decode(errors="replace"), root)
 
 
-# ---------------------------------------------------------------------------------------
-# The command
-
-# The stack output the Pulumi program exports for this command.
+# The command: the stack output the Pulumi program exports for it.
 OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
 
@@ -387,10 +379,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "collect",
         help="bring a cluster run's results home and print its report",
-        description="Copy a stack's sweep results from the cluster's cache claim to "
-        "results/<stack>/<run-id>/ and print the report. Uses `pulumi stack output` when "
-        "the Pulumi CLI is there, else the stack's config files; the cluster is reached "
-        "through your kubeconfig.",
+        description="Copy a stack's sweep results from the cache claim to results/<stack>/"
+        "<run-id>/ and print the report; the run from `pulumi stack output`, else the stack's "
+        "config files.",
     )
     p.add_argument("--stack", required=True, help="the stack that ran the sweep")
     p.add_argument("--run", type=json.loads, default=None, metavar="JSON",

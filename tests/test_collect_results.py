@@ -30,7 +30,7 @@ from benchmarks.collect import (
     finished_levels,
     pack_command,
 )
-from benchmarks.sweep import level_dir_name
+from benchmarks.sweep import chunk_dir_name, level_dir_name
 from infra.cluster import JobState, JobStatus, job_status_of
 from infra.names import Run
 from tests.conftest import REPO_ROOT
@@ -279,7 +279,7 @@ def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_ru
     assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
     # The report is built from the copied exports (its own tests check every number).
     (level,) = finished_levels(run_dir)
-    export = run_dir / level_dir_name(level) / SUMMARY_EXPORT
+    export = run_dir / level_dir_name(level) / chunk_dir_name(0) / SUMMARY_EXPORT
     throughput = json.loads(export.read_text())["request_throughput"]["avg"]
     (row,) = json.loads((run_dir / REPORT_FOLDER / "report.json").read_text())["rows"]
     assert f"{throughput:.2f}" in (run_dir / REPORT_FOLDER / "report.md").read_text()
