@@ -201,6 +201,8 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
                        "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or "
                        "run `pulumi config set --path '<key>[0]' <value>`") or ()
         value = tuple(v.strip() if item is str else v for v in value)
+        for problem in names.levels_problems(value) if item is int else ():
+            bad(problem + LEVELS_FIX)
         for bad_item in (v for v in value if len(kind) > 1 and not kind[1](v)):
             bad(f"'{bad_item}' {kind[2]}")
         return value
@@ -237,7 +239,8 @@ class ConfigReader:
             self.v[key] = _typed(kind, "" if value is None else value, bad)
 
     def full(self, key: str) -> str:
-        return f"{self.project}:{key}"
+        """`key` namespaced by project; a rule across keys names them all (`a/b`)."""
+        return "/".join(f"{self.project}:{one}" for one in key.split("/"))
 
     def problem(self, key: str, message: str) -> None:
         self.rejected.add(key)
@@ -435,13 +438,11 @@ def _routing(r: ConfigReader, profile: str) -> Routing:
     expected = PROFILES.get(profile)
     keys = ("routerMode", "sessionAffinity", "sessionAffinityTtlSecs", "sessionAffinityMode")
     if expected is not None and not r.rejected.intersection(keys) and routing != expected:
-        r.problems.append(
-            f"{r.full('routerMode')}/{r.full('sessionAffinity')}/"
-            f"{r.full('sessionAffinityTtlSecs')}: stack '{profile}' is one of the recipe's "
-            f"profiles and must route as it does ({_describe(expected)}), but this config "
-            f"routes {_describe(routing)}; restore Pulumi.{profile}.yaml, or use a stack "
-            "with another name for a custom routing profile"
-        )
+        r.problem("routerMode/sessionAffinity/sessionAffinityTtlSecs", f"stack '{profile}' is "
+                  f"one of the recipe's profiles and must route as it does "
+                  f"({_describe(expected)}), but this config routes {_describe(routing)}; "
+                  f"restore Pulumi.{profile}.yaml, or use a stack with another name for a "
+                  "custom routing profile")
     return routing
 
 
@@ -483,12 +484,11 @@ def _is_set(value: Any) -> bool:
 def _secrets(r: ConfigReader, runtime: str, graph: str,
              secret_keys: frozenset[str] | None) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
-    for name in required:
-        if not _is_set(r.raw.get(r.full(name))):
-            r.problem(name, f"missing; {_SECRET_FIXES[name]}")
-    for name in SECRET_KEYS:
-        if secret_keys is not None and _is_set(r.raw.get(r.full(name))) \
-                and r.full(name) not in secret_keys:
+    stored = [name for name in SECRET_KEYS if _is_set(r.raw.get(r.full(name)))]
+    for name in (name for name in required if name not in stored):
+        r.problem(name, f"missing; {_SECRET_FIXES[name]}")
+    for name in stored if secret_keys is not None else ():
+        if r.full(name) not in secret_keys:
             r.problem(name, "is stored in plain text; set it again with `pulumi config set "
                             f"--secret {name}`")
     return SecretSettings(r.v["imagePullSecrets"], required, {
@@ -624,15 +624,12 @@ def _serving(r: ConfigReader, placement: PlacementSettings) -> Serving:
     serving = Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
     for key, message in serving_problems(serving, r.full):
         if key not in r.rejected:  # a key rejected already is reported once
-            r.problems.append(f"{r.full(key)}: {message}")
+            r.problem(key, message)
     selected = dict(placement.node_selector).get(GPU_PRODUCT_LABEL)
     if selected in GPU_CLASSES and selected != serving.gpu_product:
-        r.problems.append(
-            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
-            f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
-            f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
-            f"{selected}`)"
-        )
+        r.problem("gpuNodeSelector/gpuProduct", f"the workers select {GPU_PRODUCT_LABEL}="
+                  f"{selected} but the serving checks assume {serving.gpu_product}; make them "
+                  f"agree (`pulumi config set gpuProduct {selected}`)")
     return serving
 
 
@@ -664,9 +661,6 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
                   f"lowercase letters, digits and '-', at most {longest} characters (it names "
                   "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
                   "run-2`")
-    key = "benchmarkConcurrencies"
-    for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
-        r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
     return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
                                 for f in fields(BenchmarkSettings) if f.init})
 
