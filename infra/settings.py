@@ -59,23 +59,30 @@ MAX_VIDEOS = 10_000
 MAX_QUESTIONS = 1000
 
 
-def _int(low: int, high: int, unit: str) -> tuple:
-    return ("int", low, high, unit)
-
-
 def _form(check: Callable[[str], Any], what: str, optional: bool = False) -> tuple:
     """A "str" row whose value must pass `check` (or be empty, when `optional`); `what`
     follows the value in the problem: what it is not, and the fix."""
     return ("str", (lambda value: not value or check(value)) if optional else check, what)
 
 
-SECS = _int(names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
-S, B, L, Q = ("str",), ("bool",), ("list",), ("quantity", 0, "")
+def _label(text: str) -> tuple[str, str] | None:
+    """A node selector's `label=value` as (label, value); None when it isn't one."""
+    key, sep, value = text.partition("=")
+    ok = sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value)
+    return (key, value) if ok else None
+
+
+SECS = ("int", names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
+S, B, Q = ("str",), ("bool",), ("quantity", 0, "")
+SELECTOR = ("list", _label, "is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
+            "(`kubectl get nodes --show-labels` shows your node labels)")
+TOLERATIONS = ("list", lambda text: _toleration(text), "is not key[=value][:Effect]; e.g. "
+               f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
 # Every key of Pulumi.yaml's `config:` but the secrets: its type and bounds.
 KEYS: dict[str, tuple] = {
     "routerMode": ("choice", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)"),
     "sessionAffinity": B,
-    "sessionAffinityTtlSecs": _int(AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
+    "sessionAffinityTtlSecs": ("int", AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
                                    " seconds (an idle timeout per session)"),
     "sessionAffinityMode": ("choice", AFFINITY_MODES, ""),
     "routerKvEvents": B,
@@ -96,10 +103,10 @@ KEYS: dict[str, tuple] = {
                                   "read it from a NIM or custom tag)"),
     "runtime": ("choice", RUNTIMES, ""), "modelVariant": ("choice", tuple(VARIANTS), ""),
     "precision": ("choice", PRECISIONS, ""),
-    "workerReplicas": _int(1, MAX_REPLICAS, " workers"),
+    "workerReplicas": ("int", 1, MAX_REPLICAS, " workers"),
     # Wide ranges: `serving_problems` names the sizes it accepts.
-    "gpusPerWorker": _int(1, 64, " GPUs"), "gpusPerNode": _int(1, 64, " GPUs"),
-    "gpuBudget": _int(1, 100_000, " GPUs"), "gpuProduct": S,
+    "gpusPerWorker": ("int", 1, 64, " GPUs"), "gpusPerNode": ("int", 1, 64, " GPUs"),
+    "gpuBudget": ("int", 1, 100_000, " GPUs"), "gpuProduct": S,
     "nimTagsSelector": S,
     "nimModelProfile": _form(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$").match,
                              "is not a NIM profile id; run `list-model-profiles` in the NIM "
@@ -109,14 +116,14 @@ KEYS: dict[str, tuple] = {
     "servedModelName": _form(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$").match,
                              "is not a model id; use the id `/v1/models` lists (e.g. "
                              "nvidia/cosmos3-super-reasoner), or leave it empty", optional=True),
-    "gpuNodeSelector": L, "gpuTolerations": L, "workerCpu": Q,
+    "gpuNodeSelector": SELECTOR, "gpuTolerations": TOLERATIONS, "workerCpu": Q,
     "workerMemory": ("quantity", 2**30, "; give a memory size such as 96Gi"),
     "workerSharedMemory": ("quantity", 2**30, "; give a size such as 64Gi"),
-    "downloadTimeoutSecs": SECS, "downloadRetries": _int(0, 10, " retries"),
+    "downloadTimeoutSecs": SECS, "downloadRetries": ("int", 0, 10, " retries"),
     "graphTimeoutSecs": SECS,
     "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
-    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
-    "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
+    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": ("int", 1, MAX_VIDEOS, " videos"),
+    "benchmarkQuestionsPerVideo": ("int", 1, MAX_QUESTIONS, " questions"),
     "benchmarkImage": _form(lambda v: names.IMAGE.match(v) and not v.endswith(":latest"),
                             "is not a pinned image; write registry/repository:tag or "
                             f"@sha256:<digest>, e.g. {DEFAULT_BENCHMARK_IMAGE} (or your "
@@ -129,7 +136,7 @@ KEYS: dict[str, tuple] = {
     "benchmarkPipIndexUrl": _form(re.compile(r"^https?://[^\s/]+").match, "is not an http(s) "
                                   "URL; give your package mirror's simple index, e.g. "
                                   "https://pypi.example.com/simple", optional=True),
-    "benchmarkNodeSelector": L, "benchmarkTolerations": L,
+    "benchmarkNodeSelector": SELECTOR, "benchmarkTolerations": TOLERATIONS,
     "skipPreflight": B, "networkPolicies": B,
     "dynamoOperatorNamespace": _form(names.DNS_LABEL.match, "is not a namespace name; give the "
                                      "namespace of the Dynamo operator, or leave it empty",
@@ -166,6 +173,13 @@ def quantity_amount(value: str) -> float | None:
     return amount if amount >= 0 else None
 
 
+def cli_value(value: Any) -> str:
+    """A config value as the CLI hands it to the program."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
 def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
     """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`."""
     if kind[0] == "bool":
@@ -190,7 +204,7 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
         return number
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
-        text = value if isinstance(value, str) else json.dumps(value)
+        text = cli_value(value)
         try:
             value = json.loads(value or "[]") if isinstance(value, str) else value
         except json.JSONDecodeError:
@@ -206,7 +220,7 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
         for bad_item in (v for v in value if len(kind) > 1 and not kind[1](v)):
             bad(f"'{bad_item}' {kind[2]}")
         return value
-    text = (json.dumps(value) if isinstance(value, list | dict) else str(value)).strip()
+    text = cli_value(value).strip()
     if kind[0] == "str" and len(kind) > 1 and not kind[1](text):
         bad(f"'{text}' {kind[2]}")
     if kind[0] == "choice" and text not in kind[1]:
@@ -553,26 +567,11 @@ def _toleration(text: str) -> Toleration | None:
 
 def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
-    selector = []
-    for item in r.v[f"{prefix}NodeSelector"]:
-        key, sep, value = item.partition("=")
-        if sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value):
-            selector.append((key, value))
-        else:
-            r.problem(f"{prefix}NodeSelector", f"'{item}' is not label=value; e.g. "
-                      "nvidia.com/gpu.product=NVIDIA-H200 (`kubectl get nodes --show-labels` "
-                      "shows your node labels)")
-    tolerations = []
-    for item in r.v[f"{prefix}Tolerations"]:
-        toleration = _toleration(item)
-        if toleration is None:
-            r.problem(f"{prefix}Tolerations", f"'{item}' is not key[=value][:Effect]; e.g. "
-                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
-        else:
-            tolerations.append(toleration)
+    selector = tuple(filter(None, map(_label, r.v[f"{prefix}NodeSelector"])))
+    tolerations = tuple(filter(None, map(_toleration, r.v[f"{prefix}Tolerations"])))
     pod_spec = {**({"nodeSelector": dict(selector)} if selector else {}),
                 **({"tolerations": [t.manifest() for t in tolerations]} if tolerations else {})}
-    return PlacementSettings(tuple(selector), tuple(tolerations), pod_spec)
+    return PlacementSettings(selector, tolerations, pod_spec)
 
 
 def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
@@ -723,13 +722,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
 SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token"}
 PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
                          "vllmImage": "stand-in.invalid/no-vllm-image:none"}
-
-
-def cli_value(value: Any) -> str:
-    """A config value as the CLI hands it to the program."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
 def stack_names(root: Path) -> list[str]:
