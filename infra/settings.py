@@ -55,8 +55,6 @@ SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
-MAX_VIDEOS = 10_000
-MAX_QUESTIONS = 1000
 
 
 def _form(check: Callable[[str], Any], what: str, optional: bool = False) -> tuple:
@@ -122,8 +120,8 @@ KEYS: dict[str, tuple] = {
     "downloadTimeoutSecs": SECS, "downloadRetries": ("int", 0, 10, " retries"),
     "graphTimeoutSecs": SECS,
     "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
-    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": ("int", 1, MAX_VIDEOS, " videos"),
-    "benchmarkQuestionsPerVideo": ("int", 1, MAX_QUESTIONS, " questions"),
+    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": ("int", 1, 10_000, " videos"),
+    "benchmarkQuestionsPerVideo": ("int", 1, 1000, " questions"),
     "benchmarkImage": _form(lambda v: names.IMAGE.match(v) and not v.endswith(":latest"),
                             "is not a pinned image; write registry/repository:tag or "
                             f"@sha256:<digest>, e.g. {DEFAULT_BENCHMARK_IMAGE} (or your "
@@ -153,12 +151,6 @@ FIELD_KEYS = {
 }
 LEVELS_FIX = ("; set the levels one by one, in order: `pulumi config set --path '<key>[0]' 1`, "
               "then `--path '<key>[1]' 4`, ... (or list them under <key> in Pulumi.<stack>.yaml)")
-
-
-def benchmark_key(field: str) -> str:
-    """A `BenchmarkSettings` field's config key: `smoke_timeout_secs` is
-    `benchmarkSmokeTimeoutSecs` (one name, so a new key is one row and one field)."""
-    return "benchmark" + "".join(word.title() for word in field.split("_"))
 
 
 def quantity_amount(value: str) -> float | None:
@@ -377,9 +369,10 @@ class TimeoutSettings:
 
 @dataclass(frozen=True)
 class BenchmarkSettings:
-    """What runs after the graph is Ready, and how long it may take; each field is the key
-    `benchmark_key` names. The defaults (the seed's) serve the tests' fixtures; a stack's
-    come from Pulumi.yaml."""
+    """What runs after the graph is Ready, and how long it may take; each field is a key
+    (`smoke_timeout_secs` is benchmarkSmokeTimeoutSecs, so a new key is one row and one
+    field). The defaults (the seed's) serve the tests' fixtures; a stack's come from
+    Pulumi.yaml."""
 
     smoke: bool = True
     sweep: bool = True
@@ -660,7 +653,7 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
                   f"lowercase letters, digits and '-', at most {longest} characters (it names "
                   "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
                   "run-2`")
-    return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
+    return BenchmarkSettings(**{f.name: v["benchmark" + f.name.title().replace("_", "")]
                                 for f in fields(BenchmarkSettings) if f.init})
 
 
