@@ -175,9 +175,9 @@ def cli_value(value: Any) -> str:
 def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
     """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`."""
     if kind[0] == "bool":
-        text = str(value).strip().lower()
-        if isinstance(value, bool) or text in ("true", "false"):
-            return value if isinstance(value, bool) else text == "true"
+        text = cli_value(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
         return bad(f"'{value}' is not a boolean; use true or false") or False
     if kind[0] in ("int", "float"):
         low, high, unit = kind[1:]
