@@ -55,51 +55,93 @@ SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
 DEFAULT_BENCHMARK_IMAGE = "docker.io/library/python:3.11.14-slim-bookworm"
-MAX_VIDEOS = 10_000
-MAX_QUESTIONS = 1000
 
 
-def _int(low: int, high: int, unit: str) -> tuple:
-    return ("int", low, high, unit)
+def _form(check: Callable[[str], Any], what: str, optional: bool = False) -> tuple:
+    """A "str" row whose value must pass `check` (or be empty, when `optional`); `what`
+    follows the value in the problem: what it is not, and the fix."""
+    return ("str", (lambda value: not value or check(value)) if optional else check, what)
 
 
-SECS = _int(names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
-S, B, L, Q = ("str",), ("bool",), ("list",), ("quantity", 0, "")
+def _label(text: str) -> tuple[str, str] | None:
+    """A node selector's `label=value` as (label, value); None when it isn't one."""
+    key, sep, value = text.partition("=")
+    ok = sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value)
+    return (key, value) if ok else None
+
+
+SECS = ("int", names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
+S, B, Q = ("str",), ("bool",), ("quantity", 0, "")
+SELECTOR = ("list", _label, "is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
+            "(`kubectl get nodes --show-labels` shows your node labels)")
+TOLERATIONS = ("list", lambda text: _toleration(text), "is not key[=value][:Effect]; e.g. "
+               f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
 # Every key of Pulumi.yaml's `config:` but the secrets: its type and bounds.
 KEYS: dict[str, tuple] = {
     "routerMode": ("choice", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)"),
     "sessionAffinity": B,
-    "sessionAffinityTtlSecs": _int(AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
+    "sessionAffinityTtlSecs": ("int", AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
                                    " seconds (an idle timeout per session)"),
     "sessionAffinityMode": ("choice", AFFINITY_MODES, ""),
     "routerKvEvents": B,
-    "namespace": S, "createNamespace": B, "imagePullSecrets": L,
-    "cacheStorageClass": S, "cacheSize": Q, "cacheExistingClaim": S, "cacheKeepOnDestroy": B,
-    "nimImage": S, "frontendImage": S, "vllmImage": S, "workerRuntimeVersion": S,
+    "namespace": _form(names.DNS_LABEL.match, "is not a valid namespace name; use lowercase "
+                       "letters, digits and '-'"),
+    "createNamespace": B,
+    "imagePullSecrets": ("list", names.DNS_SUBDOMAIN.match, "is not a Secret name; list names "
+                         "of existing docker-registry Secrets in the namespace (kubectl create "
+                         "secret docker-registry ...)"),
+    "cacheStorageClass": S, "cacheSize": Q, "cacheKeepOnDestroy": B,
+    "cacheExistingClaim": _form(
+        lambda v: names.DNS_SUBDOMAIN.match(v) and not names.PLACEHOLDER.search(v),
+        "is not a claim name; give the name of an existing ReadWriteMany "
+        "PersistentVolumeClaim in the namespace, or leave it empty", optional=True),
+    "nimImage": S, "frontendImage": S, "vllmImage": S,
+    "workerRuntimeVersion": _form(names.SEMVER.match, "is not MAJOR.MINOR.PATCH; give the "
+                                  "Dynamo version inside the worker image (the operator cannot "
+                                  "read it from a NIM or custom tag)"),
     "runtime": ("choice", RUNTIMES, ""), "modelVariant": ("choice", tuple(VARIANTS), ""),
     "precision": ("choice", PRECISIONS, ""),
-    "workerReplicas": _int(1, MAX_REPLICAS, " workers"),
+    "workerReplicas": ("int", 1, MAX_REPLICAS, " workers"),
     # Wide ranges: `serving_problems` names the sizes it accepts.
-    "gpusPerWorker": _int(1, 64, " GPUs"), "gpusPerNode": _int(1, 64, " GPUs"),
-    "gpuBudget": _int(1, 100_000, " GPUs"), "gpuProduct": S,
-    "nimTagsSelector": S, "nimModelProfile": S, "servedModelName": S,
-    "gpuNodeSelector": L, "gpuTolerations": L, "workerCpu": Q,
+    "gpusPerWorker": ("int", 1, 64, " GPUs"), "gpusPerNode": ("int", 1, 64, " GPUs"),
+    "gpuBudget": ("int", 1, 100_000, " GPUs"), "gpuProduct": S,
+    "nimTagsSelector": S,
+    "nimModelProfile": _form(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$").match,
+                             "is not a NIM profile id; run `list-model-profiles` in the NIM "
+                             "image or leave it empty to let the download Job detect the GPU",
+                             optional=True),
+    # Empty: the variant's own name, which is valid.
+    "servedModelName": _form(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$").match,
+                             "is not a model id; use the id `/v1/models` lists (e.g. "
+                             "nvidia/cosmos3-super-reasoner), or leave it empty", optional=True),
+    "gpuNodeSelector": SELECTOR, "gpuTolerations": TOLERATIONS, "workerCpu": Q,
     "workerMemory": ("quantity", 2**30, "; give a memory size such as 96Gi"),
     "workerSharedMemory": ("quantity", 2**30, "; give a size such as 64Gi"),
-    "downloadTimeoutSecs": SECS, "downloadRetries": _int(0, 10, " retries"),
+    "downloadTimeoutSecs": SECS, "downloadRetries": ("int", 0, 10, " retries"),
     "graphTimeoutSecs": SECS,
     "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
-    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": _int(1, MAX_VIDEOS, " videos"),
-    "benchmarkQuestionsPerVideo": _int(1, MAX_QUESTIONS, " questions"),
-    "benchmarkImage": S,
+    "benchmarkConcurrencies": ("levels",), "benchmarkVideos": ("int", 1, 10_000, " videos"),
+    "benchmarkQuestionsPerVideo": ("int", 1, 1000, " questions"),
+    "benchmarkImage": _form(lambda v: names.IMAGE.match(v) and not v.endswith(":latest"),
+                            "is not a pinned image; write registry/repository:tag or "
+                            f"@sha256:<digest>, e.g. {DEFAULT_BENCHMARK_IMAGE} (or your "
+                            "prebuilt image with the client installed)"),
     # Above 0 (0 would never stop) and at most 50 (wider says nothing).
     "benchmarkStopWithinPct": ("float", 0, 50, " percent (the stop rule's interval)"),
     "benchmarkFull": B,
     "benchmarkSmokeTimeoutSecs": SECS, "benchmarkSweepTimeoutSecs": SECS,
-    "benchmarkVideoServerTimeoutSecs": SECS, "benchmarkPipIndexUrl": S,
-    "benchmarkNodeSelector": L, "benchmarkTolerations": L,
-    "skipPreflight": B, "networkPolicies": B, "networkPolicySources": L,
-    "dynamoOperatorNamespace": S,
+    "benchmarkVideoServerTimeoutSecs": SECS,
+    "benchmarkPipIndexUrl": _form(re.compile(r"^https?://[^\s/]+").match, "is not an http(s) "
+                                  "URL; give your package mirror's simple index, e.g. "
+                                  "https://pypi.example.com/simple", optional=True),
+    "benchmarkNodeSelector": SELECTOR, "benchmarkTolerations": TOLERATIONS,
+    "skipPreflight": B, "networkPolicies": B,
+    "dynamoOperatorNamespace": _form(names.DNS_LABEL.match, "is not a namespace name; give the "
+                                     "namespace of the Dynamo operator, or leave it empty",
+                                     optional=True),
+    "networkPolicySources": ("list", lambda v: names.cidr(v) or names.DNS_LABEL.match(v),
+                             "is neither a CIDR (10.0.0.0/8) nor a namespace name; list the "
+                             "clients allowed to call the frontend"),
 }
 # `Serving` field -> config key (the names users see in messages).
 FIELD_KEYS = {
@@ -109,12 +151,6 @@ FIELD_KEYS = {
 }
 LEVELS_FIX = ("; set the levels one by one, in order: `pulumi config set --path '<key>[0]' 1`, "
               "then `--path '<key>[1]' 4`, ... (or list them under <key> in Pulumi.<stack>.yaml)")
-
-
-def benchmark_key(field: str) -> str:
-    """A `BenchmarkSettings` field's config key: `smoke_timeout_secs` is
-    `benchmarkSmokeTimeoutSecs` (one name, so a new key is one row and one field)."""
-    return "benchmark" + "".join(word.title() for word in field.split("_"))
 
 
 def quantity_amount(value: str) -> float | None:
@@ -129,12 +165,19 @@ def quantity_amount(value: str) -> float | None:
     return amount if amount >= 0 else None
 
 
+def cli_value(value: Any) -> str:
+    """A config value as the CLI hands it to the program."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
 def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
     """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`."""
     if kind[0] == "bool":
-        text = str(value).strip().lower()
-        if isinstance(value, bool) or text in ("true", "false"):
-            return value if isinstance(value, bool) else text == "true"
+        text = cli_value(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
         return bad(f"'{value}' is not a boolean; use true or false") or False
     if kind[0] in ("int", "float"):
         low, high, unit = kind[1:]
@@ -153,7 +196,7 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
         return number
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
-        text = value if isinstance(value, str) else json.dumps(value)
+        text = cli_value(value)
         try:
             value = json.loads(value or "[]") if isinstance(value, str) else value
         except json.JSONDecodeError:
@@ -163,8 +206,15 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
             return bad(f"'{text}' is not a list of whole numbers{LEVELS_FIX}" if item is int else
                        "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or "
                        "run `pulumi config set --path '<key>[0]' <value>`") or ()
-        return tuple(v.strip() if item is str else v for v in value)
-    text = (json.dumps(value) if isinstance(value, list | dict) else str(value)).strip()
+        value = tuple(v.strip() if item is str else v for v in value)
+        for problem in names.levels_problems(value) if item is int else ():
+            bad(problem + LEVELS_FIX)
+        for bad_item in (v for v in value if len(kind) > 1 and not kind[1](v)):
+            bad(f"'{bad_item}' {kind[2]}")
+        return value
+    text = cli_value(value).strip()
+    if kind[0] == "str" and len(kind) > 1 and not kind[1](text):
+        bad(f"'{text}' {kind[2]}")
     if kind[0] == "choice" and text not in kind[1]:
         bad(f"'{text}' is not one of {', '.join(kind[1])}{kind[2]}")
     if kind[0] == "quantity":
@@ -195,7 +245,8 @@ class ConfigReader:
             self.v[key] = _typed(kind, "" if value is None else value, bad)
 
     def full(self, key: str) -> str:
-        return f"{self.project}:{key}"
+        """`key` namespaced by project; a rule across keys names them all (`a/b`)."""
+        return "/".join(f"{self.project}:{one}" for one in key.split("/"))
 
     def problem(self, key: str, message: str) -> None:
         self.rejected.add(key)
@@ -318,9 +369,10 @@ class TimeoutSettings:
 
 @dataclass(frozen=True)
 class BenchmarkSettings:
-    """What runs after the graph is Ready, and how long it may take; each field is the key
-    `benchmark_key` names. The defaults (the seed's) serve the tests' fixtures; a stack's
-    come from Pulumi.yaml."""
+    """What runs after the graph is Ready, and how long it may take; each field is a key
+    (`smoke_timeout_secs` is benchmarkSmokeTimeoutSecs, so a new key is one row and one
+    field). The defaults (the seed's) serve the tests' fixtures; a stack's come from
+    Pulumi.yaml."""
 
     smoke: bool = True
     sweep: bool = True
@@ -393,13 +445,11 @@ def _routing(r: ConfigReader, profile: str) -> Routing:
     expected = PROFILES.get(profile)
     keys = ("routerMode", "sessionAffinity", "sessionAffinityTtlSecs", "sessionAffinityMode")
     if expected is not None and not r.rejected.intersection(keys) and routing != expected:
-        r.problems.append(
-            f"{r.full('routerMode')}/{r.full('sessionAffinity')}/"
-            f"{r.full('sessionAffinityTtlSecs')}: stack '{profile}' is one of the recipe's "
-            f"profiles and must route as it does ({_describe(expected)}), but this config "
-            f"routes {_describe(routing)}; restore Pulumi.{profile}.yaml, or use a stack "
-            "with another name for a custom routing profile"
-        )
+        r.problem("routerMode/sessionAffinity/sessionAffinityTtlSecs", f"stack '{profile}' is "
+                  f"one of the recipe's profiles and must route as it does "
+                  f"({_describe(expected)}), but this config routes {_describe(routing)}; "
+                  f"restore Pulumi.{profile}.yaml, or use a stack with another name for a "
+                  "custom routing profile")
     return routing
 
 
@@ -412,10 +462,7 @@ def _describe(routing: Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if not names.DNS_LABEL.match(name):
-        r.problem("namespace", f"'{name}' is not a valid namespace name; use lowercase "
-                               "letters, digits and '-'")
-    elif len(name) > limit:
+    if "namespace" not in r.rejected and len(name) > limit:
         label = names.dynamo_namespace(name, graph)
         r.problem(
             "namespace",
@@ -444,19 +491,13 @@ def _is_set(value: Any) -> bool:
 def _secrets(r: ConfigReader, runtime: str, graph: str,
              secret_keys: frozenset[str] | None) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
-    for name in required:
-        if not _is_set(r.raw.get(r.full(name))):
-            r.problem(name, f"missing; {_SECRET_FIXES[name]}")
-    for name in SECRET_KEYS:
-        if secret_keys is not None and _is_set(r.raw.get(r.full(name))) \
-                and r.full(name) not in secret_keys:
+    stored = [name for name in SECRET_KEYS if _is_set(r.raw.get(r.full(name)))]
+    for name in (name for name in required if name not in stored):
+        r.problem(name, f"missing; {_SECRET_FIXES[name]}")
+    for name in stored if secret_keys is not None else ():
+        if r.full(name) not in secret_keys:
             r.problem(name, "is stored in plain text; set it again with `pulumi config set "
                             f"--secret {name}`")
-    for name in r.v["imagePullSecrets"]:
-        if not names.DNS_SUBDOMAIN.match(name):
-            r.problem("imagePullSecrets", f"'{name}' is not a Secret name; list names of "
-                      "existing docker-registry Secrets in the namespace (kubectl create "
-                      "secret docker-registry ...)")
     return SecretSettings(r.v["imagePullSecrets"], required, {
         NGC_API_KEY: (names.stack_object_name(graph, "ngc-api-key"), names.NGC_SECRET_KEY),
         HF_TOKEN: (names.stack_object_name(graph, "hf-token"), HF_SECRET_KEY)})
@@ -473,10 +514,6 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
                   f"{need}Gi")
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
-        if not names.DNS_SUBDOMAIN.match(existing) or names.PLACEHOLDER.search(existing):
-            r.problem("cacheExistingClaim", f"'{existing}' is not a claim name; give the name "
-                      "of an existing ReadWriteMany PersistentVolumeClaim in the namespace, or "
-                      "leave it empty")
         return CacheSettings(None, size, existing, keep, existing, False)
     if not storage_class or names.PLACEHOLDER.search(storage_class):
         r.problem(
@@ -493,26 +530,21 @@ def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
 
 def _images(r: ConfigReader, runtime: str) -> ImageSettings:
     vllm = r.v["vllmImage"] if runtime == "vllm" else None
-    if vllm is not None and names.PLACEHOLDER.search(vllm):
-        r.problem("vllmImage", f"'{vllm}' is a placeholder; runtime vllm needs a Dynamo vLLM "
-                  "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths.md): "
-                  "build and push one, then `pulumi config set vllmImage <registry/repo:tag>`")
     for key in ("nimImage", "frontendImage", *(("vllmImage",) if vllm is not None else ())):
         value = r.v[key]
         if key == "vllmImage" and names.PLACEHOLDER.search(value):
-            continue
-        if not names.IMAGE.match(value) or names.PLACEHOLDER.search(value):
+            r.problem(key, f"'{value}' is a placeholder; runtime vllm needs a Dynamo vLLM "
+                      "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths."
+                      "md): build and push one, then `pulumi config set vllmImage "
+                      "<registry/repo:tag>`")
+        elif not names.IMAGE.match(value) or names.PLACEHOLDER.search(value):
             r.problem(key, f"'{value}' is not a pinned image; write registry/repository:tag "
                       "with an explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or "
                       "@sha256:<digest>")
         elif value.endswith(":latest"):
             r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
-    version = r.v["workerRuntimeVersion"]
-    if not names.SEMVER.match(version):
-        r.problem("workerRuntimeVersion", f"'{version}' is not MAJOR.MINOR.PATCH; give the "
-                  "Dynamo version inside the worker image (the operator cannot read it from "
-                  "a NIM or custom tag)")
-    return ImageSettings(r.v["nimImage"], r.v["frontendImage"], version, vllm=vllm)
+    return ImageSettings(r.v["nimImage"], r.v["frontendImage"], r.v["workerRuntimeVersion"],
+                         vllm=vllm)
 
 
 def _toleration(text: str) -> Toleration | None:
@@ -528,26 +560,11 @@ def _toleration(text: str) -> Toleration | None:
 
 def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
-    selector = []
-    for item in r.v[f"{prefix}NodeSelector"]:
-        key, sep, value = item.partition("=")
-        if sep and names.LABEL_KEY.match(key) and names.LABEL_VALUE.match(value):
-            selector.append((key, value))
-        else:
-            r.problem(f"{prefix}NodeSelector", f"'{item}' is not label=value; e.g. "
-                      "nvidia.com/gpu.product=NVIDIA-H200 (`kubectl get nodes --show-labels` "
-                      "shows your node labels)")
-    tolerations = []
-    for item in r.v[f"{prefix}Tolerations"]:
-        toleration = _toleration(item)
-        if toleration is None:
-            r.problem(f"{prefix}Tolerations", f"'{item}' is not key[=value][:Effect]; e.g. "
-                      f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
-        else:
-            tolerations.append(toleration)
+    selector = tuple(filter(None, map(_label, r.v[f"{prefix}NodeSelector"])))
+    tolerations = tuple(filter(None, map(_toleration, r.v[f"{prefix}Tolerations"])))
     pod_spec = {**({"nodeSelector": dict(selector)} if selector else {}),
                 **({"tolerations": [t.manifest() for t in tolerations]} if tolerations else {})}
-    return PlacementSettings(tuple(selector), tuple(tolerations), pod_spec)
+    return PlacementSettings(selector, tolerations, pod_spec)
 
 
 def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
@@ -599,15 +616,12 @@ def _serving(r: ConfigReader, placement: PlacementSettings) -> Serving:
     serving = Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
     for key, message in serving_problems(serving, r.full):
         if key not in r.rejected:  # a key rejected already is reported once
-            r.problems.append(f"{r.full(key)}: {message}")
+            r.problem(key, message)
     selected = dict(placement.node_selector).get(GPU_PRODUCT_LABEL)
     if selected in GPU_CLASSES and selected != serving.gpu_product:
-        r.problems.append(
-            f"{r.full('gpuNodeSelector')}/{r.full('gpuProduct')}: the workers select "
-            f"{GPU_PRODUCT_LABEL}={selected} but the serving checks assume "
-            f"{serving.gpu_product}; make them agree (`pulumi config set gpuProduct "
-            f"{selected}`)"
-        )
+        r.problem("gpuNodeSelector/gpuProduct", f"the workers select {GPU_PRODUCT_LABEL}="
+                  f"{selected} but the serving checks assume {serving.gpu_product}; make them "
+                  f"agree (`pulumi config set gpuProduct {selected}`)")
     return serving
 
 
@@ -621,14 +635,7 @@ def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
                       f"gpusPerWorker is {gpus}; make them agree, or leave nimTagsSelector "
                       "empty (the NIM then picks the profile for the GPUs each worker gets)")
     profile = v["nimModelProfile"] or None
-    if profile is not None and not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$", profile):
-        r.problem("nimModelProfile", f"'{profile}' is not a NIM profile id; run "
-                  "`list-model-profiles` in the NIM image or leave it empty to let the "
-                  "download Job detect the GPU")
     served = v["servedModelName"] or names.served_model_name(serving.variant)
-    if not re.match(r"^[A-Za-z0-9][-A-Za-z0-9_./:]*$", served):
-        r.problem("servedModelName", f"'{served}' is not a model id; use the id `/v1/models` "
-                  "lists (e.g. nvidia/cosmos3-super-reasoner), or leave it empty")
     for key in ("nimTagsSelector", "nimModelProfile"):
         if serving.runtime == "vllm" and v[key]:
             r.problem(key, "only applies to runtime nim; remove it with `pulumi config rm "
@@ -639,38 +646,15 @@ def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
 
 def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
     v = r.v
-    run_id, image, pip_index = v["benchmarkRunId"], v["benchmarkImage"], v["benchmarkPipIndexUrl"]
+    run_id = v["benchmarkRunId"]
     longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
     if not names.RUN_ID.match(run_id) or len(run_id) > longest:
         r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
                   f"lowercase letters, digits and '-', at most {longest} characters (it names "
                   "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
                   "run-2`")
-    if not names.IMAGE.match(image) or image.endswith(":latest"):
-        r.problem("benchmarkImage", f"'{image}' is not a pinned image; write "
-                  "registry/repository:tag or @sha256:<digest>, e.g. "
-                  f"{DEFAULT_BENCHMARK_IMAGE} (or your prebuilt image with the client installed)")
-    if pip_index and not re.match(r"^https?://[^\s/]+", pip_index):
-        r.problem("benchmarkPipIndexUrl", f"'{pip_index}' is not an http(s) URL; give your "
-                  "package mirror's simple index, e.g. https://pypi.example.com/simple")
-    key = "benchmarkConcurrencies"
-    for problem in names.levels_problems(v[key]) if key not in r.rejected else ():
-        r.problem(key, problem + LEVELS_FIX.replace("<key>", key))
-    return BenchmarkSettings(**{f.name: v[benchmark_key(f.name)]
+    return BenchmarkSettings(**{f.name: v["benchmark" + f.name.title().replace("_", "")]
                                 for f in fields(BenchmarkSettings) if f.init})
-
-
-def _checks(r: ConfigReader) -> tuple[PreflightSettings, NetworkSettings]:
-    where, sources = r.v["dynamoOperatorNamespace"], r.v["networkPolicySources"]
-    if where and not names.DNS_LABEL.match(where):
-        r.problem("dynamoOperatorNamespace", f"'{where}' is not a namespace name; give the "
-                  "namespace of the Dynamo operator, or leave it empty")
-    for source in sources:
-        if names.cidr(source) is None and not names.DNS_LABEL.match(source):
-            r.problem("networkPolicySources", f"'{source}' is neither a CIDR (10.0.0.0/8) "
-                      "nor a namespace name; list the clients allowed to call the frontend")
-    return (PreflightSettings(r.v["skipPreflight"], where),
-            NetworkSettings(r.v["networkPolicies"], sources))
 
 
 def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
@@ -691,7 +675,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
     serving = _serving(r, placement)
-    preflight, network = _checks(r)
     namespace, images = _namespace(r, graph), _images(r, serving.runtime)
     settings = Settings(
         stack=stack, profile=profile, routing=routing, namespace=namespace,
@@ -700,7 +683,9 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         timeouts=TimeoutSettings(r.v["downloadTimeoutSecs"], r.v["downloadRetries"],
                                  r.v["graphTimeoutSecs"]),
         benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
-        preflight=preflight, network=network, kube_context=context,
+        preflight=PreflightSettings(r.v["skipPreflight"], r.v["dynamoOperatorNamespace"]),
+        network=NetworkSettings(r.v["networkPolicies"], r.v["networkPolicySources"]),
+        kube_context=context,
         kubectl=kubectl_prefix(namespace.name, context), graph_name=graph,
         worker_image=images.vllm or images.nim,
         download_job_name=names.stack_object_name(graph, "model-download"),
@@ -730,13 +715,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
 SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token"}
 PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
                          "vllmImage": "stand-in.invalid/no-vllm-image:none"}
-
-
-def cli_value(value: Any) -> str:
-    """A config value as the CLI hands it to the program."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
 def stack_names(root: Path) -> list[str]:
