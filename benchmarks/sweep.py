@@ -348,14 +348,13 @@ def dist_version(dist: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    commit = None
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
             cwd=Path(__file__).resolve().parent,
         ).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
-        pass
+        commit = None
     return {"aiperf": dist_version("aiperf"), "openai": dist_version("openai"),
             "python": platform.python_version(), "toolkit_commit": commit}
 
@@ -451,17 +450,10 @@ def chunk_dir_name(index: int) -> str:
     return f"chunk-{index:02d}"
 
 
-def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int) -> bool:
-    state = (manifest.get("levels") or {}).get(str(concurrency)) or {}
-    return state.get("status") == STATUS_COMPLETE and bool(state.get("chunks")) and all(
-        (run_dir / level_dir_name(concurrency) / chunk.get("dir", "") / SUMMARY_EXPORT)
-        .is_file() for chunk in state["chunks"])
-
-
 def kept_chunks(level_dir: Path, state: Mapping[str, Any], planned: Sequence[list[str]]
                 ) -> list[dict[str, Any]]:
-    """The chunks of an unfinished level that an earlier attempt finished: in order, each
-    over the videos planned for it, with its summary export on disk."""
+    """The chunks of a level that an earlier attempt finished: in order, each over the
+    videos planned for it, with its summary export on disk."""
     kept = []
     for chunk, videos in zip(state.get("chunks") or [], planned, strict=False):
         if chunk.get("videos") != videos or not (
@@ -469,6 +461,14 @@ def kept_chunks(level_dir: Path, state: Mapping[str, Any], planned: Sequence[lis
             break
         kept.append(chunk)
     return kept
+
+
+def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int) -> bool:
+    state = (manifest.get("levels") or {}).get(str(concurrency)) or {}
+    chunks = state.get("chunks") or []
+    return state.get("status") == STATUS_COMPLETE and bool(chunks) and len(kept_chunks(
+        run_dir / level_dir_name(concurrency), state, [c.get("videos") for c in chunks])
+    ) == len(chunks)
 
 
 def run_aiperf(spec: LevelSpec, config: SweepConfig, say: Say, requests: int,
@@ -574,6 +574,7 @@ def open_run(config: SweepConfig) -> tuple[
     affinity = resolve_affinity(config)
     data = read_dataset(Path(config.dataset))
     run_dir = resolve_run_dir(config)
+    config = replace(config, run_dir=run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = _prepare_tokenizer(config, run_dir)
     base = manifest_base(config, affinity, data, tokenizer)
@@ -594,7 +595,7 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     `say` at once. Raises SweepError with what to do when a setting is bad or a level fails.
     """
     config, affinity, data, tokenizer, base, earlier = open_run(config)
-    run_dir = resolve_run_dir(config)
+    run_dir = resolve_run_dir(config)  # the one open_run chose
     attempts = list((earlier or {}).get("attempts")
                     or ([{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
     attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
