@@ -1,17 +1,14 @@
 """The whole benchmark on this machine, against a real Dynamo frontend with mock workers.
 
-Per profile (stack) and level, a fresh local Dynamo (cold caches: a mock worker's cache
-holds every video of a rehearsal) serves the cluster's adaptive sweep of a scaled-down text
-stand-in dataset (the sweep's `level_target` hook). Profiles run the same level side by side
-on their own stacks while their requests in flight fit `IN_FLIGHT_BUDGET`; then the report,
-with the seed's table beside it. What it models and its limits: docs/rehearsal.md. The same
-`--run-id` resumes.
+Per profile (stack) and level a fresh local Dynamo (cold caches: a mock worker's cache holds
+every video of a rehearsal) serves the cluster's adaptive sweep of a text stand-in dataset;
+profiles run a level side by side while their requests in flight fit `IN_FLIGHT_BUDGET`.
+The same `--run-id` resumes. What it models and its limits: docs/rehearsal.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import threading
@@ -54,8 +51,7 @@ from rehearsal.local_dynamo import (
     local_frontend_command,
     mock_model_dir,
     preflight_problems,
-    stop_processes,
-    tree_pids,
+    stop_descendants,
 )
 
 # 64 videos give every level of the seed's table at least three chunks of disjoint videos
@@ -352,9 +348,9 @@ class Rehearsal:
                 future.result()
         except BaseException:
             self.schedule.stop()
-            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
+            stop_descendants(STOP_SECS)
             pool.shutdown(cancel_futures=True)
-            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
+            stop_descendants(STOP_SECS)
             raise
         pool.shutdown()
 
