@@ -161,10 +161,6 @@ class Schedule:
         self.stopped = False
         self.changed = threading.Condition()
 
-    def lines(self) -> list[str]:
-        return [f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):",
-                *(f"  concurrency {level}: {' + '.join(group)}" for level, group in self.batches)]
-
     def wait_turn(self, profile: str, level: int) -> None:
         with self.changed:
             self.passed |= {(profile, lv) for lv in self.levels[:self.levels.index(level)]}
@@ -316,16 +312,10 @@ class Rehearsal:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
-    def kept_levels(self) -> int:
-        """Levels an earlier attempt of this run finished: a resume keeps them."""
-        kept = 0
-        for profile in self.config.profiles:
-            path = self.run_dir / profile / MANIFEST_NAME
-            if path.is_file():
-                manifest = json.loads(path.read_text())
-                kept += sum(level_complete(path.parent, manifest, c)
-                            for c in self.config.concurrencies)
-        return kept
+    def manifests(self) -> dict[str, dict[str, Any]]:
+        """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
+        paths = {p: self.run_dir / p / MANIFEST_NAME for p in self.config.profiles}
+        return {p: json.loads(path.read_text()) for p, path in paths.items() if path.is_file()}
 
     def sweep_profile(self, profile: str, model: Path, dataset: Path) -> None:
         try:
@@ -362,17 +352,19 @@ class Rehearsal:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
                      f"sweep says its levels and stop rule); results in {self.run_dir}")
-            for line in self.schedule.lines():
-                self.say(line)
+            self.say(f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):")
+            for level, group in self.schedule.batches:
+                self.say(f"  concurrency {level}: {' + '.join(group)}")
             model = mock_model_dir(self.run_dir / "model")
-            if any((self.run_dir / p / MANIFEST_NAME).is_file() for p in cfg.profiles):
+            if earlier := self.manifests():
                 # A resume: its settings are checked on datasets built aside, so a refusal
                 # leaves the earlier run as it was (the sweep's CLI does the same).
                 with tempfile.TemporaryDirectory() as aside:
                     built = self.datasets(Path(aside))
                     for p in cfg.profiles:
                         open_run(self.sweep_config(self.stacks[p], model, built))
-            kept = self.kept_levels()
+            kept = sum(level_complete(self.run_dir / p, manifest, level)
+                       for p, manifest in earlier.items() for level in cfg.concurrencies)
             dataset = self.datasets(self.run_dir)
             floor = round(self.ttft_floor_ms(model, dataset), 1)
             self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
@@ -381,12 +373,10 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        notes = [note for p in cfg.profiles
+        notes = [note for p, manifest in self.manifests().items()
                  if self.stacks[p].routing.router_mode == "round-robin"
                  and not self.stacks[p].routing.affinity
-                 for note in lockstep_notes(
-                     json.loads((self.run_dir / p / MANIFEST_NAME).read_text()),
-                     self.stacks[p].workers.replicas)]
+                 for note in lockstep_notes(manifest, self.stacks[p].workers.replicas)]
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
