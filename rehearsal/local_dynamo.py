@@ -88,14 +88,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def listeners(pids: set[int]) -> list[Listener]:
     """Every listening TCP socket owned by one of `pids`."""
     found: list[Listener] = []
@@ -324,8 +316,8 @@ class LocalDynamo:
         # NATS opens no monitoring, cluster or leaf port unless asked to.
         nats = self._launch("nats-server", [cfg.nats_binary, "--addr", LOOPBACK, "--port",
                                             str(nats_port)], os.environ)
-        self._wait(lambda: accepts_connections(nats_port), nats, 15.0,
-                   f"NATS to accept connections on {LOOPBACK}:{nats_port}")
+        self._wait(lambda: nats_port in {lst.port for lst in listeners(nats.members())}, nats,
+                   15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
         mocker = self._launch("dynamo.mocker", mocker_command(
             sys.executable, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env)
