@@ -263,11 +263,6 @@ class ManagedProcess:
                                 f"{log_tail(self.log)}")
 
 
-def _post(url: str, body: Mapping[str, Any]) -> urllib.request.Request:
-    return urllib.request.Request(url, json.dumps(body).encode(),
-                                  {"Content-Type": "application/json"})
-
-
 def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
     """The server's JSON answer; empty while it does not answer (yet)."""
     try:
@@ -365,11 +360,15 @@ class LocalDynamo:
             time.sleep(0.1)
         raise process.error(f"timed out after {timeout:.0f}s waiting for {what}")
 
+    def _chat(self, **body: Any) -> urllib.request.Request:
+        data = json.dumps({"model": SERVED_MODEL_NAME, **body}).encode()
+        return urllib.request.Request(f"{self.url}/v1/chat/completions", data,
+                                      {"Content-Type": "application/json"})
+
     def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
         """Milliseconds from sending a streamed one-token request to its first content
         chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
-        request = _post(f"{self.url}/v1/chat/completions", {
-            "model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1, "stream": True})
+        request = self._chat(messages=messages, max_tokens=1, stream=True)
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
             for line in response:
@@ -383,11 +382,10 @@ class LocalDynamo:
     def _reached_workers(self, seen: set[int]) -> bool:
         """A round of tiny requests without a session header; True once they reached every
         worker. Far shorter than a cache block, they leave no reusable prefix."""
-        body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
-                "messages": [{"role": "user", "content": "ready ?"}]}
+        request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
+                             **WORKER_ID_REQUEST_FIELDS)
         for _ in range(self.config.fleet.workers):
-            answer = _http_json(_post(f"{self.url}/v1/chat/completions", body), timeout=10.0)
-            if (worker := worker_id_from_body(answer)) is not None:
+            if (worker := worker_id_from_body(_http_json(request, timeout=10.0))) is not None:
                 seen.add(worker)
         return len(seen) == self.config.fleet.workers
 
