@@ -110,26 +110,25 @@ class RehearsalConfig:
 
 def config_problems(config: RehearsalConfig) -> list[str]:
     """Every bad option, naming it and the fix."""
-    problems = [] if config.profiles else ["--profiles needs at least one stack name"]
-    if len(set(config.profiles)) != len(config.profiles):
-        problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
-    for option, value in (("--videos", config.videos),
-                          ("--questions-per-video", config.questions_per_video)):
-        if value < 1:
-            problems.append(f"{option} must be at least 1 (got {value})")
-    problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
-    if 1 <= config.videos < max(config.concurrencies, default=0):
-        problems.append(f"--videos {config.videos} fill no chunk at --concurrency "
-                        f"{max(config.concurrencies)} (a chunk is as many videos as the level's "
-                        "concurrency): use more videos or lower levels")
-    if config.standin_tokens < MOCK_BLOCK_SIZE:
-        problems.append(f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache "
-                        f"block (got {config.standin_tokens}); a video is thousands of tokens")
-    if config.speedup_ratio <= 0 or config.decode_speedup_ratio <= 0:
-        problems.append(f"--speedup-ratio and --decode-speedup-ratio must be above 0 (got "
-                        f"{config.speedup_ratio}, {config.decode_speedup_ratio}); 1 keeps "
-                        "the mocker's own timing")
-    return problems
+    c, top = config, max(config.concurrencies, default=0)
+    checks = (
+        (not c.profiles, "--profiles needs at least one stack name"),
+        (len(set(c.profiles)) != len(c.profiles),
+         f"--profiles repeats a stack ({' '.join(c.profiles)})"),
+        (c.videos < 1, f"--videos must be at least 1 (got {c.videos})"),
+        (c.questions_per_video < 1,
+         f"--questions-per-video must be at least 1 (got {c.questions_per_video})"),
+        (1 <= c.videos < top, f"--videos {c.videos} fill no chunk at --concurrency {top} (a "
+         "chunk is as many videos as the level's concurrency): use more videos or lower levels"),
+        (c.standin_tokens < MOCK_BLOCK_SIZE, f"--standin-tokens must be at least "
+         f"{MOCK_BLOCK_SIZE}, one cache block (got {c.standin_tokens}); a video is thousands "
+         "of tokens"),
+        (c.speedup_ratio <= 0 or c.decode_speedup_ratio <= 0, "--speedup-ratio and "
+         f"--decode-speedup-ratio must be above 0 (got {c.speedup_ratio}, "
+         f"{c.decode_speedup_ratio}); 1 keeps the mocker's own timing"),
+    )
+    return ([problem for bad, problem in checks if bad]
+            + [f"--concurrency {problem}" for problem in levels_problems(c.concurrencies)])
 
 
 def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
