@@ -330,19 +330,18 @@ class Rehearsal:
         """Every profile's sweep in its own thread, paced by the schedule. On the first
         failure or Ctrl-C every process the rehearsal started is stopped (a thread cannot be
         interrupted), twice: the second catches what a thread started meanwhile."""
-        pool = ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep")
-        futures = [pool.submit(self.sweep_profile, p, model, dataset)
-                   for p in self.config.profiles]
-        try:
-            for future in wait(futures, return_when=FIRST_EXCEPTION).done:
-                future.result()
-        except BaseException:
-            self.schedule.stop()
-            stop_descendants(STOP_SECS)
-            pool.shutdown(cancel_futures=True)
-            stop_descendants(STOP_SECS)
-            raise
-        pool.shutdown()
+        with ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep") as pool:
+            futures = [pool.submit(self.sweep_profile, p, model, dataset)
+                       for p in self.config.profiles]
+            try:
+                for future in wait(futures, return_when=FIRST_EXCEPTION).done:
+                    future.result()
+            except BaseException:
+                self.schedule.stop()
+                stop_descendants(STOP_SECS)
+                pool.shutdown(cancel_futures=True)
+                stop_descendants(STOP_SECS)
+                raise
 
     def run(self) -> Path:
         self.check()
