@@ -373,9 +373,8 @@ class LocalDynamo:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
             for line in response:
                 data = line.removeprefix(b"data:").strip()
-                if line.startswith(b"data:") and data != b"[DONE]" and any(
-                        c.get("delta", {}).get("content")
-                        for c in json.loads(data).get("choices", [])):
+                chunk = json.loads(data) if line.startswith(b"data:") and data != b"[DONE]" else {}
+                if any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
                     return (time.monotonic() - started) * 1000
         raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
