@@ -61,21 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
                                 "concurrencies": tuple(args["concurrencies"])})
     rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
-    resume = f"rerun with --run-id {rehearsal.run_dir.name} to resume (finished levels are kept)"
     try:
         rehearsal.run()
+        return 0
     except InputError as exc:
         print(f"rehearse: error: {exc}", file=sys.stderr)
         return 2
     except (LocalDynamoError, SweepError) as exc:
-        print(f"rehearse: error: {exc}\nEvery process the rehearsal started was stopped; "
-              f"{resume}.", file=sys.stderr)
-        return 1
+        code, what = 1, f"error: {exc}\nEvery process the rehearsal started was stopped"
     except KeyboardInterrupt:
-        print(f"rehearse: interrupted; every process it started was stopped; {resume}.",
-              file=sys.stderr)
-        return 130
-    return 0
+        code, what = 130, "interrupted; every process it started was stopped"
+    print(f"rehearse: {what}; rerun with --run-id {rehearsal.run_dir.name} to resume "
+          "(finished levels are kept).", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

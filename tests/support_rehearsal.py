@@ -14,7 +14,6 @@ from rehearsal.local_dynamo import (
     MockFleet,
     find_nats_server,
     listeners,
-    listening_ports,
     mock_model_dir,
 )
 
@@ -53,6 +52,11 @@ def wait_gone(pids: set[int], timeout: float = 20.0) -> set[int]:
 def ports_of(pids: set[int]) -> set[int]:
     """The ports `pids` listen on now (taken before stopping them)."""
     return {listener.port for listener in listeners(pids)}
+
+
+def listening_ports() -> set[int]:
+    """Every TCP port something listens on here, whoever owns it."""
+    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
 
 
 def still_listening(ports: set[int], timeout: float = 10.0) -> set[int]:

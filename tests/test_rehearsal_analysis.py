@@ -185,3 +185,13 @@ def test_notes_flag_round_robin_partly_in_step_too() -> None:
     (note,) = lockstep_notes(_manifest({16: spread, 8: partly}), workers=8)
     assert "concurrency 8 (concurrency = fleet size) kept 20% of videos on one worker" in note
     assert "(4.2 workers per video of 8)" in note
+
+
+def test_a_lockstep_note_says_the_gain_is_understated_at_any_level() -> None:
+    """The lockstep comes from the mock's identical request times at any concurrency, not
+    only at the fleet size: the note says what that does to the gain, not to avoid a level."""
+    locked = {f"v{i}": [1] * 20 for i in range(10)}
+    (note,) = lockstep_notes(_manifest({2: locked}), workers=8)
+    assert note.startswith("Round robin at concurrency 2 kept 100% of videos on one worker")
+    assert "the gain over round robin at concurrency 2 understates what real workers" in note
+    assert "compare profiles" not in note
