@@ -1,16 +1,10 @@
 """What the program reads from the cluster before it declares anything, and what follows.
 
-Mocks and schemas can't see what is already in the cluster, and the provider only finds
-out when it applies, hours into `up`. So the program reads the few objects this stack
-would create or adopt (read-only, short timeouts) and decides from them, before anything
-is declared: what to adopt as it is, and what to refuse with the fix. Where the cluster
-can't be read, a preview (an offline one in a pull request) says so in one line and
-declares the defaults; a real `up` stops with the cause, since unchecked it would adopt what
-the checks protect. `skipPreflight` reads nothing.
-
-`observe` is the thin I/O layer (no Pulumi: the program passes its log as `say`, and the
-toolkit's `collect` shares the client); the decisions below it are pure (API objects in)
-and tested with the client's own model objects.
+The provider only finds out what is already in the cluster when it applies, hours into
+`up`. So the program reads the few objects this stack would create or adopt (read-only,
+short timeouts) and decides from them what to adopt as it is and what to refuse with the
+fix. `observe` is the I/O (no Pulumi: the program passes its log as `say`); the decisions
+below it are pure, tested with the client's own model objects.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,9 +52,8 @@ RWO_ONLY_PROVISIONERS = frozenset({
 
 @dataclass(frozen=True)
 class LiveObjects:
-    """What the cluster holds, as the API returns it: the objects under this stack's names
-    (None: absent) and what the preflight needs. `unreadable` names the reads the API
-    refused (403): their checks are skipped, not failed."""
+    """What the cluster holds, as the API returns it (None: absent). `unreadable` names the
+    reads the API refused (401/403): their checks are skipped, not failed."""
 
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
@@ -76,8 +70,8 @@ class LiveObjects:
 
 
 def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
-    """A client for the stack's cluster: `kubernetes:kubeconfig` may hold a path or the
-    file's content (as the provider accepts); unset means KUBECONFIG or ~/.kube/config."""
+    """`kubernetes:kubeconfig` may hold a path or the file's content (as the provider
+    accepts); unset means KUBECONFIG or ~/.kube/config."""
     if kubeconfig and ("\n" in kubeconfig or kubeconfig.lstrip().startswith("{")):
         return config.new_client_from_config_dict(yaml.safe_load(kubeconfig), context=context)
     return config.new_client_from_config(config_file=kubeconfig or None, context=context)
@@ -86,14 +80,15 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
 def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
             say: Callable[[str], None]) -> LiveObjects | None:
     """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
-    on, or (a preview) when the cluster can't be read, with one line to `say` why; on `up`
-    a failed read raises `SettingsError` with the cause and the fix."""
+    on, or (a preview) when the cluster can't be read, said in one line; on `up` a failed
+    read raises `SettingsError`: unchecked, it would adopt what the checks protect."""
     if settings.preflight.skip:
         say("preflight skipped: skipPreflight is true; nothing is read, so an existing "
             "claim, a completed download Job or a failed sweep is not recognised and each "
             "is declared as if new")
         return None
     outcome: list[LiveObjects | str] = []
+
     def read() -> None:
         try:
             outcome.append(_read(settings, kubeconfig))
@@ -134,15 +129,14 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         try:
             return call(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as err:
-            if err.status in (401, 403):
-                refused.add(what)
-            elif err.status != 404:
+            if err.status not in (401, 403, 404):
                 raise
+            if err.status != 404:
+                refused.add(what)
             return None
 
     def items(what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        listed = read(what, call, *args, **kwargs)
-        return tuple(listed.items) if listed is not None else ()
+        return tuple(getattr(read(what, call, *args, **kwargs), "items", ()))
 
     try:
         claim = read("claim", core.read_namespaced_persistent_volume_claim,
@@ -194,8 +188,7 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
 
     An existing claim is never rewritten: one this project made (another stack's, or one
     kept by `destroy`) is declared with its own live spec, so server-side apply finds no
-    conflicting value; one made outside the project (the recipe's kubectl steps) is used
-    as `cacheExistingClaim` would, and never deleted by this stack.
+    conflicting value; one made outside the project is used as `cacheExistingClaim` would.
     """
     claim = live.claim if live else None
     if claim is None:
@@ -208,9 +201,8 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
-    """What to tell a user whose cacheSize or cacheStorageClass no longer matches the claim
-    in the cluster: its spec is fixed once it exists (a replacement would empty the cache),
-    so the change needs a step by hand; None when they match."""
+    """What to tell a user whose cacheSize or cacheStorageClass no longer matches the live
+    claim (its spec is fixed: a replacement would empty the cache); None when they match."""
     claim, cache = live.claim if live else None, settings.cache
     if claim is None:
         return None
@@ -289,15 +281,13 @@ def job_status_of(job: client.V1Job | None) -> JobStatus:
 
 
 def completed(job: client.V1Job | None) -> bool:
-    """The cluster reports the Job Complete: the stack declares it so the provider never
-    replaces it (its `.spec` changes are ignored), whatever the code renders today."""
+    """The cluster reports the Job Complete: the stack keeps it, whatever the code renders."""
     return job_status_of(job).state is JobState.SUCCEEDED
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """The preflight: what would fail hours into `up`, found now, one line each with the
-    setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on.
-    Each check skips what the API refused to show it (`unreadable`)."""
+    """What would fail hours into `up`, found now, one line each with the setting and the
+    fix; nothing when the cluster was not read. Each check skips what `unreadable` names."""
     if live is None or settings.preflight.skip:
         return []
     checks = (_platform, _namespace, _cache, _download, _gpus, _pull_secrets)
@@ -310,38 +300,36 @@ def _key(name: str) -> str:
 
 def _platform(settings: Settings, live: LiveObjects) -> list[str]:
     out = []
-    if "CRD" not in live.unreadable:
-        served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
-        if GRAPH_VERSION not in served:
-            out.append(
-                f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
-                + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo "
-                   "platform" if served else "is not installed: install the Dynamo platform")
-                + " (its Helm chart) before `pulumi up`")
-    if "operator" not in live.unreadable:
-        where = settings.preflight.operator_namespace or "any namespace"
-        ready = [d for d in live.operators if (d.status.ready_replicas or 0) > 0]
-        if not live.operators:
-            out.append(
-                f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
-                f"({OPERATOR_SELECTOR}) in {where}: install the Dynamo platform, or set "
-                "dynamoOperatorNamespace to where it runs")
-        elif not ready:
-            d = live.operators[0].metadata
-            out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
-                       f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
+    served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
+    if "CRD" not in live.unreadable and GRAPH_VERSION not in served:
+        out.append(
+            f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
+            + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo "
+               "platform" if served else "is not installed: install the Dynamo platform")
+            + " (its Helm chart) before `pulumi up`")
+    if "operator" in live.unreadable:
+        return out
+    if not live.operators:
+        out.append(
+            f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
+            f"({OPERATOR_SELECTOR}) in {settings.preflight.operator_namespace or 'any namespace'}"
+            ": install the Dynamo platform, or set dynamoOperatorNamespace to where it runs")
+    elif not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
+        d = live.operators[0].metadata
+        out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
+                   f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
     return out
 
 
 def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
+    ns, create = settings.namespace.name, settings.namespace.create
     if "namespace" in live.unreadable:
         return []
-    ns = settings.namespace.name
-    if not settings.namespace.create and live.namespace is None:
+    if not create and live.namespace is None:
         return [f"{_key('namespace')}: namespace {ns} does not exist and createNamespace is "
                 f"false: create it (`kubectl create namespace {ns}`) or `pulumi config set "
                 "createNamespace true`"]
-    if settings.namespace.create and live.namespace and not _ours(live.namespace.metadata):
+    if create and live.namespace and not _ours(live.namespace.metadata):
         return [
             f"{_key('createNamespace')}: namespace {ns} exists and was not made by this "
             "project (by hand, for a pull secret?); a stack that creates its namespace "
@@ -351,41 +339,37 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    out = []
-    claim, cache = live.claim, settings.cache
-    if claim is None and "claim" not in live.unreadable:
+    claim, cache, sc = live.claim, settings.cache, live.storage_class
+    class_gone = sc is None and "storage class" not in live.unreadable
+    if claim is None:
+        if "claim" in live.unreadable:
+            return []
         if cache.existing_claim:
-            out.append(f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
-                       f"namespace {settings.namespace.name}: give an existing claim's name "
-                       "(`kubectl get pvc`), or leave it empty to create one")
-        elif live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
-                       "does not exist; pick a ReadWriteMany one from `kubectl get "
-                       "storageclass`")
-        elif live.storage_class and live.storage_class.provisioner in RWO_ONLY_PROVISIONERS:
-            out.append(f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
-                       f"{live.storage_class.provisioner}, which offers ReadWriteOnce volumes "
-                       "only; the shared cache needs ReadWriteMany (NFS, EFS, Filestore, "
-                       "Azure Files, CephFS...)")
-    if claim is not None:
-        key = _key("cacheExistingClaim")
-        used = claim.spec.storage_class_name
-        if used and live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{key}: claim {cache.claim_name} uses storage class {used}, which "
-                       "does not exist (`kubectl get storageclass`): the claim can't bind; "
-                       "use another claim")
-        if "ReadWriteMany" not in (claim.spec.access_modes or []):
-            out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
-                       "; eight workers on several nodes share the cache, so it must be "
-                       "ReadWriteMany: use another claim")
-        requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
-        size = quantity_amount(str(requests.get("storage", "0"))) or 0
-        need = cache_gib_needed(settings.workers.serving)
-        if size < need * 2**30:
-            out.append(f"{key}: claim {cache.claim_name} holds {requests.get('storage')}, "
-                       f"less than the {need}Gi this serving path downloads: grow it or use "
-                       "another claim")
-    return out
+            return [f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
+                    f"namespace {settings.namespace.name}: give an existing claim's name "
+                    "(`kubectl get pvc`), or leave it empty to create one"]
+        if class_gone:
+            return [f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
+                    "does not exist; pick a ReadWriteMany one from `kubectl get storageclass`"]
+        if sc and sc.provisioner in RWO_ONLY_PROVISIONERS:
+            return [f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
+                    f"{sc.provisioner}, which offers ReadWriteOnce volumes only; the shared "
+                    "cache needs ReadWriteMany (NFS, EFS, Filestore, Azure Files, CephFS...)"]
+        return []
+    used, modes = claim.spec.storage_class_name, claim.spec.access_modes or []
+    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
+    found = (
+        (used and class_gone, f"uses storage class {used}, which does not exist (`kubectl "
+                              "get storageclass`): the claim can't bind; use another claim"),
+        ("ReadWriteMany" not in modes, f"is {', '.join(modes)}; eight workers on several "
+                                       "nodes share the cache, so it must be ReadWriteMany: "
+                                       "use another claim"),
+        ((quantity_amount(str(size or 0)) or 0) < need * 2**30,
+         f"holds {size}, less than the {need}Gi this serving path downloads: grow it or use "
+         "another claim"),
+    )
+    return [f"{_key('cacheExistingClaim')}: claim {cache.claim_name} {text}"
+            for bad, text in found if bad]
 
 
 def _download(settings: Settings, live: LiveObjects) -> list[str]:
@@ -396,7 +380,7 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
                 "`pulumi up --refresh` to run it again"]
     container = manifests.model_download_job(settings)["spec"]["template"]["spec"][
         "containers"][0]
-    needs_gpu = manifests.GPU_RESOURCE in (container.get("resources") or {}).get("limits", {})
+    needs_gpu = manifests.GPU_RESOURCE in container["resources"].get("limits", {})
     rerun = job is None or (not completed(job) and download_differs(settings, job))
     if needs_gpu and rerun and live.graph is not None:
         return [
@@ -411,48 +395,45 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
-    if taint.effect == "PreferNoSchedule":
-        return True
     # An absent taint value is "" to Kubernetes (ToleratesTaint), None from the client.
-    return any(t.key == taint.key and t.value in (None, taint.value or "")
-               and t.effect in (None, taint.effect) for t in tolerations)
+    return taint.effect == "PreferNoSchedule" or any(
+        t.key == taint.key and t.value in (None, taint.value or "")
+        and t.effect in (None, taint.effect) for t in tolerations)
+
+
+def _gpu_count(quantities: dict[str, Any] | None) -> float:
+    return float((quantities or {}).get(manifests.GPU_RESOURCE, 0))
 
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
-    GPUs minus what running pods other than this stack's graph request; a replica can't
-    span nodes."""
+    GPUs minus what running pods other than this stack's request; a replica can't span
+    nodes."""
     if {"nodes", "pods"} & live.unreadable:
         return []
-    serving = settings.workers.serving
-    selector = dict(settings.placement.node_selector)
+    serving, placement = settings.workers.serving, settings.placement
     nodes = [
         n for n in live.nodes
-        if selector.items() <= (n.metadata.labels or {}).items()
-        and all(_tolerates(settings.placement.tolerations, t) for t in n.spec.taints or [])
+        if dict(placement.node_selector).items() <= (n.metadata.labels or {}).items()
+        and all(_tolerates(placement.tolerations, t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
     ]
-    used: dict[str, float] = {}
+    used: Counter[str] = Counter()
     for pod in live.pods:
-        if _stack_owns(settings, pod):
-            continue  # its GPUs are the ones this stack will use
-        for c in pod.spec.containers:
-            requests = (c.resources.requests if c.resources else None) or {}
-            used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
-                requests.get(manifests.GPU_RESOURCE, 0))
-    replicas = sum(
-        max(0, int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
-                    - used.get(n.metadata.name, 0)) // serving.gpus_per_replica))
-        for n in nodes
-    )
+        if not _stack_owns(settings, pod):  # its GPUs are the ones this stack will use
+            used[pod.spec.node_name] += sum(
+                _gpu_count(c.resources.requests if c.resources else None)
+                for c in pod.spec.containers)
+    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[n.metadata.name])
+                              // serving.gpus_per_replica)) for n in nodes)
     out = []
-    wanted = f"{serving.replicas} x {serving.gpus_per_replica}"
     if replicas < serving.replicas:
         out.append(
             f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
             f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
-            f"{serving.replicas} workers ({wanted} GPUs, counting what other pods hold); "
-            "free GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas")
+            f"{serving.replicas} workers ({serving.replicas} x {serving.gpus_per_replica} "
+            "GPUs, counting what other pods hold); free GPUs, fix "
+            "gpuNodeSelector/gpuTolerations, or lower workerReplicas")
     products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
     if products - {serving.gpu_product}:
         out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"
