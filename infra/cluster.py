@@ -25,6 +25,7 @@ from urllib3.exceptions import HTTPError
 
 from infra import manifests
 from infra.names import sweep_job_name
+from infra.network_policies import GRAPH_LABEL
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 
@@ -32,15 +33,13 @@ from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 REQUEST_TIMEOUT = (3, 10)
 # Bounds all the reads together: a kubeconfig's exec credential plugin has no timeout.
 READ_DEADLINE_SECS = 60.0
-PART_OF = "app.kubernetes.io/part-of"
-GRAPH_GROUP, GRAPH_VERSION, GRAPH_PLURAL = "nvidia.com", "v1beta1", "dynamographdeployments"
+GRAPH_GROUP, GRAPH_VERSION = manifests.GRAPH_API_VERSION.split("/")
+GRAPH_PLURAL = "dynamographdeployments"
 GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
 # The Dynamo platform chart's operator Deployment (deploy/helm/charts/platform/components/
 # operator/templates/deployment.yaml in ai-dynamo/dynamo at 05da1f97).
 OPERATOR_SELECTOR = "app.kubernetes.io/part-of=dynamo-operator,control-plane=controller-manager"
 RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-# The operator's label on every pod of a graph (internal/consts/consts.go at 0367e404).
-GRAPH_POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 # Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
 # Not `kubernetes.io/no-provisioner`: static volumes (on premises often RWX NFS) use it.
 RWO_ONLY_PROVISIONERS = frozenset({
@@ -176,7 +175,8 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
 
 def _ours(metadata: client.V1ObjectMeta | None) -> bool:
     labels = (metadata.labels if metadata else None) or {}
-    return labels.get(PART_OF) == manifests.common_labels()[PART_OF]
+    part_of = "app.kubernetes.io/part-of"
+    return labels.get(part_of) == manifests.common_labels()[part_of]
 
 
 def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
@@ -241,14 +241,10 @@ def _covers(live: Any, wanted: Any) -> bool:
 def download_differs(settings: Settings, job: client.V1Job) -> bool:
     """The live download Job's pod template is not what these settings render, placement
     aside (ignored by the stack): the provider would replace a Job that is not complete."""
-    def unplaced(template: dict[str, Any]) -> dict[str, Any]:
-        spec = {k: v for k, v in template.get("spec", {}).items()
-                if k not in manifests.PLACEMENT_KEYS}
-        return {**template, "spec": spec}
-
     wanted = manifests.model_download_job(settings)["spec"]["template"]
+    spec = {k: v for k, v in wanted["spec"].items() if k not in manifests.PLACEMENT_KEYS}
     live = client.ApiClient().sanitize_for_serialization(job.spec.template)
-    return not _covers(unplaced(live), unplaced(wanted))
+    return not _covers(live, {**wanted, "spec": spec})
 
 
 class JobState(enum.Enum):
@@ -287,44 +283,46 @@ def completed(job: client.V1Job | None) -> bool:
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
     """What would fail hours into `up`, found now, one line each with the setting and the
-    fix; nothing when the cluster was not read. Each check skips what `unreadable` names."""
+    fix; nothing when the cluster was not read. A read the API refused (`unreadable`) is
+    no verdict: the checks that need it are skipped."""
     if live is None or settings.preflight.skip:
         return []
-    checks = (_platform, _namespace, _cache, _download, _gpus, _pull_secrets)
-    return [line for check in checks for line in check(settings, live)]
+    checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
+              (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
+              (_pull_secrets, {"pull secrets"}))
+    return [line for check, needs in checks if not needs & live.unreadable
+            for line in check(settings, live)]
 
 
 def _key(name: str) -> str:
     return f"{PROJECT}:{name}"
 
 
-def _platform(settings: Settings, live: LiveObjects) -> list[str]:
-    out = []
+def _crd(settings: Settings, live: LiveObjects) -> list[str]:
     served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
-    if "CRD" not in live.unreadable and GRAPH_VERSION not in served:
-        out.append(
-            f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
-            + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo "
-               "platform" if served else "is not installed: install the Dynamo platform")
-            + " (its Helm chart) before `pulumi up`")
-    if "operator" in live.unreadable:
-        return out
+    if GRAPH_VERSION in served:
+        return []
+    return [f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
+            + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo platform"
+               if served else "is not installed: install the Dynamo platform")
+            + " (its Helm chart) before `pulumi up`"]
+
+
+def _operator(settings: Settings, live: LiveObjects) -> list[str]:
     if not live.operators:
-        out.append(
-            f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
-            f"({OPERATOR_SELECTOR}) in {settings.preflight.operator_namespace or 'any namespace'}"
-            ": install the Dynamo platform, or set dynamoOperatorNamespace to where it runs")
-    elif not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
-        d = live.operators[0].metadata
-        out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
-                   f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
-    return out
+        return [f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
+                f"({OPERATOR_SELECTOR}) in "
+                f"{settings.preflight.operator_namespace or 'any namespace'}: install the "
+                "Dynamo platform, or set dynamoOperatorNamespace to where it runs"]
+    if any((d.status.ready_replicas or 0) > 0 for d in live.operators):
+        return []
+    d = live.operators[0].metadata
+    return [f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready replica; see "
+            f"`kubectl -n {d.namespace} describe deployment {d.name}`"]
 
 
 def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
     ns, create = settings.namespace.name, settings.namespace.create
-    if "namespace" in live.unreadable:
-        return []
     if not create and live.namespace is None:
         return [f"{_key('namespace')}: namespace {ns} does not exist and createNamespace is "
                 f"false: create it (`kubectl create namespace {ns}`) or `pulumi config set "
@@ -342,8 +340,6 @@ def _cache(settings: Settings, live: LiveObjects) -> list[str]:
     claim, cache, sc = live.claim, settings.cache, live.storage_class
     class_gone = sc is None and "storage class" not in live.unreadable
     if claim is None:
-        if "claim" in live.unreadable:
-            return []
         if cache.existing_claim:
             return [f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
                     f"namespace {settings.namespace.name}: give an existing claim's name "
@@ -409,8 +405,6 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
     GPUs minus what running pods other than this stack's request; a replica can't span
     nodes."""
-    if {"nodes", "pods"} & live.unreadable:
-        return []
     serving, placement = settings.workers.serving, settings.placement
     nodes = [
         n for n in live.nodes
@@ -447,14 +441,14 @@ def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
     the benchmark) by our labels."""
     labels = pod.metadata.labels or {}
     return pod.metadata.namespace == settings.namespace.name and (
-        labels.get(GRAPH_POD_LABEL) == settings.graph_name
+        labels.get(GRAPH_LABEL) == settings.graph_name
         or labels.get(manifests.PROFILE_LABEL) == settings.profile
         or labels == {**labels, **manifests.download_pod_labels(settings)})
 
 
 def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:
     missing = [n for n in settings.secrets.image_pull_secrets if n not in live.pull_secrets]
-    if not missing or "pull secrets" in live.unreadable:
+    if not missing:
         return []
     ns = settings.namespace.name
     first = (f"create the namespace first (`kubectl create namespace {ns}`, then `pulumi "
