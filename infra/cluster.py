@@ -265,14 +265,11 @@ def job_status_of(job: client.V1Job | None) -> JobStatus:
     for the next `up` (a failed sweep runs again) and for `collect`."""
     if job is None:
         return JobStatus(JobState.MISSING)
-    for condition in (job.status.conditions if job.status else None) or []:
-        if condition.status != "True":
-            continue
-        if condition.type == "Complete":
+    for c in (job.status.conditions if job.status else None) or []:
+        if c.status == "True" and c.type == "Complete":
             return JobStatus(JobState.SUCCEEDED)
-        if condition.type == "Failed":
-            reason = ": ".join(x for x in (condition.reason, condition.message) if x)
-            return JobStatus(JobState.FAILED, reason)
+        if c.status == "True" and c.type == "Failed":
+            return JobStatus(JobState.FAILED, ": ".join(x for x in (c.reason, c.message) if x))
     return JobStatus(JobState.RUNNING)
 
 
@@ -294,78 +291,73 @@ def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
             for line in check(settings, live)]
 
 
-def _key(name: str) -> str:
-    return f"{PROJECT}:{name}"
+def _found(*rows: tuple[Any, str, str]) -> list[str]:
+    """The messages whose condition holds, each after the setting that fixes it."""
+    return [f"{PROJECT}:{key}: {text}" for bad, key, text in rows if bad]
 
 
 def _crd(settings: Settings, live: LiveObjects) -> list[str]:
     served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
     if GRAPH_VERSION in served:
         return []
-    return [f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
-            + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo platform"
-               if served else "is not installed: install the Dynamo platform")
-            + " (its Helm chart) before `pulumi up`"]
+    fix = f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade" if served else (
+        "is not installed: install")
+    return [f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) {fix} the Dynamo platform "
+            "(its Helm chart) before `pulumi up`"]
 
 
 def _operator(settings: Settings, live: LiveObjects) -> list[str]:
-    if not live.operators:
-        return [f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
-                f"({OPERATOR_SELECTOR}) in "
-                f"{settings.preflight.operator_namespace or 'any namespace'}: install the "
-                "Dynamo platform, or set dynamoOperatorNamespace to where it runs"]
-    if any((d.status.ready_replicas or 0) > 0 for d in live.operators):
-        return []
-    d = live.operators[0].metadata
-    return [f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready replica; see "
-            f"`kubectl -n {d.namespace} describe deployment {d.name}`"]
+    if live.operators and not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
+        d = live.operators[0].metadata
+        return [f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready replica; "
+                f"see `kubectl -n {d.namespace} describe deployment {d.name}`"]
+    return _found((not live.operators, "dynamoOperatorNamespace",
+                   f"no Dynamo operator Deployment ({OPERATOR_SELECTOR}) in "
+                   f"{settings.preflight.operator_namespace or 'any namespace'}: install the "
+                   "Dynamo platform, or set dynamoOperatorNamespace to where it runs"))
 
 
 def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
-    ns, create = settings.namespace.name, settings.namespace.create
-    if not create and live.namespace is None:
-        return [f"{_key('namespace')}: namespace {ns} does not exist and createNamespace is "
-                f"false: create it (`kubectl create namespace {ns}`) or `pulumi config set "
-                "createNamespace true`"]
-    if create and live.namespace and not _ours(live.namespace.metadata):
-        return [
-            f"{_key('createNamespace')}: namespace {ns} exists and was not made by this "
-            "project (by hand, for a pull secret?); a stack that creates its namespace "
-            "deletes it on destroy, with everything in it. Deploy into it instead: "
-            "`pulumi config set createNamespace false`"]
-    return []
+    ns, create, found = settings.namespace.name, settings.namespace.create, live.namespace
+    return _found(
+        (not create and found is None, "namespace",
+         f"namespace {ns} does not exist and createNamespace is false: create it (`kubectl "
+         f"create namespace {ns}`) or `pulumi config set createNamespace true`"),
+        (create and found and not _ours(found.metadata), "createNamespace",
+         f"namespace {ns} exists and was not made by this project (by hand, for a pull "
+         "secret?); a stack that creates its namespace deletes it on destroy, with "
+         "everything in it. Deploy into it instead: `pulumi config set createNamespace "
+         "false`"))
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    claim, cache, sc = live.claim, settings.cache, live.storage_class
-    class_gone = sc is None and "storage class" not in live.unreadable
-    if claim is None:
-        if cache.existing_claim:
-            return [f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
-                    f"namespace {settings.namespace.name}: give an existing claim's name "
-                    "(`kubectl get pvc`), or leave it empty to create one"]
-        if class_gone:
-            return [f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
-                    "does not exist; pick a ReadWriteMany one from `kubectl get storageclass`"]
-        if sc and sc.provisioner in RWO_ONLY_PROVISIONERS:
-            return [f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
-                    f"{sc.provisioner}, which offers ReadWriteOnce volumes only; the shared "
-                    "cache needs ReadWriteMany (NFS, EFS, Filestore, Azure Files, CephFS...)"]
-        return []
-    used, modes = claim.spec.storage_class_name, claim.spec.access_modes or []
+    claim, cache = live.claim, settings.cache
+    class_gone = live.storage_class is None and "storage class" not in live.unreadable
+    if claim is None:  # the first that applies: each fix makes the next moot
+        provisioner = getattr(live.storage_class, "provisioner", None)
+        return _found(
+            (cache.existing_claim, "cacheExistingClaim",
+             f"claim {cache.existing_claim} is not in namespace {settings.namespace.name}: "
+             "give an existing claim's name (`kubectl get pvc`), or leave it empty to create "
+             "one"),
+            (class_gone, "cacheStorageClass", f"storage class {cache.storage_class} does not "
+             "exist; pick a ReadWriteMany one from `kubectl get storageclass`"),
+            (provisioner in RWO_ONLY_PROVISIONERS, "cacheStorageClass",
+             f"{cache.storage_class} provisions with {provisioner}, which offers "
+             "ReadWriteOnce volumes only; the shared cache needs ReadWriteMany (NFS, EFS, "
+             "Filestore, Azure Files, CephFS...)"))[:1]
+    name, used, modes = cache.claim_name, claim.spec.storage_class_name, claim.spec.access_modes
     size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
-    found = (
-        (used and class_gone, f"uses storage class {used}, which does not exist (`kubectl "
-                              "get storageclass`): the claim can't bind; use another claim"),
-        ("ReadWriteMany" not in modes, f"is {', '.join(modes)}; eight workers on several "
-                                       "nodes share the cache, so it must be ReadWriteMany: "
-                                       "use another claim"),
-        ((quantity_amount(str(size or 0)) or 0) < need * 2**30,
-         f"holds {size}, less than the {need}Gi this serving path downloads: grow it or use "
+    return _found(
+        (used and class_gone, "cacheExistingClaim", f"claim {name} uses storage class {used}, "
+         "which does not exist (`kubectl get storageclass`): the claim can't bind; use "
          "another claim"),
-    )
-    return [f"{_key('cacheExistingClaim')}: claim {cache.claim_name} {text}"
-            for bad, text in found if bad]
+        ("ReadWriteMany" not in (modes or []), "cacheExistingClaim",
+         f"claim {name} is {', '.join(modes or [])}; eight workers on several nodes share "
+         "the cache, so it must be ReadWriteMany: use another claim"),
+        ((quantity_amount(str(size or 0)) or 0) < need * 2**30, "cacheExistingClaim",
+         f"claim {name} holds {size}, less than the {need}Gi this serving path downloads: "
+         "grow it or use another claim"))
 
 
 def _download(settings: Settings, live: LiveObjects) -> list[str]:
@@ -378,16 +370,14 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
         "containers"][0]
     needs_gpu = manifests.GPU_RESOURCE in container["resources"].get("limits", {})
     rerun = job is None or (not completed(job) and download_differs(settings, job))
-    if needs_gpu and rerun and live.graph is not None:
-        return [
-            f"{_key('nimModelProfile')}: the model download must run (again) for these "
-            f"settings and, without a pinned profile, needs a worker's GPUs, which this "
-            f"stack's graph {settings.graph_name} holds: it would wait for "
-            "downloadTimeoutSecs. Set nimModelProfile to the profile id (the download "
-            "then needs no GPU), or free the GPUs first: "
-            f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
-            "`pulumi up --refresh`"]
-    return []
+    return _found((
+        needs_gpu and rerun and live.graph is not None, "nimModelProfile",
+        "the model download must run (again) for these settings and, without a pinned "
+        f"profile, needs a worker's GPUs, which this stack's graph {settings.graph_name} "
+        "holds: it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile "
+        "id (the download then needs no GPU), or free the GPUs first: "
+        f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
+        "`pulumi up --refresh`"))
 
 
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
@@ -420,20 +410,17 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
                 for c in pod.spec.containers)
     replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[n.metadata.name])
                               // serving.gpus_per_replica)) for n in nodes)
-    out = []
-    if replicas < serving.replicas:
-        out.append(
-            f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
-            f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
-            f"{serving.replicas} workers ({serving.replicas} x {serving.gpus_per_replica} "
-            "GPUs, counting what other pods hold); free GPUs, fix "
-            "gpuNodeSelector/gpuTolerations, or lower workerReplicas")
     products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
-    if products - {serving.gpu_product}:
-        out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"
-                   f" not {serving.gpu_product}: narrow gpuNodeSelector to "
-                   f"{GPU_PRODUCT_LABEL}={serving.gpu_product}, or set gpuProduct to theirs")
-    return out
+    return _found(
+        (replicas < serving.replicas, "gpuNodeSelector",
+         f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
+         f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
+         f"{serving.gpus_per_replica} GPUs, counting what other pods hold); free GPUs, fix "
+         "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+        (products - {serving.gpu_product}, "gpuProduct",
+         f"matching GPU nodes are {', '.join(sorted(products))}, not {serving.gpu_product}: "
+         f"narrow gpuNodeSelector to {GPU_PRODUCT_LABEL}={serving.gpu_product}, or set "
+         "gpuProduct to theirs"))
 
 
 def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
@@ -448,10 +435,8 @@ def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
 
 def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:
     missing = [n for n in settings.secrets.image_pull_secrets if n not in live.pull_secrets]
-    if not missing:
-        return []
     ns = settings.namespace.name
     first = (f"create the namespace first (`kubectl create namespace {ns}`, then `pulumi "
              "config set createNamespace false`), then " if live.namespace is None else "")
-    return [f"{_key('imagePullSecrets')}: {', '.join(missing)} not in namespace {ns}: "
-            f"{first}create it (`kubectl -n {ns} create secret docker-registry ...`)"]
+    return _found((missing, "imagePullSecrets", f"{', '.join(missing)} not in namespace {ns}: "
+                   f"{first}create it (`kubectl -n {ns} create secret docker-registry ...`)"))
