@@ -1,10 +1,9 @@
-"""What the program reads from the cluster before it declares anything, and what follows.
+"""The preflight: what the program reads from the cluster before it declares anything.
 
-The provider only finds out what is already in the cluster when it applies, hours into
-`up`. So the program reads the few objects this stack would create or adopt (read-only,
-short timeouts) and decides from them what to adopt as it is and what to refuse with the
-fix. `observe` is the I/O (no Pulumi: the program passes its log as `say`); the decisions
-below it are pure, tested with the client's own model objects.
+The provider finds what already exists only when it applies, hours into `up`; so the few
+objects this stack would create or adopt are read first (read-only, short timeouts) to
+decide what to adopt as it is and what to refuse with the fix. `observe` is the I/O (no
+Pulumi); the decisions below it are pure, tested with the client's own model objects.
 """
 
 from __future__ import annotations
@@ -195,9 +194,8 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
         return manifests.model_cache_claim(settings)["spec"]
     if not _ours(claim.metadata):
         return None
-    return {"accessModes": list(claim.spec.access_modes or []),
-            "storageClassName": claim.spec.storage_class_name,
-            "resources": {"requests": dict(_requests(claim))}}
+    spec = client.ApiClient().sanitize_for_serialization(claim.spec)
+    return {k: spec.get(k) for k in ("accessModes", "storageClassName", "resources")}
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
