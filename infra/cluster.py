@@ -183,12 +183,9 @@ def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
 
 
 def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] | None:
-    """The spec to declare for the cache claim; None means use the claim by name only.
-
-    An existing claim is never rewritten: one this project made (another stack's, or one
-    kept by `destroy`) is declared with its own live spec, so server-side apply finds no
-    conflicting value; one made outside the project is used as `cacheExistingClaim` would.
-    """
+    """The cache claim's spec to declare; None: use the claim by name only. An existing
+    claim is never rewritten: one this project made is declared with its live spec (so
+    server-side apply finds no conflict), another is used as `cacheExistingClaim` would."""
     claim = live.claim if live else None
     if claim is None:
         return manifests.model_cache_claim(settings)["spec"]
@@ -205,13 +202,12 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     if claim is None:
         return None
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
-    changes = []
-    if live_class is not None and live_class != cache.storage_class:
-        changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
-                       f"'{live_class}'")
     amount = quantity_amount(live_size or "")
-    if amount is not None and quantity_amount(cache.size) != amount:
-        changes.append(f"cacheSize is {cache.size} but the claim requests {live_size}")
+    changes = [text for differs, text in (
+        (live_class is not None and live_class != cache.storage_class,
+         f"cacheStorageClass is '{cache.storage_class}' but the claim uses '{live_class}'"),
+        (amount is not None and quantity_amount(cache.size) != amount,
+         f"cacheSize is {cache.size} but the claim requests {live_size}")) if differs]
     if not changes:
         return None
     name = cache.claim_name
