@@ -1,16 +1,9 @@
-"""What the program reads from the cluster before it declares anything, and what follows.
+"""The preflight: what the program reads from the cluster before it declares anything.
 
-Mocks and schemas can't see what is already in the cluster, and the provider only finds
-out when it applies, hours into `up`. So the program reads the few objects this stack
-would create or adopt (read-only, short timeouts) and decides from them, before anything
-is declared: what to adopt as it is, and what to refuse with the fix. Where the cluster
-can't be read, a preview (an offline one in a pull request) says so in one line and
-declares the defaults; a real `up` stops with the cause, since unchecked it would adopt what
-the checks protect. `skipPreflight` reads nothing.
-
-`observe` is the thin I/O layer (no Pulumi: the program passes its log as `say`, and the
-toolkit's `collect` shares the client); the decisions below it are pure (API objects in)
-and tested with the client's own model objects.
+The provider finds what already exists only when it applies, hours into `up`; so the few
+objects this stack would create or adopt are read first (read-only, short timeouts) to
+decide what to adopt as it is and what to refuse with the fix. `observe` is the I/O (no
+Pulumi); the decisions below it are pure, tested with the client's own model objects.
 """
 
 from __future__ import annotations
@@ -18,6 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +24,7 @@ from urllib3.exceptions import HTTPError
 
 from infra import manifests
 from infra.names import sweep_job_name
+from infra.network_policies import GRAPH_LABEL
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 
@@ -37,15 +32,13 @@ from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 REQUEST_TIMEOUT = (3, 10)
 # Bounds all the reads together: a kubeconfig's exec credential plugin has no timeout.
 READ_DEADLINE_SECS = 60.0
-PART_OF = "app.kubernetes.io/part-of"
-GRAPH_GROUP, GRAPH_VERSION, GRAPH_PLURAL = "nvidia.com", "v1beta1", "dynamographdeployments"
+GRAPH_GROUP, GRAPH_VERSION = manifests.GRAPH_API_VERSION.split("/")
+GRAPH_PLURAL = "dynamographdeployments"
 GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
 # The Dynamo platform chart's operator Deployment (deploy/helm/charts/platform/components/
 # operator/templates/deployment.yaml in ai-dynamo/dynamo at 05da1f97).
 OPERATOR_SELECTOR = "app.kubernetes.io/part-of=dynamo-operator,control-plane=controller-manager"
 RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-# The operator's label on every pod of a graph (internal/consts/consts.go at 0367e404).
-GRAPH_POD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 # Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
 # Not `kubernetes.io/no-provisioner`: static volumes (on premises often RWX NFS) use it.
 RWO_ONLY_PROVISIONERS = frozenset({
@@ -57,9 +50,8 @@ RWO_ONLY_PROVISIONERS = frozenset({
 
 @dataclass(frozen=True)
 class LiveObjects:
-    """What the cluster holds, as the API returns it: the objects under this stack's names
-    (None: absent) and what the preflight needs. `unreadable` names the reads the API
-    refused (403): their checks are skipped, not failed."""
+    """What the cluster holds, as the API returns it (None: absent). `unreadable` names the
+    reads the API refused (401/403): their checks are skipped, not failed."""
 
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
@@ -76,8 +68,8 @@ class LiveObjects:
 
 
 def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
-    """A client for the stack's cluster: `kubernetes:kubeconfig` may hold a path or the
-    file's content (as the provider accepts); unset means KUBECONFIG or ~/.kube/config."""
+    """`kubernetes:kubeconfig` may hold a path or the file's content (as the provider
+    accepts); unset means KUBECONFIG or ~/.kube/config."""
     if kubeconfig and ("\n" in kubeconfig or kubeconfig.lstrip().startswith("{")):
         return config.new_client_from_config_dict(yaml.safe_load(kubeconfig), context=context)
     return config.new_client_from_config(config_file=kubeconfig or None, context=context)
@@ -86,14 +78,15 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
 def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
             say: Callable[[str], None]) -> LiveObjects | None:
     """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
-    on, or (a preview) when the cluster can't be read, with one line to `say` why; on `up`
-    a failed read raises `SettingsError` with the cause and the fix."""
+    on, or (a preview) when the cluster can't be read, said in one line; on `up` a failed
+    read raises `SettingsError`: unchecked, it would adopt what the checks protect."""
     if settings.preflight.skip:
         say("preflight skipped: skipPreflight is true; nothing is read, so an existing "
             "claim, a completed download Job or a failed sweep is not recognised and each "
             "is declared as if new")
         return None
     outcome: list[LiveObjects | str] = []
+
     def read() -> None:
         try:
             outcome.append(_read(settings, kubeconfig))
@@ -134,15 +127,14 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         try:
             return call(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as err:
-            if err.status in (401, 403):
-                refused.add(what)
-            elif err.status != 404:
+            if err.status not in (401, 403, 404):
                 raise
+            if err.status != 404:
+                refused.add(what)
             return None
 
     def items(what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        listed = read(what, call, *args, **kwargs)
-        return tuple(listed.items) if listed is not None else ()
+        return tuple(getattr(read(what, call, *args, **kwargs), "items", ()))
 
     try:
         claim = read("claim", core.read_namespaced_persistent_volume_claim,
@@ -182,7 +174,8 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
 
 def _ours(metadata: client.V1ObjectMeta | None) -> bool:
     labels = (metadata.labels if metadata else None) or {}
-    return labels.get(PART_OF) == manifests.common_labels()[PART_OF]
+    part_of = "app.kubernetes.io/part-of"
+    return labels.get(part_of) == manifests.common_labels()[part_of]
 
 
 def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
@@ -190,38 +183,31 @@ def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
 
 
 def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] | None:
-    """The spec to declare for the cache claim; None means use the claim by name only.
-
-    An existing claim is never rewritten: one this project made (another stack's, or one
-    kept by `destroy`) is declared with its own live spec, so server-side apply finds no
-    conflicting value; one made outside the project (the recipe's kubectl steps) is used
-    as `cacheExistingClaim` would, and never deleted by this stack.
-    """
+    """The cache claim's spec to declare; None: use the claim by name only. An existing
+    claim is never rewritten: one this project made is declared with its live spec (so
+    server-side apply finds no conflict), another is used as `cacheExistingClaim` would."""
     claim = live.claim if live else None
     if claim is None:
         return manifests.model_cache_claim(settings)["spec"]
     if not _ours(claim.metadata):
         return None
-    return {"accessModes": list(claim.spec.access_modes or []),
-            "storageClassName": claim.spec.storage_class_name,
-            "resources": {"requests": dict(_requests(claim))}}
+    spec = client.ApiClient().sanitize_for_serialization(claim.spec)
+    return {k: spec.get(k) for k in ("accessModes", "storageClassName", "resources")}
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
-    """What to tell a user whose cacheSize or cacheStorageClass no longer matches the claim
-    in the cluster: its spec is fixed once it exists (a replacement would empty the cache),
-    so the change needs a step by hand; None when they match."""
+    """What to tell a user whose cacheSize or cacheStorageClass no longer matches the live
+    claim (its spec is fixed: a replacement would empty the cache); None when they match."""
     claim, cache = live.claim if live else None, settings.cache
     if claim is None:
         return None
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
-    changes = []
-    if live_class is not None and live_class != cache.storage_class:
-        changes.append(f"cacheStorageClass is '{cache.storage_class}' but the claim uses "
-                       f"'{live_class}'")
     amount = quantity_amount(live_size or "")
-    if amount is not None and quantity_amount(cache.size) != amount:
-        changes.append(f"cacheSize is {cache.size} but the claim requests {live_size}")
+    changes = [text for differs, text in (
+        (live_class is not None and live_class != cache.storage_class,
+         f"cacheStorageClass is '{cache.storage_class}' but the claim uses '{live_class}'"),
+        (amount is not None and quantity_amount(cache.size) != amount,
+         f"cacheSize is {cache.size} but the claim requests {live_size}")) if differs]
     if not changes:
         return None
     name = cache.claim_name
@@ -249,14 +235,10 @@ def _covers(live: Any, wanted: Any) -> bool:
 def download_differs(settings: Settings, job: client.V1Job) -> bool:
     """The live download Job's pod template is not what these settings render, placement
     aside (ignored by the stack): the provider would replace a Job that is not complete."""
-    def unplaced(template: dict[str, Any]) -> dict[str, Any]:
-        spec = {k: v for k, v in template.get("spec", {}).items()
-                if k not in manifests.PLACEMENT_KEYS}
-        return {**template, "spec": spec}
-
     wanted = manifests.model_download_job(settings)["spec"]["template"]
+    spec = {k: v for k, v in wanted["spec"].items() if k not in manifests.PLACEMENT_KEYS}
     live = client.ApiClient().sanitize_for_serialization(job.spec.template)
-    return not _covers(unplaced(live), unplaced(wanted))
+    return not _covers(live, {**wanted, "spec": spec})
 
 
 class JobState(enum.Enum):
@@ -277,115 +259,99 @@ def job_status_of(job: client.V1Job | None) -> JobStatus:
     for the next `up` (a failed sweep runs again) and for `collect`."""
     if job is None:
         return JobStatus(JobState.MISSING)
-    for condition in (job.status.conditions if job.status else None) or []:
-        if condition.status != "True":
-            continue
-        if condition.type == "Complete":
+    for c in (job.status.conditions if job.status else None) or []:
+        if c.status == "True" and c.type == "Complete":
             return JobStatus(JobState.SUCCEEDED)
-        if condition.type == "Failed":
-            reason = ": ".join(x for x in (condition.reason, condition.message) if x)
-            return JobStatus(JobState.FAILED, reason)
+        if c.status == "True" and c.type == "Failed":
+            return JobStatus(JobState.FAILED, ": ".join(x for x in (c.reason, c.message) if x))
     return JobStatus(JobState.RUNNING)
 
 
 def completed(job: client.V1Job | None) -> bool:
-    """The cluster reports the Job Complete: the stack declares it so the provider never
-    replaces it (its `.spec` changes are ignored), whatever the code renders today."""
+    """The cluster reports the Job Complete: the stack keeps it, whatever the code renders."""
     return job_status_of(job).state is JobState.SUCCEEDED
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """The preflight: what would fail hours into `up`, found now, one line each with the
-    setting and the fix. Nothing when the cluster was not read or `skipPreflight` is on.
-    Each check skips what the API refused to show it (`unreadable`)."""
+    """What would fail hours into `up`, found now, one line each with the setting and the
+    fix; nothing when the cluster was not read. A read the API refused (`unreadable`) is
+    no verdict: the checks that need it are skipped."""
     if live is None or settings.preflight.skip:
         return []
-    checks = (_platform, _namespace, _cache, _download, _gpus, _pull_secrets)
-    return [line for check in checks for line in check(settings, live)]
+    checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
+              (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
+              (_pull_secrets, {"pull secrets"}))
+    return [line for check, needs in checks if not needs & live.unreadable
+            for line in check(settings, live)]
 
 
-def _key(name: str) -> str:
-    return f"{PROJECT}:{name}"
+def _found(*rows: tuple[Any, str, str]) -> list[str]:
+    """The messages whose condition holds, each after the setting that fixes it."""
+    return [f"{PROJECT}:{key}: {text}" for bad, key, text in rows if bad]
 
 
-def _platform(settings: Settings, live: LiveObjects) -> list[str]:
-    out = []
-    if "CRD" not in live.unreadable:
-        served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
-        if GRAPH_VERSION not in served:
-            out.append(
-                f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) "
-                + (f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade the Dynamo "
-                   "platform" if served else "is not installed: install the Dynamo platform")
-                + " (its Helm chart) before `pulumi up`")
-    if "operator" not in live.unreadable:
-        where = settings.preflight.operator_namespace or "any namespace"
-        ready = [d for d in live.operators if (d.status.ready_replicas or 0) > 0]
-        if not live.operators:
-            out.append(
-                f"{_key('dynamoOperatorNamespace')}: no Dynamo operator Deployment "
-                f"({OPERATOR_SELECTOR}) in {where}: install the Dynamo platform, or set "
-                "dynamoOperatorNamespace to where it runs")
-        elif not ready:
-            d = live.operators[0].metadata
-            out.append(f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready "
-                       f"replica; see `kubectl -n {d.namespace} describe deployment {d.name}`")
-    return out
+def _crd(settings: Settings, live: LiveObjects) -> list[str]:
+    served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
+    if GRAPH_VERSION in served:
+        return []
+    fix = f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade" if served else (
+        "is not installed: install")
+    return [f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) {fix} the Dynamo platform "
+            "(its Helm chart) before `pulumi up`"]
+
+
+def _operator(settings: Settings, live: LiveObjects) -> list[str]:
+    if live.operators and not any((d.status.ready_replicas or 0) > 0 for d in live.operators):
+        d = live.operators[0].metadata
+        return [f"cluster: the Dynamo operator {d.namespace}/{d.name} has no ready replica; "
+                f"see `kubectl -n {d.namespace} describe deployment {d.name}`"]
+    return _found((not live.operators, "dynamoOperatorNamespace",
+                   f"no Dynamo operator Deployment ({OPERATOR_SELECTOR}) in "
+                   f"{settings.preflight.operator_namespace or 'any namespace'}: install the "
+                   "Dynamo platform, or set dynamoOperatorNamespace to where it runs"))
 
 
 def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
-    if "namespace" in live.unreadable:
-        return []
-    ns = settings.namespace.name
-    if not settings.namespace.create and live.namespace is None:
-        return [f"{_key('namespace')}: namespace {ns} does not exist and createNamespace is "
-                f"false: create it (`kubectl create namespace {ns}`) or `pulumi config set "
-                "createNamespace true`"]
-    if settings.namespace.create and live.namespace and not _ours(live.namespace.metadata):
-        return [
-            f"{_key('createNamespace')}: namespace {ns} exists and was not made by this "
-            "project (by hand, for a pull secret?); a stack that creates its namespace "
-            "deletes it on destroy, with everything in it. Deploy into it instead: "
-            "`pulumi config set createNamespace false`"]
-    return []
+    ns, create, found = settings.namespace.name, settings.namespace.create, live.namespace
+    return _found(
+        (not create and found is None, "namespace",
+         f"namespace {ns} does not exist and createNamespace is false: create it (`kubectl "
+         f"create namespace {ns}`) or `pulumi config set createNamespace true`"),
+        (create and found and not _ours(found.metadata), "createNamespace",
+         f"namespace {ns} exists and was not made by this project (by hand, for a pull "
+         "secret?); a stack that creates its namespace deletes it on destroy, with "
+         "everything in it. Deploy into it instead: `pulumi config set createNamespace "
+         "false`"))
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    out = []
     claim, cache = live.claim, settings.cache
-    if claim is None and "claim" not in live.unreadable:
-        if cache.existing_claim:
-            out.append(f"{_key('cacheExistingClaim')}: claim {cache.existing_claim} is not in "
-                       f"namespace {settings.namespace.name}: give an existing claim's name "
-                       "(`kubectl get pvc`), or leave it empty to create one")
-        elif live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{_key('cacheStorageClass')}: storage class {cache.storage_class} "
-                       "does not exist; pick a ReadWriteMany one from `kubectl get "
-                       "storageclass`")
-        elif live.storage_class and live.storage_class.provisioner in RWO_ONLY_PROVISIONERS:
-            out.append(f"{_key('cacheStorageClass')}: {cache.storage_class} provisions with "
-                       f"{live.storage_class.provisioner}, which offers ReadWriteOnce volumes "
-                       "only; the shared cache needs ReadWriteMany (NFS, EFS, Filestore, "
-                       "Azure Files, CephFS...)")
-    if claim is not None:
-        key = _key("cacheExistingClaim")
-        used = claim.spec.storage_class_name
-        if used and live.storage_class is None and "storage class" not in live.unreadable:
-            out.append(f"{key}: claim {cache.claim_name} uses storage class {used}, which "
-                       "does not exist (`kubectl get storageclass`): the claim can't bind; "
-                       "use another claim")
-        if "ReadWriteMany" not in (claim.spec.access_modes or []):
-            out.append(f"{key}: claim {cache.claim_name} is {', '.join(claim.spec.access_modes)}"
-                       "; eight workers on several nodes share the cache, so it must be "
-                       "ReadWriteMany: use another claim")
-        requests = (claim.spec.resources.requests if claim.spec.resources else None) or {}
-        size = quantity_amount(str(requests.get("storage", "0"))) or 0
-        need = cache_gib_needed(settings.workers.serving)
-        if size < need * 2**30:
-            out.append(f"{key}: claim {cache.claim_name} holds {requests.get('storage')}, "
-                       f"less than the {need}Gi this serving path downloads: grow it or use "
-                       "another claim")
-    return out
+    class_gone = live.storage_class is None and "storage class" not in live.unreadable
+    if claim is None:  # the first that applies: each fix makes the next moot
+        provisioner = getattr(live.storage_class, "provisioner", None)
+        return _found(
+            (cache.existing_claim, "cacheExistingClaim",
+             f"claim {cache.existing_claim} is not in namespace {settings.namespace.name}: "
+             "give an existing claim's name (`kubectl get pvc`), or leave it empty to create "
+             "one"),
+            (class_gone, "cacheStorageClass", f"storage class {cache.storage_class} does not "
+             "exist; pick a ReadWriteMany one from `kubectl get storageclass`"),
+            (provisioner in RWO_ONLY_PROVISIONERS, "cacheStorageClass",
+             f"{cache.storage_class} provisions with {provisioner}, which offers "
+             "ReadWriteOnce volumes only; the shared cache needs ReadWriteMany (NFS, EFS, "
+             "Filestore, Azure Files, CephFS...)"))[:1]
+    name, used, modes = cache.claim_name, claim.spec.storage_class_name, claim.spec.access_modes
+    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
+    return _found(
+        (used and class_gone, "cacheExistingClaim", f"claim {name} uses storage class {used}, "
+         "which does not exist (`kubectl get storageclass`): the claim can't bind; use "
+         "another claim"),
+        ("ReadWriteMany" not in (modes or []), "cacheExistingClaim",
+         f"claim {name} is {', '.join(modes or [])}; eight workers on several nodes share "
+         "the cache, so it must be ReadWriteMany: use another claim"),
+        ((quantity_amount(str(size or 0)) or 0) < need * 2**30, "cacheExistingClaim",
+         f"claim {name} holds {size}, less than the {need}Gi this serving path downloads: "
+         "grow it or use another claim"))
 
 
 def _download(settings: Settings, live: LiveObjects) -> list[str]:
@@ -396,69 +362,59 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
                 "`pulumi up --refresh` to run it again"]
     container = manifests.model_download_job(settings)["spec"]["template"]["spec"][
         "containers"][0]
-    needs_gpu = manifests.GPU_RESOURCE in (container.get("resources") or {}).get("limits", {})
+    needs_gpu = manifests.GPU_RESOURCE in container["resources"].get("limits", {})
     rerun = job is None or (not completed(job) and download_differs(settings, job))
-    if needs_gpu and rerun and live.graph is not None:
-        return [
-            f"{_key('nimModelProfile')}: the model download must run (again) for these "
-            f"settings and, without a pinned profile, needs a worker's GPUs, which this "
-            f"stack's graph {settings.graph_name} holds: it would wait for "
-            "downloadTimeoutSecs. Set nimModelProfile to the profile id (the download "
-            "then needs no GPU), or free the GPUs first: "
-            f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
-            "`pulumi up --refresh`"]
-    return []
+    return _found((
+        needs_gpu and rerun and live.graph is not None, "nimModelProfile",
+        "the model download must run (again) for these settings and, without a pinned "
+        f"profile, needs a worker's GPUs, which this stack's graph {settings.graph_name} "
+        "holds: it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile "
+        "id (the download then needs no GPU), or free the GPUs first: "
+        f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
+        "`pulumi up --refresh`"))
 
 
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
-    if taint.effect == "PreferNoSchedule":
-        return True
     # An absent taint value is "" to Kubernetes (ToleratesTaint), None from the client.
-    return any(t.key == taint.key and t.value in (None, taint.value or "")
-               and t.effect in (None, taint.effect) for t in tolerations)
+    return taint.effect == "PreferNoSchedule" or any(
+        t.key == taint.key and t.value in (None, taint.value or "")
+        and t.effect in (None, taint.effect) for t in tolerations)
+
+
+def _gpu_count(quantities: dict[str, Any] | None) -> float:
+    return float((quantities or {}).get(manifests.GPU_RESOURCE, 0))
 
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
-    GPUs minus what running pods other than this stack's graph request; a replica can't
-    span nodes."""
-    if {"nodes", "pods"} & live.unreadable:
-        return []
-    serving = settings.workers.serving
-    selector = dict(settings.placement.node_selector)
+    GPUs minus what running pods other than this stack's request; a replica can't span
+    nodes."""
+    serving, placement = settings.workers.serving, settings.placement
     nodes = [
         n for n in live.nodes
-        if selector.items() <= (n.metadata.labels or {}).items()
-        and all(_tolerates(settings.placement.tolerations, t) for t in n.spec.taints or [])
+        if dict(placement.node_selector).items() <= (n.metadata.labels or {}).items()
+        and all(_tolerates(placement.tolerations, t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
     ]
-    used: dict[str, float] = {}
+    used: Counter[str] = Counter()
     for pod in live.pods:
-        if _stack_owns(settings, pod):
-            continue  # its GPUs are the ones this stack will use
-        for c in pod.spec.containers:
-            requests = (c.resources.requests if c.resources else None) or {}
-            used[pod.spec.node_name] = used.get(pod.spec.node_name, 0) + float(
-                requests.get(manifests.GPU_RESOURCE, 0))
-    replicas = sum(
-        max(0, int((float((n.status.allocatable or {}).get(manifests.GPU_RESOURCE, 0))
-                    - used.get(n.metadata.name, 0)) // serving.gpus_per_replica))
-        for n in nodes
-    )
-    out = []
-    wanted = f"{serving.replicas} x {serving.gpus_per_replica}"
-    if replicas < serving.replicas:
-        out.append(
-            f"{_key('gpuNodeSelector')}: {len(nodes)} schedulable node(s) match "
-            f"gpuNodeSelector and tolerations with free GPUs for {replicas} of "
-            f"{serving.replicas} workers ({wanted} GPUs, counting what other pods hold); "
-            "free GPUs, fix gpuNodeSelector/gpuTolerations, or lower workerReplicas")
+        if not _stack_owns(settings, pod):  # its GPUs are the ones this stack will use
+            used[pod.spec.node_name] += sum(
+                _gpu_count(c.resources.requests if c.resources else None)
+                for c in pod.spec.containers)
+    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[n.metadata.name])
+                              // serving.gpus_per_replica)) for n in nodes)
     products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
-    if products - {serving.gpu_product}:
-        out.append(f"{_key('gpuProduct')}: matching GPU nodes are {', '.join(sorted(products))},"
-                   f" not {serving.gpu_product}: narrow gpuNodeSelector to "
-                   f"{GPU_PRODUCT_LABEL}={serving.gpu_product}, or set gpuProduct to theirs")
-    return out
+    return _found(
+        (replicas < serving.replicas, "gpuNodeSelector",
+         f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
+         f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
+         f"{serving.gpus_per_replica} GPUs, counting what other pods hold); free GPUs, fix "
+         "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+        (products - {serving.gpu_product}, "gpuProduct",
+         f"matching GPU nodes are {', '.join(sorted(products))}, not {serving.gpu_product}: "
+         f"narrow gpuNodeSelector to {GPU_PRODUCT_LABEL}={serving.gpu_product}, or set "
+         "gpuProduct to theirs"))
 
 
 def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
@@ -466,17 +422,15 @@ def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
     the benchmark) by our labels."""
     labels = pod.metadata.labels or {}
     return pod.metadata.namespace == settings.namespace.name and (
-        labels.get(GRAPH_POD_LABEL) == settings.graph_name
+        labels.get(GRAPH_LABEL) == settings.graph_name
         or labels.get(manifests.PROFILE_LABEL) == settings.profile
         or labels == {**labels, **manifests.download_pod_labels(settings)})
 
 
 def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:
     missing = [n for n in settings.secrets.image_pull_secrets if n not in live.pull_secrets]
-    if not missing or "pull secrets" in live.unreadable:
-        return []
     ns = settings.namespace.name
     first = (f"create the namespace first (`kubectl create namespace {ns}`, then `pulumi "
              "config set createNamespace false`), then " if live.namespace is None else "")
-    return [f"{_key('imagePullSecrets')}: {', '.join(missing)} not in namespace {ns}: "
-            f"{first}create it (`kubectl -n {ns} create secret docker-registry ...`)"]
+    return _found((missing, "imagePullSecrets", f"{', '.join(missing)} not in namespace {ns}: "
+                   f"{first}create it (`kubectl -n {ns} create secret docker-registry ...`)"))

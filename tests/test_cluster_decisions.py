@@ -164,7 +164,7 @@ def test_the_gpu_check_is_skipped_only_when_nodes_or_pods_were_refused() -> None
     settings = settings_of()
     for refused in ({"nodes"}, {"pods"}):
         live = replace(healthy(), nodes=(), unreadable=frozenset(refused))
-        assert cluster._gpus(settings, live) == []
+        assert cluster.problems(settings, live) == []
     assert cluster._gpus(settings, replace(healthy(), nodes=(),
                                            unreadable=frozenset({"CRD"}))) != []
 
@@ -248,11 +248,11 @@ def test_a_read_the_api_refused_skips_exactly_its_own_check() -> None:
     """A 403 is not a verdict: the check that needed the object says nothing."""
     missing_ns = settings_of(createNamespace=False)
     assert cluster._namespace(missing_ns, healthy()) != []
-    assert cluster._namespace(missing_ns, replace(
+    assert cluster.problems(missing_ns, replace(
         healthy(), unreadable=frozenset({"namespace"}))) == []
     team = settings_of(cacheExistingClaim="team-cache")
     assert cluster._cache(team, healthy()) != []
-    assert cluster._cache(team, replace(healthy(), unreadable=frozenset({"claim"}))) == []
+    assert cluster.problems(team, replace(healthy(), unreadable=frozenset({"claim"}))) == []
     no_class = replace(healthy(), storage_class=None)
     assert cluster._cache(settings_of(), no_class) != []
     assert cluster._cache(settings_of(), replace(
@@ -276,7 +276,7 @@ def test_a_crd_that_serves_other_versions_names_them_all() -> None:
                      {"name": "v1beta1", "served": False, "storage": False},
                      {"name": "v1alpha2", "served": True, "storage": True}]}},
         "V1CustomResourceDefinition")
-    [problem] = cluster._platform(settings_of(), replace(healthy(), crd=crd))
+    [problem] = cluster._crd(settings_of(), replace(healthy(), crd=crd))
     assert "serves v1alpha1, v1alpha2, not v1beta1: upgrade the Dynamo platform" in problem
 
 
@@ -363,7 +363,7 @@ def test_pull_secrets_that_could_not_be_read_are_not_called_missing() -> None:
     settings = settings_of(imagePullSecrets=["mirror", "backup"])
     [problem] = cluster._pull_secrets(settings, healthy())
     assert problem.startswith(f"{K}imagePullSecrets: mirror, backup not in namespace")
-    assert cluster._pull_secrets(settings, replace(
+    assert cluster.problems(settings, replace(
         healthy(), unreadable=frozenset({"pull secrets"}))) == []
 
 
