@@ -1,19 +1,14 @@
 """`collect`: bring a cluster run's results home and print its report.
 
-What `pulumi up`'s results hook runs after the sweep Job (given the run, the stack's
-`benchmark` output), and what you run when `up` could not (README, "After deploy"): it finds
-the run from that output (`pulumi stack output`, else the stack's files) and copies
-`benchmarks/<stack>/<run-id>/` from the cache claim to `results/<stack>/<run-id>/`, with
-`report/` beside it. The cluster sits behind `ClusterIO`, so the tests run the rest on real
-files; `KubernetesClusterIO` is the real one.
+What `pulumi up`'s results hook runs after the sweep Job, and what you run when `up` could
+not (README, "After deploy"): copies `benchmarks/<stack>/<run-id>/` from the cache claim to
+`results/<stack>/<run-id>/`, with `report/` beside it. The cluster sits behind `ClusterIO`, so
+the tests run the rest on real files.
 
-The copy is what `kubectl cp` does (the pod's own `tar`, streamed out over an exec), made
-with the `kubernetes` client's own exec stream instead of the kubectl binary: the hook hands
-collect the stack's kubeconfig as content in its environment, which the client loads as it
-is (the preflight's `api_client`) where kubectl would need it written to a file; a refused
-exec comes back as a status that becomes one line naming the missing permission, not
-kubectl's stderr; and the exec's closing exit status is checked, so a stream cut short (what
-kubectl cp reports as "unexpected EOF", kubernetes/kubernetes#60140) is an error here.
+The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the `kubernetes`
+client's exec stream: it loads the stack's kubeconfig as content (kubectl needs a file), a
+refused exec becomes one line naming the missing permission, and the exec's closing exit
+status is checked, so a stream cut short (kubernetes/kubernetes#60140) is an error.
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,17 +51,13 @@ class CollectError(RuntimeError):
 
 
 class ClusterIO(Protocol):
-    """The only cluster access the hook and `collect` need."""
+    """The only cluster access `collect` needs. `wait_job`: until the Job ends or the timeout
+    passes (then RUNNING); `copy_dir_from_pvc`: `<claim>/<results_path>/` into `dest`."""
 
     def job_status(self, namespace: str, job: str) -> JobStatus: ...
-
-    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
-        """Until the Job succeeds or fails, or the timeout passes (then RUNNING)."""
-
+    def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus: ...
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
-
-    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None:
-        """Copy `<claim>/<location.results_path>/` into `dest`; CollectError if it is absent."""
+    def copy_dir_from_pvc(self, location: Run, dest: Path) -> None: ...
 
 
 def finished_levels(run_dir: Path) -> list[int]:
@@ -131,12 +123,9 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
             shutil.rmtree(final)
         staged.replace(final)
     finally:
-        if staged.exists():
-            shutil.rmtree(staged)
+        shutil.rmtree(staged, ignore_errors=True)
     say(f"copied {len(levels)} level(s) in {time.monotonic() - started:.0f} s")
-    build_report([final], final / REPORT_FOLDER)
-    markdown = final / REPORT_FOLDER / "report.md"
-    say(markdown.read_text() if markdown.exists() else f"report written to {markdown.parent}")
+    say(build_report([final], final / REPORT_FOLDER).read_text())
     if others := other_runs(results_root, location):
         say(f"Compare with the other profile(s): ./run.sh report "
             f"{' '.join(str(p) for p in [*others, final])} --out {results_root / 'comparison'}")
@@ -163,24 +152,16 @@ def check_pack(code: int | None, err: str, root: str) -> None:
 
 
 def extract_archive(archive: Path, dest: Path) -> None:
-    """Unpack a fetched archive: regular files and folders only, each inside `dest`
+    """Unpack a fetched archive once every member is a plain file or folder inside `dest`
     (checked here, as `extractall(filter=...)` needs Python 3.11.4 and set-up takes 3.11)."""
-    dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
     with tarfile.open(archive, mode="r:gz") as tar:
         for member in tar.getmembers():
-            target = (root / member.name).resolve()
-            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+            if not (member.isfile() or member.isdir()) \
+                    or not (root / member.name).resolve().is_relative_to(root):
                 raise CollectError(f"refusing {member.name!r} in the results archive: not a "
                                    "plain file or folder inside the run")
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = tar.extractfile(member)
-            assert source is not None  # a regular file's content
-            with source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out)
+        tar.extractall(root)
 
 
 # How the client raises a refused exec (kubernetes/stream/ws_client.py: status 0, the
@@ -188,38 +169,35 @@ def extract_archive(archive: Path, dest: Path) -> None:
 _HANDSHAKE = re.compile(r"Handshake status (\d+) (.*?) -\+-\+- .* -\+-\+- (.*)", re.DOTALL)
 
 
-def refusal(error: Any, action: str, permission: str) -> str:
+def refusal(error: ApiException, action: str, permission: str) -> str:
     """One line for an API refusal: what was refused, why, and the fix (never the raw
     HTTP headers a refused exec carries)."""
-    status, reason = getattr(error, "status", None), getattr(error, "reason", "")
-    body = str(getattr(error, "body", "") or "")
-    handshake = _HANDSHAKE.match(str(reason or "")) if status == 0 else None
+    status, reason, body = error.status, str(error.reason or ""), str(error.body or "")
+    handshake = _HANDSHAKE.match(reason) if status == 0 else None
     if handshake:
         status, reason, body = int(handshake[1]), handshake[2], handshake[3]
     body = " ".join(body.split())
-    if status in (401, 403) and "violates PodSecurity" in body:
+    if status not in (401, 403):
+        return f"could not {action} ({status} {reason}): {body[:200]}"
+    if "violates PodSecurity" in body:
         return (f"the namespace's Pod Security admission refused to {action} ({body[:200]}); "
                 "the reader already meets the restricted profile: check the namespace's "
                 "pod-security labels")
-    if status in (401, 403) and "quota" in body.lower():
+    if "quota" in body.lower():
         return f"a resource quota refused to {action} ({body[:200]}); raise the quota"
-    if status in (401, 403):
-        return (f"the cluster refused to {action} ({status} {reason}): your account needs "
-                f"{permission} in that namespace (`kubectl auth can-i ...`)")
-    return f"could not {action} ({status} {reason}): {body[:200]}"
+    return (f"the cluster refused to {action} ({status} {reason}): your account needs "
+            f"{permission} in that namespace (`kubectl auth can-i ...`)")
 
 
 class KubernetesClusterIO:
-    """ClusterIO over the kubernetes client; `context` picks a kubeconfig context, and
-    `kubeconfig` is what the stack's `kubernetes:kubeconfig` holds (a path or the file's
-    content), so the hook reaches the cluster the provider deploys to."""
+    """ClusterIO over the kubernetes client; `kubeconfig` is what the stack's
+    `kubernetes:kubeconfig` holds (a path or the content): the cluster the provider deploys to."""
 
     POLL_SECS = 10.0
     POD_START_TIMEOUT_SECS = 300.0
     COPY_TIMEOUT_SECS = 900.0
 
     def __init__(self, context: str | None = None, kubeconfig: str | None = None) -> None:
-        self._context = context
         try:
             self._api = api_client(kubeconfig, context)
         except Exception as error:  # noqa: BLE001 - config raises several unrelated types
@@ -268,61 +246,56 @@ class KubernetesClusterIO:
                 location.sweep_job, namespace).metadata.uid)
         except ApiException:
             owner = None
+        step = (f"create pod {name} in {namespace}", "`create` on pods")
         try:
-            self._core.create_namespaced_pod(namespace,
-                                             results_reader_pod(location, name, owner))
+            self._core.create_namespaced_pod(namespace, results_reader_pod(location, name, owner))
         except ApiException as error:
-            raise CollectError(refusal(error, f"create pod {name} in {namespace}",
-                                       "`create` on pods")) from None
-        action, permission = f"read pod {name} in {namespace}", "`get` on pods"
+            raise CollectError(refusal(error, *step)) from None
         try:
-            self._wait_running(namespace, name)
-            action, permission = f"exec in pod {name} in {namespace}", "`create` on pods/exec"
+            step = (f"read pod {name} in {namespace}", "`get` on pods")
+            self._wait_running(location, name)
+            step = (f"exec in pod {name} in {namespace}", "`create` on pods/exec")
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "run.tgz"
                 self._pack(namespace, name, f"{CACHE_DIR}/{location.results_path}", archive)
                 extract_archive(archive, dest)
         except ApiException as error:
-            raise CollectError(refusal(error, action, permission)) from None
+            raise CollectError(refusal(error, *step)) from None
         finally:
-            try:
+            with suppress(ApiException):
                 self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            except ApiException:
-                pass
 
-    def _wait_running(self, namespace: str, name: str) -> None:
+    def _wait_running(self, location: Run, name: str) -> None:
         deadline = time.monotonic() + self.POD_START_TIMEOUT_SECS
         while time.monotonic() < deadline:
-            phase = self._core.read_namespaced_pod(name, namespace).status.phase
+            phase = self._core.read_namespaced_pod(name, location.namespace).status.phase
             if phase == "Running":
                 return
             if phase in ("Failed", "Succeeded"):
                 break
             time.sleep(2)
         raise CollectError(
-            f"the results reader pod {name} in {namespace} did not start within "
-            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `{kubectl_prefix(namespace, self._context)} "
-            f"describe pod {name}` says why (image pull, claim mount)")
+            f"the results reader pod {name} in {location.namespace} did not start within "
+            f"{self.POD_START_TIMEOUT_SECS:.0f} s; `{location.kubectl} describe pod {name}` "
+            "says why (image pull, claim mount)")
 
     def _pack(self, namespace: str, name: str, root: str, archive: Path) -> None:
-        """Stream `pack_command`'s tar from the pod's exec into `archive` as it comes (the
-        client's binary stream), within COPY_TIMEOUT_SECS."""
+        """Stream `pack_command`'s tar from the pod's exec into `archive` as it comes, within
+        COPY_TIMEOUT_SECS; the client reads the exit code from the exec's closing Status."""
         ws = stream(self._core.connect_get_namespaced_pod_exec, name, namespace,
                     container="main", command=pack_command(root), stdout=True, stderr=True,
                     stdin=False, tty=False, _preload_content=False, binary=True)
-        deadline, err = time.monotonic() + self.COPY_TIMEOUT_SECS, b""
+        deadline = time.monotonic() + self.COPY_TIMEOUT_SECS
         try:
             with open(archive, "wb") as out:
                 while ws.is_open() and time.monotonic() < deadline:
-                    ws.update(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-                    out.write(ws.read_stdout() or b"")
-                    err += ws.read_stderr() or b""
-            timed_out = ws.is_open()
+                    out.write(ws.read_stdout(max(0.0, deadline - time.monotonic())) or b"")
+            if ws.is_open():
+                raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
+            err = ws.read_stderr() or b""
         finally:
             ws.close()
-        if timed_out:
-            raise CollectError(f"copying results took over {self.COPY_TIMEOUT_SECS:.0f} s")
-        try:  # The client reads the exit code from the exec's closing Status.
+        try:
             code = ws.returncode
         except (TypeError, KeyError, IndexError, ValueError):
             code = None  # no Status, or one without an exit code
@@ -342,33 +315,25 @@ def location_from_config(root: Path, stack: str) -> Run:
         raise CollectError("; ".join(error.problems)) from None
 
 
-def location_from_outputs(outputs: dict[str, Any]) -> Run | None:
-    """The run from the stack's `benchmark` output (what was really deployed)."""
-    info = outputs.get(OUTPUT_KEY)
-    return Run.from_output(info) if isinstance(info, dict) else None
-
-
 def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
     """`pulumi stack output --json`, or None where the CLI or the stack's state is absent."""
-    exe = shutil.which("pulumi")
-    if exe is None:
-        return None
     try:
-        result = subprocess.run([exe, "stack", "output", "--json", "--stack", stack], cwd=root,
-                                capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECS)
-        outputs = json.loads(result.stdout or "{}") if result.returncode == 0 else None
-    except (subprocess.TimeoutExpired, json.JSONDecodeError):
+        result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack],
+                                cwd=root, capture_output=True, text=True, check=True,
+                                timeout=PULUMI_TIMEOUT_SECS)
+        outputs = json.loads(result.stdout or "{}")
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
         return None
     return outputs if isinstance(outputs, dict) else None
 
 
 def resolve_location(root: Path, stack: str, run_id: str | None,
                      context: str | None = None) -> Run:
-    """Where the run is: stack outputs first, else the stack's config files. `run_id` and
-    `context`, when given, override the stack's."""
-    outputs = pulumi_stack_outputs(root, stack)
-    location = (location_from_outputs(outputs) if outputs else None) \
-        or location_from_config(root, stack)
+    """Where the run is: the stack's `benchmark` output (what was really deployed), else its
+    config files. `run_id` and `context`, when given, override the stack's."""
+    info = (pulumi_stack_outputs(root, stack) or {}).get(OUTPUT_KEY)
+    location = Run.from_output(info) if isinstance(info, dict) \
+        else location_from_config(root, stack)
     if context is not None:
         location = replace(location, kube_context=context,
                            kubectl=kubectl_prefix(location.namespace, context))

@@ -23,15 +23,8 @@ from typing import Any
 
 from scipy.stats import t as student_t
 
+from benchmarks import sweep
 from benchmarks.aiperf_run import LevelSummary
-from benchmarks.sweep import (
-    MANIFEST_NAME,
-    STATUS_COMPLETE,
-    changes,
-    dataset_identity,
-    level_dir_name,
-    replicate_interval,
-)
 from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
@@ -63,7 +56,7 @@ def read_run(manifest_path: Path) -> ProfileRun:
     run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
                      manifest_path.parent, manifest)
     for level, state in (manifest.get("levels") or {}).items():
-        if state.get("status") != STATUS_COMPLETE or not state.get("summary"):
+        if state.get("status") != sweep.STATUS_COMPLETE or not state.get("summary"):
             continue
         run.levels[int(level)] = LevelSummary(**state["summary"])
         run.chunks[int(level)] = [LevelSummary(**chunk["summary"])
@@ -80,10 +73,10 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
     for root in dirs:
         if not root.is_dir():
             raise InputError(BAD_INPUT, [f"{root} is not a directory"])
-        manifests = ([root / MANIFEST_NAME] if (root / MANIFEST_NAME).is_file()
-                     else sorted(root.glob(f"*/{MANIFEST_NAME}")))
+        manifests = ([root / sweep.MANIFEST_NAME] if (root / sweep.MANIFEST_NAME).is_file()
+                     else sorted(root.glob(f"*/{sweep.MANIFEST_NAME}")))
         if not manifests:
-            warn(f"report: no sweep run ({MANIFEST_NAME}) under {root}")
+            warn(f"report: no sweep run ({sweep.MANIFEST_NAME}) under {root}")
         runs += [read_run(m) for m in manifests]
     labels = [r.label for r in runs]
     for run in runs:
@@ -107,7 +100,8 @@ def binding(manifest: dict[str, Any]) -> dict[str, Any]:
         "videos": manifest.get("sessions_per_level"),
         "questions_per_video": manifest.get("questions_per_video"),
         "output_tokens": manifest.get("output_tokens"),
-        "dataset": dataset_identity(dataset, ("path", "video_source")) or dataset.get("sha256"),
+        "dataset": (sweep.dataset_identity(dataset, ("path", "video_source"))
+                    or dataset.get("sha256")),
         "deployment": {k: v for k, v in (manifest.get("deployment") or {}).items()
                        if k not in ROUTING_FACTS},
     }
@@ -116,7 +110,7 @@ def binding(manifest: dict[str, Any]) -> dict[str, Any]:
 def binding_changes(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """How `other`'s run differs from `base`'s in anything but routing (manifests)."""
     one, two = binding(base), binding(other)
-    return [c for key in one for c in changes(key, one[key], two[key])]
+    return [c for key in one for c in sweep.changes(key, one[key], two[key])]
 
 
 def check_comparable(runs: Sequence[ProfileRun]) -> None:
@@ -138,11 +132,10 @@ def gain_pct(value: float | None, baseline: float | None) -> float | None:
 
 
 def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float, float] | None:
-    """95% interval (in %) of the gain mean(other) / mean(base) - 1, from both sides'
-    replicates: the delta method on the log of the ratio (each mean's variance over its
-    square), Student t with Welch-Satterthwaite degrees of freedom. A whole replicate varies
-    with what moves a run (round robin falling into step, a noisy node), which a resample of
-    one run's requests cannot see. None unless each side has two replicates and a mean."""
+    """95% interval (in %) of the gain mean(other) / mean(base) - 1: the delta method on the
+    log of the ratio, Student t with Welch-Satterthwaite degrees of freedom, over whole
+    replicates (they vary with what moves a run, which a resample of one run's requests
+    cannot see). None unless each side has two replicates and a mean."""
     means = [statistics.fmean(side) if len(side) >= 2 else 0.0 for side in (base, other)]
     if not all(means):
         return None
@@ -181,15 +174,13 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             chunks = run.chunks.get(concurrency, [])
             figures = {}
             for name in METRICS:
-                interval = replicate_interval(_figures(chunks, name))
+                interval = sweep.replicate_interval(_figures(chunks, name))
                 figures |= {name: getattr(level, name),
                             f"{name}_ci95_low": interval.low if interval else None,
                             f"{name}_ci95_high": interval.high if interval else None}
-            gain = None
-            if run is not baseline and base is not None:
-                gain = gain_interval(_figures(baseline.chunks.get(concurrency, []),
-                                              "request_throughput"),
-                                     _figures(chunks, "request_throughput"))
+            gain = None if run is baseline else gain_interval(
+                _figures(baseline.chunks.get(concurrency, []), "request_throughput"),
+                _figures(chunks, "request_throughput"))
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
@@ -206,7 +197,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
-                "dir": str(run.source / state.get("dir", level_dir_name(concurrency))),
+                "dir": str(run.source / state.get("dir", sweep.level_dir_name(concurrency))),
             })
     return rows
 
@@ -267,10 +258,8 @@ def _within_verdict(cells: Sequence[dict[str, Any]], figure: str, tolerance: flo
     judged = _judged(cells, figure)
     misses = [f"{c['profile']} at {c['concurrency']} ({c['run'] / c['seed'] - 1:+.0%})"
               for c in judged if abs(c["run"] / c["seed"] - 1) > tolerance]
-    if not judged:
-        return None
     return _verdict(f"{figure}: within {tolerance:.0%} of the seed", len(judged), misses,
-                    "cells")
+                    "cells") if judged else None
 
 
 def _ttft_verdict(cells: Sequence[dict[str, Any]], figure: str, floor: float | None
@@ -427,7 +416,7 @@ PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
           (("ttft_p50_ms", "-", " TTFT p50"), ("ttft_p90_ms", "--", " TTFT p90"))))
 
 
-def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> None:
     """Throughput and TTFT against concurrency (log axis, a tick per level), each point
     with its 95% interval over the level's chunks as error bars."""
     import matplotlib
@@ -436,9 +425,8 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
     import matplotlib.pyplot as plt
 
     levels = sorted({r["concurrency"] for r in rows})
-    paths = []
     for name, ylabel, title, series in PLOTS:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(7, 4.5), layout="tight")
         for index, label in enumerate(labels):
             for key, style, suffix in series:
                 points = [r for r in rows if r["profile"] == label and r[key] is not None]
@@ -452,11 +440,8 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
         ax.minorticks_off()
         ax.grid(True, alpha=0.3)
         ax.legend()
-        fig.tight_layout()
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
-        paths.append(out / name)
-    return paths
 
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,

@@ -20,7 +20,6 @@ from benchmarks.collect import (
     CollectError,
     KubernetesClusterIO,
     location_from_config,
-    location_from_outputs,
     pulumi_stack_outputs,
     resolve_location,
 )
@@ -72,7 +71,7 @@ def test_outputs_of_the_real_program_point_at_the_same_run(tmp_path) -> None:
     config["kubernetes:context"] = "h200-cluster"
     run = run_program("session-affinity", config)
     assert run.error is None, run.error
-    from_outputs = location_from_outputs(run.outputs)
+    from_outputs = Run.from_output(run.outputs["benchmark"])
     assert run.outputs["benchmark"]["followCommand"] == from_outputs.follow_command
     from_files = location_from_config(
         project(tmp_path, "session-affinity", STACK_SETTINGS), "session-affinity")
