@@ -27,7 +27,17 @@ PROJECT = "cosmos3-routing"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
-SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
+# Each secret key: its Kubernetes Secret (name suffix, data key), its fix when missing, and
+# the stand-in the tools that read a stack without deploying it use.
+SECRETS = {
+    NGC_API_KEY: ("ngc-api-key", names.NGC_SECRET_KEY, "run `pulumi config set --secret "
+                  "ngcApiKey` (an NGC API key with access to the Cosmos3 NIM)",
+                  "stand-in-no-ngc-key"),
+    HF_TOKEN: ("hf-token", sv.HF_SECRET_KEY, "runtime vllm downloads the gated model from "
+               "Hugging Face: run `pulumi config set --secret hfToken` (a token of an account "
+               "granted access to nvidia/Cosmos3-Super or -Nano)", "stand-in-no-hf-token"),
+}
+SECRET_KEYS = tuple(SECRETS)
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
@@ -461,43 +471,27 @@ def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
     if "namespace" not in r.rejected and len(name) > limit:
         label = names.dynamo_namespace(name, graph)
-        r.problem(
-            "namespace",
-            f"'{name}' is too long for graph {graph}: the Dynamo operator labels the graph's "
-            f"objects {names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
-            f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of at "
-            f"most {limit} characters, or a shorter stack name",
-        )
+        r.problem("namespace", f"'{name}' is too long for graph {graph}: the Dynamo operator "
+                  f"labels the graph's objects {names.DYNAMO_NAMESPACE_LABEL}={label}, "
+                  f"{len(label)} characters (a label value holds {names.DNS_LABEL_MAX}); use a "
+                  f"namespace of at most {limit} characters, or a shorter stack name")
     return NamespaceSettings(name=name, create=r.v["createNamespace"])
-
-
-_SECRET_FIXES = {
-    NGC_API_KEY: "run `pulumi config set --secret ngcApiKey` (an NGC API key with access to "
-    "the Cosmos3 NIM)",
-    HF_TOKEN: "runtime vllm downloads the gated model from Hugging Face: run `pulumi config "
-    "set --secret hfToken` (a token of an account granted access to nvidia/Cosmos3-Super "
-    "or -Nano)",
-}
-
-
-def _is_set(value: Any) -> bool:
-    """A secret key counts as set once it holds something (Pulumi.yaml defaults it to "")."""
-    return value is not None and not (isinstance(value, str) and not value.strip())
 
 
 def _secrets(r: ConfigReader, runtime: str, graph: str,
              secret_keys: frozenset[str] | None) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
-    stored = [name for name in SECRET_KEYS if _is_set(r.raw.get(r.full(name)))]
-    for name in (name for name in required if name not in stored):
-        r.problem(name, f"missing; {_SECRET_FIXES[name]}")
-    for name in stored if secret_keys is not None else ():
-        if r.full(name) not in secret_keys:
-            r.problem(name, "is stored in plain text; set it again with `pulumi config set "
-                            f"--secret {name}`")
+    # Set once it holds something (Pulumi.yaml defaults it to "").
+    stored = [key for key in SECRETS if str(r.raw.get(r.full(key)) or "").strip()]
+    for key in (key for key in required if key not in stored):
+        r.problem(key, f"missing; {SECRETS[key][2]}")
+    for key in stored if secret_keys is not None else ():
+        if r.full(key) not in secret_keys:
+            r.problem(key, "is stored in plain text; set it again with `pulumi config set "
+                           f"--secret {key}`")
     return SecretSettings(r.v["imagePullSecrets"], required, {
-        NGC_API_KEY: (names.stack_object_name(graph, "ngc-api-key"), names.NGC_SECRET_KEY),
-        HF_TOKEN: (names.stack_object_name(graph, "hf-token"), sv.HF_SECRET_KEY)})
+        key: (names.stack_object_name(graph, suffix), data)
+        for key, (suffix, data, _, _) in SECRETS.items()})
 
 
 def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
@@ -640,12 +634,11 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     r = ConfigReader(raw, project)
     profile = stack.rsplit("/", 1)[-1]
     if not names.DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
-        r.problems.append(
-            f"stack name '{stack}': it names the routing profile and the graph "
-            f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
-            "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
-            f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
-        )
+        r.problems.append(f"stack name '{stack}': it names the routing profile and the graph "
+                          f"({names.graph_name('<stack>')}, from which the Dynamo operator "
+                          "derives names that must fit Kubernetes' and Grove's limits); use "
+                          f"lowercase letters, digits and '-', at most {MAX_PROFILE_LEN} "
+                          "characters (e.g. session-affinity)")
     graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
@@ -685,9 +678,8 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
 # Pulumi.<stack>.yaml, keys namespaced by project, each value as the CLI hands it (a string;
 # lists and maps as JSON); secure values stay ciphertext only the CLI can open.
 
-# Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced,
-# the others only where the stack leaves the placeholder (or nothing).
-SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token"}
+# Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced
+# (`SECRETS`), the others only where the stack leaves the placeholder (or nothing).
 PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
                          "vllmImage": "stand-in.invalid/no-vllm-image:none"}
 
@@ -727,7 +719,7 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
 def with_stand_ins(project: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     """A stack's config as tools that read it without deploying it need it: cluster-only
     settings stood in, so only what they use is checked, and no secret is ever read."""
-    out = {**raw, **{f"{project}:{k}": v for k, v in SECRET_STAND_INS.items()}}
+    out = {**raw, **{f"{project}:{key}": row[3] for key, row in SECRETS.items()}}
     for key, stand_in in PLACEHOLDER_STAND_INS.items():
         value = str(out.get(f"{project}:{key}") or "")
         if not value or names.PLACEHOLDER.search(value):
