@@ -57,11 +57,19 @@ def _label(text: str) -> tuple[str, str] | None:
     return (key, value) if ok else None
 
 
+def _toleration(text: str) -> Toleration | None:
+    """A toleration's `key[=value][:Effect]`; None when it isn't one."""
+    effects = "|".join(names.TAINT_EFFECTS)
+    match = re.fullmatch(rf"([^=:]+)(?:=([^:]*))?(?::({effects}))?", text)
+    ok = match and names.LABEL_KEY.match(match[1]) and names.LABEL_VALUE.match(match[2] or "")
+    return Toleration(*match.groups()) if ok else None
+
+
 SECS = ("int", names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
 S, B, Q = ("str",), ("bool",), ("quantity", 0, "")
 SELECTOR = ("list", _label, "is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
             "(`kubectl get nodes --show-labels` shows your node labels)")
-TOLERATIONS = ("list", lambda text: _toleration(text), "is not key[=value][:Effect]; e.g. "
+TOLERATIONS = ("list", _toleration, "is not key[=value][:Effect]; e.g. "
                f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
 # A worker image is pinned by tag or digest: no placeholder, no latest.
 PINNED = ("str", lambda v: names.IMAGE.match(v) and not names.PLACEHOLDER.search(v),
@@ -199,7 +207,7 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
             bad(f"{number} is out of range; use {low}..{high}{unit}"
                 + ("" if whole else f", above {low}"))
         return number
-    items: tuple = (text,)
+    items: Any = (text,)
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
         try:
@@ -514,17 +522,6 @@ def _images(r: ConfigReader, runtime: str) -> ImageSettings:
     vllm = r.read("vllmImage", VLLM_IMAGE, r.v["vllmImage"]) if runtime == "vllm" else None
     return ImageSettings(r.v["nimImage"], r.v["frontendImage"], r.v["workerRuntimeVersion"],
                          vllm=vllm)
-
-
-def _toleration(text: str) -> Toleration | None:
-    match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
-    if not match or not names.LABEL_KEY.match(match.group(1)):
-        return None
-    value, effect = match.group(3), match.group(5)
-    if (value is not None and not names.LABEL_VALUE.match(value)) or (
-            effect is not None and effect not in names.TAINT_EFFECTS):
-        return None
-    return Toleration(match.group(1), value, effect)
 
 
 def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
