@@ -477,12 +477,13 @@ def _describe(routing: rt.Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if "namespace" not in r.rejected and len(name) > limit:
+    if "namespace" not in r.rejected:  # a row whose bound is the graph's
         label = names.dynamo_namespace(name, graph)
-        r.problem("namespace", f"'{name}' is too long for graph {graph}: the Dynamo operator "
-                  f"labels the graph's objects {names.DYNAMO_NAMESPACE_LABEL}={label}, "
-                  f"{len(label)} characters (a label value holds {names.DNS_LABEL_MAX}); use a "
-                  f"namespace of at most {limit} characters, or a shorter stack name")
+        r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: "
+                             f"the Dynamo operator labels the graph's objects "
+                             f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
+                             f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of "
+                             f"at most {limit} characters, or a shorter stack name"), name)
     return NamespaceSettings(name=name, create=r.v["createNamespace"])
 
 
@@ -507,10 +508,10 @@ def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
         "cacheExistingClaim", "cacheStorageClass", "cacheSize"))
     known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
     need = sv.cache_gib_needed(serving) if known else sv.MIN_CACHE_GIB
-    if "cacheSize" not in r.rejected and quantity_amount(size) < need * 2**30:
-        r.problem("cacheSize", f"'{size}' is too small for the model cache of "
-                  f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
-                  f"{need}Gi")
+    if "cacheSize" not in r.rejected:  # a quantity row whose floor is the model's size
+        r.read("cacheSize", ("quantity", need * 2**30, " for the model cache of "
+                             f"{serving.runtime} {serving.variant} {serving.precision}: use at "
+                             f"least {need}Gi"), size)
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
         return CacheSettings(None, size, existing, keep, existing, False)
@@ -611,15 +612,13 @@ def _workers(r: ConfigReader, serving: sv.Serving) -> WorkerSettings:
 
 
 def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
-    v = r.v
-    run_id = v["benchmarkRunId"]
     longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
-    if not names.RUN_ID.match(run_id) or len(run_id) > longest:
-        r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
-                  f"lowercase letters, digits and '-', at most {longest} characters (it names "
-                  "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
-                  "run-2`")
-    return BenchmarkSettings(**{f.name: v["benchmark" + f.name.title().replace("_", "")]
+    r.read("benchmarkRunId", ("str", lambda v: names.RUN_ID.match(v) and len(v) <= longest,
+                              f"is not a run id for stack '{profile}'; use lowercase letters, "
+                              f"digits and '-', at most {longest} characters (it names the Jobs "
+                              "and the results folder), e.g. `pulumi config set benchmarkRunId "
+                              "run-2`"), r.v["benchmarkRunId"])
+    return BenchmarkSettings(**{f.name: r.v["benchmark" + f.name.title().replace("_", "")]
                                 for f in fields(BenchmarkSettings) if f.init})
 
 
