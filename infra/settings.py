@@ -249,15 +249,16 @@ class ConfigReader:
         self.v: dict[str, Any] = {}
         for key, kind in KEYS.items():
             value = raw.get(self.full(key))
-            if value is None:  # typed as "" without a second problem: the first says it all
+            if value is None:
                 self.problem(key, "missing; it is declared with a default in Pulumi.yaml, so "
                                   f"restore that entry or run `pulumi config set {key} <value>`")
             self.v[key] = self.read(key, kind, value)
 
     def read(self, key: str, kind: tuple, value: Any) -> Any:
-        """`value` typed as `kind`, its problems on `key` (None: typed as "", not judged)."""
-        bad = (lambda message: self.problem(key, message.replace("<key>", key))
-               ) if value is not None else (lambda message: None)
+        """`value` (None: "") typed as `kind`; judged on `key` unless `key` has a problem
+        already (say it is missing): one problem a key."""
+        bad = (lambda message: None) if key in self.rejected else (
+            lambda message: self.problem(key, message.replace("<key>", key)))
         return _typed(kind, "" if value is None else value, bad)
 
     def full(self, key: str) -> str:
@@ -477,13 +478,12 @@ def _describe(routing: rt.Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if "namespace" not in r.rejected:  # a row whose bound is the graph's
-        label = names.dynamo_namespace(name, graph)
-        r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: "
-                             f"the Dynamo operator labels the graph's objects "
-                             f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
-                             f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of "
-                             f"at most {limit} characters, or a shorter stack name"), name)
+    label = names.dynamo_namespace(name, graph)
+    r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: the "
+                         "Dynamo operator labels the graph's objects "
+                         f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters (a "
+                         f"label value holds {names.DNS_LABEL_MAX}); use a namespace of at most "
+                         f"{limit} characters, or a shorter stack name"), name)
     return NamespaceSettings(name=name, create=r.v["createNamespace"])
 
 
@@ -508,10 +508,9 @@ def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
         "cacheExistingClaim", "cacheStorageClass", "cacheSize"))
     known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
     need = sv.cache_gib_needed(serving) if known else sv.MIN_CACHE_GIB
-    if "cacheSize" not in r.rejected:  # a quantity row whose floor is the model's size
-        r.read("cacheSize", ("quantity", need * 2**30, " for the model cache of "
-                             f"{serving.runtime} {serving.variant} {serving.precision}: use at "
-                             f"least {need}Gi"), size)
+    r.read("cacheSize", ("quantity", need * 2**30, " for the model cache of "
+                         f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
+                         f"{need}Gi"), size)
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
         return CacheSettings(None, size, existing, keep, existing, False)
