@@ -454,6 +454,11 @@ def _routing(r: ConfigReader, profile: str) -> rt.Routing:
     if not v["routerKvEvents"] and mode != "kv":
         r.problem("routerKvEvents", f"only applies to routerMode kv (it is {mode}); remove it "
                                     "with `pulumi config rm routerKvEvents`")
+    elif mode == "kv" and v["routerKvEvents"] and v["runtime"] == "nim":
+        r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
+                                    "settings document none), so a router waiting for them "
+                                    "routes without prefix awareness: use the router's own "
+                                    "prediction, `pulumi config set routerKvEvents false`")
     # Without affinity the mode routes nothing (no flag): it is left at its default.
     affinity = {"affinity_mode": v["sessionAffinityMode"],
                 "affinity_ttl_secs": v["sessionAffinityTtlSecs"]} if v["sessionAffinity"] else {}
@@ -654,11 +659,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
     )
-    if routing.router_mode == "kv" and routing.kv_events and serving.runtime == "nim":
-        r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
-                                    "settings document none), so a router waiting for them "
-                                    "routes without prefix awareness: use the router's own "
-                                    "prediction, `pulumi config set routerKvEvents false`")
     known = {r.full(key) for key in (*KEYS, *SECRET_KEYS)}
     r.problems += [f"{key}: unknown setting; check the spelling against the `config:` block "
                    "of Pulumi.yaml, or remove it with `pulumi config rm`"
