@@ -3,8 +3,9 @@ tools that run without it), typed and validated `Settings` out, every problem at
 naming its key and the fix; nothing is declared when one is found. Pure but for the files.
 
 One table (`KEYS`) gives each key its type and bounds; defaults and descriptions live only
-in Pulumi.yaml. The rules across keys follow the table. Values may come as the CLI's
-strings (lists as JSON) or as native YAML. The secret keys are checked for presence only.
+in Pulumi.yaml. The rules across keys follow the table; where a bound depends on the stack,
+a rule makes a row and the reader judges it. Values may come as the CLI's strings (lists as
+JSON) or as native YAML. The secret keys are checked for presence only.
 """
 
 from __future__ import annotations
