@@ -3,8 +3,9 @@ tools that run without it), typed and validated `Settings` out, every problem at
 naming its key and the fix; nothing is declared when one is found. Pure but for the files.
 
 One table (`KEYS`) gives each key its type and bounds; defaults and descriptions live only
-in Pulumi.yaml. The rules across keys follow the table. Values may come as the CLI's
-strings (lists as JSON) or as native YAML. The secret keys are checked for presence only.
+in Pulumi.yaml. The rules across keys follow the table; where a bound depends on the stack,
+a rule makes a row and the reader judges it. Values may come as the CLI's strings (lists as
+JSON) or as native YAML. The secret keys are checked for presence only.
 """
 
 from __future__ import annotations
@@ -20,37 +21,24 @@ from typing import Any
 import yaml
 
 from infra import names
-from infra.routing import (
-    AFFINITY_MODES,
-    AFFINITY_TTL_MAX_SECS,
-    AFFINITY_TTL_MIN_SECS,
-    PROFILES,
-    ROUTER_MODES,
-    Routing,
-)
-from infra.serving import (
-    FP8_MIN_COMPUTE_CAPABILITY,
-    GPU_CLASSES,
-    GPU_MEMORY_UTILIZATION,
-    GPU_PRODUCT_LABEL,
-    HF_SECRET_KEY,
-    KV_HEADROOM_GIB,
-    MAX_REPLICAS,
-    MIN_CACHE_GIB,
-    NIM_GPU_TAGS,
-    PRECISIONS,
-    RUNTIMES,
-    TENSOR_PARALLEL_SIZES,
-    VARIANTS,
-    Serving,
-    cache_gib_needed,
-)
+from infra import routing as rt
+from infra import serving as sv
 
 PROJECT = "cosmos3-routing"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
-SECRET_KEYS = (NGC_API_KEY, HF_TOKEN)
+# Each secret key: its Kubernetes Secret (name suffix, data key), its fix when missing, and
+# the stand-in the tools that read a stack without deploying it use.
+SECRETS = {
+    NGC_API_KEY: ("ngc-api-key", names.NGC_SECRET_KEY, "run `pulumi config set --secret "
+                  "ngcApiKey` (an NGC API key with access to the Cosmos3 NIM)",
+                  "stand-in-no-ngc-key"),
+    HF_TOKEN: ("hf-token", sv.HF_SECRET_KEY, "runtime vllm downloads the gated model from "
+               "Hugging Face: run `pulumi config set --secret hfToken` (a token of an account "
+               "granted access to nvidia/Cosmos3-Super or -Nano)", "stand-in-no-hf-token"),
+}
+SECRET_KEYS = tuple(SECRETS)
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
@@ -70,19 +58,33 @@ def _label(text: str) -> tuple[str, str] | None:
     return (key, value) if ok else None
 
 
+def _toleration(text: str) -> Toleration | None:
+    """A toleration's `key[=value][:Effect]`; None when it isn't one."""
+    effects = "|".join(names.TAINT_EFFECTS)
+    match = re.fullmatch(rf"([^=:]+)(?:=([^:]*))?(?::({effects}))?", text)
+    ok = match and names.LABEL_KEY.match(match[1]) and names.LABEL_VALUE.match(match[2] or "")
+    return Toleration(*match.groups()) if ok else None
+
+
 SECS = ("int", names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
 S, B, Q = ("str",), ("bool",), ("quantity", 0, "")
 SELECTOR = ("list", _label, "is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 "
             "(`kubectl get nodes --show-labels` shows your node labels)")
-TOLERATIONS = ("list", lambda text: _toleration(text), "is not key[=value][:Effect]; e.g. "
+TOLERATIONS = ("list", _toleration, "is not key[=value][:Effect]; e.g. "
                f"nvidia.com/gpu:NoSchedule (effects: {', '.join(names.TAINT_EFFECTS)})")
+# A worker image is pinned by tag or digest: no placeholder, no latest.
+PINNED = ("str", lambda v: names.IMAGE.match(v) and not names.PLACEHOLDER.search(v),
+          "is not a pinned image; write registry/repository:tag with an explicit tag (e.g. "
+          "nvcr.io/nim/nvidia/cosmos3:2.1.0) or @sha256:<digest>",
+          lambda v: not v.endswith(":latest"), "is not pinned; use an explicit version tag, "
+          "not latest")
 # Every key of Pulumi.yaml's `config:` but the secrets: its type and bounds.
 KEYS: dict[str, tuple] = {
-    "routerMode": ("choice", ROUTER_MODES, " (the modes `dynamo.frontend` accepts)"),
+    "routerMode": ("choice", rt.ROUTER_MODES, " (the modes `dynamo.frontend` accepts)"),
     "sessionAffinity": B,
-    "sessionAffinityTtlSecs": ("int", AFFINITY_TTL_MIN_SECS, AFFINITY_TTL_MAX_SECS,
+    "sessionAffinityTtlSecs": ("int", rt.AFFINITY_TTL_MIN_SECS, rt.AFFINITY_TTL_MAX_SECS,
                                    " seconds (an idle timeout per session)"),
-    "sessionAffinityMode": ("choice", AFFINITY_MODES, ""),
+    "sessionAffinityMode": ("choice", rt.AFFINITY_MODES, ""),
     "routerKvEvents": B,
     "namespace": _form(names.DNS_LABEL.match, "is not a valid namespace name; use lowercase "
                        "letters, digits and '-'"),
@@ -95,13 +97,13 @@ KEYS: dict[str, tuple] = {
         lambda v: names.DNS_SUBDOMAIN.match(v) and not names.PLACEHOLDER.search(v),
         "is not a claim name; give the name of an existing ReadWriteMany "
         "PersistentVolumeClaim in the namespace, or leave it empty", optional=True),
-    "nimImage": S, "frontendImage": S, "vllmImage": S,
+    "nimImage": PINNED, "frontendImage": PINNED, "vllmImage": S,
     "workerRuntimeVersion": _form(names.SEMVER.match, "is not MAJOR.MINOR.PATCH; give the "
                                   "Dynamo version inside the worker image (the operator cannot "
                                   "read it from a NIM or custom tag)"),
-    "runtime": ("choice", RUNTIMES, ""), "modelVariant": ("choice", tuple(VARIANTS), ""),
-    "precision": ("choice", PRECISIONS, ""),
-    "workerReplicas": ("int", 1, MAX_REPLICAS, " workers"),
+    "runtime": ("choice", sv.RUNTIMES, ""), "modelVariant": ("choice", tuple(sv.VARIANTS), ""),
+    "precision": ("choice", sv.PRECISIONS, ""),
+    "workerReplicas": ("int", 1, sv.MAX_REPLICAS, " workers"),
     # Wide ranges: `serving_problems` names the sizes it accepts.
     "gpusPerWorker": ("int", 1, 64, " GPUs"), "gpusPerNode": ("int", 1, 64, " GPUs"),
     "gpuBudget": ("int", 1, 100_000, " GPUs"), "gpuProduct": S,
@@ -143,6 +145,17 @@ KEYS: dict[str, tuple] = {
                              "is neither a CIDR (10.0.0.0/8) nor a namespace name; list the "
                              "clients allowed to call the frontend"),
 }
+# Rows of keys judged only when they count: vllmImage on runtime vllm, the storage class
+# without an existing claim.
+VLLM_IMAGE = ("str", lambda v: not names.PLACEHOLDER.search(v), "is a placeholder; runtime "
+              "vllm needs a Dynamo vLLM worker image that also has the vllm-cosmos3 plugin "
+              "(docs/serving-paths.md): build and push one, then `pulumi config set vllmImage "
+              "<registry/repo:tag>`", *PINNED[1:])
+STORAGE_CLASS = ("str", lambda v: v and not names.PLACEHOLDER.search(v), "is a placeholder; "
+                 "set a ReadWriteMany-capable storage class of your cluster (`kubectl get "
+                 "storageclass`), e.g. `pulumi config set cacheStorageClass <name>`, or set "
+                 "cacheExistingClaim to adopt an existing claim",
+                 names.DNS_SUBDOMAIN.match, "is not a storage class name (lowercase DNS name)")
 # `Serving` field -> config key (the names users see in messages).
 FIELD_KEYS = {
     "runtime": "runtime", "variant": "modelVariant", "precision": "precision",
@@ -173,18 +186,19 @@ def cli_value(value: Any) -> str:
 
 
 def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
-    """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`."""
+    """`value` (the CLI's string or native YAML) as `kind` says; a problem goes to `bad`.
+    A "str" or "list" row's (check, what) pairs judge the value, or each item: the first
+    check it fails is reported, `what` saying what it is not and the fix."""
+    text = cli_value(value).strip()
     if kind[0] == "bool":
-        text = cli_value(value).strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
         return bad(f"'{value}' is not a boolean; use true or false") or False
     if kind[0] in ("int", "float"):
         low, high, unit = kind[1:]
         whole = kind[0] == "int"
         try:
-            number = None if isinstance(value, bool) else (int if whole else float)(
-                str(value).strip())
+            number = None if isinstance(value, bool) else (int if whole else float)(text)
         except ValueError:
             number = None
         if number is None or number != number:  # NaN is no number either
@@ -194,36 +208,35 @@ def _typed(kind: tuple, value: Any, bad: Callable[[str], None]) -> Any:
             bad(f"{number} is out of range; use {low}..{high}{unit}"
                 + ("" if whole else f", above {low}"))
         return number
+    items: Any = (text,)
     if kind[0] in ("list", "levels"):
         item = int if kind[0] == "levels" else str
-        text = cli_value(value)
         try:
-            value = json.loads(value or "[]") if isinstance(value, str) else value
+            items = json.loads(value or "[]") if isinstance(value, str) else value
         except json.JSONDecodeError:
-            value = None
-        if not isinstance(value, list) or not all(
-                isinstance(v, item) and not isinstance(v, bool) for v in value):
+            items = None
+        if not isinstance(items, list) or not all(
+                isinstance(v, item) and not isinstance(v, bool) for v in items):
             return bad(f"'{text}' is not a list of whole numbers{LEVELS_FIX}" if item is int else
                        "must be a list of strings; in Pulumi.<stack>.yaml write a YAML list, or "
                        "run `pulumi config set --path '<key>[0]' <value>`") or ()
-        value = tuple(v.strip() if item is str else v for v in value)
-        for problem in names.levels_problems(value) if item is int else ():
+        items = tuple(v.strip() if item is str else v for v in items)
+        for problem in names.levels_problems(items) if item is int else ():
             bad(problem + LEVELS_FIX)
-        for bad_item in (v for v in value if len(kind) > 1 and not kind[1](v)):
-            bad(f"'{bad_item}' {kind[2]}")
-        return value
-    text = cli_value(value).strip()
-    if kind[0] == "str" and len(kind) > 1 and not kind[1](text):
-        bad(f"'{text}' {kind[2]}")
-    if kind[0] == "choice" and text not in kind[1]:
+    elif kind[0] == "choice" and text not in kind[1]:
         bad(f"'{text}' is not one of {', '.join(kind[1])}{kind[2]}")
-    if kind[0] == "quantity":
+    elif kind[0] == "quantity":
         amount = quantity_amount(text)
         if amount is None:
             bad(f"'{text}' is not a Kubernetes quantity; write e.g. 16, 96Gi or 300Gi")
         elif amount <= 0 or amount < kind[1]:
             bad(f"'{text}' is too small{kind[2]}")
-    return text
+    rules = list(zip(kind[1::2], kind[2::2], strict=True)) if kind[0] in ("str", "list") else []
+    for one in items if rules else ():
+        what = next((what for check, what in rules if not check(one)), "")
+        if what:
+            bad(f"'{one}' {what}")
+    return items if kind[0] in ("list", "levels") else text
 
 
 class ConfigReader:
@@ -237,12 +250,17 @@ class ConfigReader:
         self.v: dict[str, Any] = {}
         for key, kind in KEYS.items():
             value = raw.get(self.full(key))
-            if value is None:  # typed as "" without a second problem: the first says it all
+            if value is None:
                 self.problem(key, "missing; it is declared with a default in Pulumi.yaml, so "
                                   f"restore that entry or run `pulumi config set {key} <value>`")
-            bad = (lambda message, key=key: self.problem(key, message.replace("<key>", key))
-                   ) if value is not None else (lambda message: None)
-            self.v[key] = _typed(kind, "" if value is None else value, bad)
+            self.v[key] = self.read(key, kind, value)
+
+    def read(self, key: str, kind: tuple, value: Any) -> Any:
+        """`value` (None: "") typed as `kind`; judged on `key` unless `key` has a problem
+        already (say it is missing): one problem a key."""
+        bad = (lambda message: None) if key in self.rejected else (
+            lambda message: self.problem(key, message.replace("<key>", key)))
+        return _typed(kind, "" if value is None else value, bad)
 
     def full(self, key: str) -> str:
         """`key` namespaced by project; a rule across keys names them all (`a/b`)."""
@@ -330,7 +348,7 @@ class PlacementSettings:
 class WorkerSettings:
     """The workers: what they serve and on which GPUs (`serving`), and their resources."""
 
-    serving: Serving
+    serving: sv.Serving
     nim_tags_selector: str
     nim_model_profile: str | None
     served_model: str
@@ -405,7 +423,7 @@ class Settings:
 
     stack: str
     profile: str
-    routing: Routing
+    routing: rt.Routing
     namespace: NamespaceSettings
     secrets: SecretSettings
     cache: CacheSettings
@@ -431,18 +449,22 @@ class Settings:
 # --- The rules across keys, in the order of Pulumi.yaml ------------------------------------
 
 
-def _routing(r: ConfigReader, profile: str) -> Routing:
+def _routing(r: ConfigReader, profile: str) -> rt.Routing:
     v = r.v
     mode = v["routerMode"]
     if not v["routerKvEvents"] and mode != "kv":
         r.problem("routerKvEvents", f"only applies to routerMode kv (it is {mode}); remove it "
                                     "with `pulumi config rm routerKvEvents`")
+    elif mode == "kv" and v["routerKvEvents"] and v["runtime"] == "nim":
+        r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
+                                    "settings document none), so a router waiting for them "
+                                    "routes without prefix awareness: use the router's own "
+                                    "prediction, `pulumi config set routerKvEvents false`")
     # Without affinity the mode routes nothing (no flag): it is left at its default.
-    affinity = v["sessionAffinity"]
-    routing = Routing(router_mode=mode, kv_events=v["routerKvEvents"],
-                      affinity_mode=v["sessionAffinityMode"] if affinity else Routing.affinity_mode,
-                      affinity_ttl_secs=v["sessionAffinityTtlSecs"] if affinity else None)
-    expected = PROFILES.get(profile)
+    affinity = {"affinity_mode": v["sessionAffinityMode"],
+                "affinity_ttl_secs": v["sessionAffinityTtlSecs"]} if v["sessionAffinity"] else {}
+    routing = rt.Routing(router_mode=mode, kv_events=v["routerKvEvents"], **affinity)
+    expected = rt.PROFILES.get(profile)
     keys = ("routerMode", "sessionAffinity", "sessionAffinityTtlSecs", "sessionAffinityMode")
     if expected is not None and not r.rejected.intersection(keys) and routing != expected:
         r.problem("routerMode/sessionAffinity/sessionAffinityTtlSecs", f"stack '{profile}' is "
@@ -453,7 +475,7 @@ def _routing(r: ConfigReader, profile: str) -> Routing:
     return routing
 
 
-def _describe(routing: Routing) -> str:
+def _describe(routing: rt.Routing) -> str:
     mode = routing.router_mode + ("" if routing.kv_events else " without KV events")
     if routing.affinity_ttl_secs is None:
         return f"{mode}, no session affinity"
@@ -462,100 +484,50 @@ def _describe(routing: Routing) -> str:
 
 def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    if "namespace" not in r.rejected and len(name) > limit:
-        label = names.dynamo_namespace(name, graph)
-        r.problem(
-            "namespace",
-            f"'{name}' is too long for graph {graph}: the Dynamo operator labels the graph's "
-            f"objects {names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters "
-            f"(a label value holds {names.DNS_LABEL_MAX}); use a namespace of at "
-            f"most {limit} characters, or a shorter stack name",
-        )
+    label = names.dynamo_namespace(name, graph)
+    r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: the "
+                         "Dynamo operator labels the graph's objects "
+                         f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters (a "
+                         f"label value holds {names.DNS_LABEL_MAX}); use a namespace of at most "
+                         f"{limit} characters, or a shorter stack name"), name)
     return NamespaceSettings(name=name, create=r.v["createNamespace"])
-
-
-_SECRET_FIXES = {
-    NGC_API_KEY: "run `pulumi config set --secret ngcApiKey` (an NGC API key with access to "
-    "the Cosmos3 NIM)",
-    HF_TOKEN: "runtime vllm downloads the gated model from Hugging Face: run `pulumi config "
-    "set --secret hfToken` (a token of an account granted access to nvidia/Cosmos3-Super "
-    "or -Nano)",
-}
-
-
-def _is_set(value: Any) -> bool:
-    """A secret key counts as set once it holds something (Pulumi.yaml defaults it to "")."""
-    return value is not None and not (isinstance(value, str) and not value.strip())
 
 
 def _secrets(r: ConfigReader, runtime: str, graph: str,
              secret_keys: frozenset[str] | None) -> SecretSettings:
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
-    stored = [name for name in SECRET_KEYS if _is_set(r.raw.get(r.full(name)))]
-    for name in (name for name in required if name not in stored):
-        r.problem(name, f"missing; {_SECRET_FIXES[name]}")
-    for name in stored if secret_keys is not None else ():
-        if r.full(name) not in secret_keys:
-            r.problem(name, "is stored in plain text; set it again with `pulumi config set "
-                            f"--secret {name}`")
+    # Set once it holds something (Pulumi.yaml defaults it to "").
+    stored = [key for key in SECRETS if str(r.raw.get(r.full(key)) or "").strip()]
+    for key in (key for key in required if key not in stored):
+        r.problem(key, f"missing; {SECRETS[key][2]}")
+    for key in stored if secret_keys is not None else ():
+        if r.full(key) not in secret_keys:
+            r.problem(key, "is stored in plain text; set it again with `pulumi config set "
+                           f"--secret {key}`")
     return SecretSettings(r.v["imagePullSecrets"], required, {
-        NGC_API_KEY: (names.stack_object_name(graph, "ngc-api-key"), names.NGC_SECRET_KEY),
-        HF_TOKEN: (names.stack_object_name(graph, "hf-token"), HF_SECRET_KEY)})
+        key: (names.stack_object_name(graph, suffix), data)
+        for key, (suffix, data, _, _) in SECRETS.items()})
 
 
-def _cache(r: ConfigReader, serving: Serving) -> CacheSettings:
+def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
     existing, storage_class, size = (r.v[k] for k in (
         "cacheExistingClaim", "cacheStorageClass", "cacheSize"))
-    known = serving.variant in VARIANTS and serving.precision in PRECISIONS
-    need = cache_gib_needed(serving) if known else MIN_CACHE_GIB
-    if "cacheSize" not in r.rejected and quantity_amount(size) < need * 2**30:
-        r.problem("cacheSize", f"'{size}' is too small for the model cache of "
-                  f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
-                  f"{need}Gi")
+    known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
+    need = sv.cache_gib_needed(serving) if known else sv.MIN_CACHE_GIB
+    r.read("cacheSize", ("quantity", need * 2**30, " for the model cache of "
+                         f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
+                         f"{need}Gi"), size)
     keep = r.v["cacheKeepOnDestroy"]
     if existing:
         return CacheSettings(None, size, existing, keep, existing, False)
-    if not storage_class or names.PLACEHOLDER.search(storage_class):
-        r.problem(
-            "cacheStorageClass",
-            f"'{storage_class}' is a placeholder; set a ReadWriteMany-capable storage class "
-            "of your cluster (`kubectl get storageclass`), e.g. `pulumi config set "
-            "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim",
-        )
-    elif not names.DNS_SUBDOMAIN.match(storage_class):
-        r.problem("cacheStorageClass", f"'{storage_class}' is not a storage class name "
-                                       "(lowercase DNS name)")
+    r.read("cacheStorageClass", STORAGE_CLASS, storage_class)
     return CacheSettings(storage_class, size, None, keep, names.MODEL_CACHE_PVC_NAME, True)
 
 
 def _images(r: ConfigReader, runtime: str) -> ImageSettings:
-    vllm = r.v["vllmImage"] if runtime == "vllm" else None
-    for key in ("nimImage", "frontendImage", *(("vllmImage",) if vllm is not None else ())):
-        value = r.v[key]
-        if key == "vllmImage" and names.PLACEHOLDER.search(value):
-            r.problem(key, f"'{value}' is a placeholder; runtime vllm needs a Dynamo vLLM "
-                      "worker image that also has the vllm-cosmos3 plugin (docs/serving-paths."
-                      "md): build and push one, then `pulumi config set vllmImage "
-                      "<registry/repo:tag>`")
-        elif not names.IMAGE.match(value) or names.PLACEHOLDER.search(value):
-            r.problem(key, f"'{value}' is not a pinned image; write registry/repository:tag "
-                      "with an explicit tag (e.g. nvcr.io/nim/nvidia/cosmos3:2.1.0) or "
-                      "@sha256:<digest>")
-        elif value.endswith(":latest"):
-            r.problem(key, f"'{value}' is not pinned; use an explicit version tag, not latest")
+    vllm = r.read("vllmImage", VLLM_IMAGE, r.v["vllmImage"]) if runtime == "vllm" else None
     return ImageSettings(r.v["nimImage"], r.v["frontendImage"], r.v["workerRuntimeVersion"],
                          vllm=vllm)
-
-
-def _toleration(text: str) -> Toleration | None:
-    match = re.match(r"^([^=:]+)(=([^:]*))?(:(\w+))?$", text)
-    if not match or not names.LABEL_KEY.match(match.group(1)):
-        return None
-    value, effect = match.group(3), match.group(5)
-    if (value is not None and not names.LABEL_VALUE.match(value)) or (
-            effect is not None and effect not in names.TAINT_EFFECTS):
-        return None
-    return Toleration(match.group(1), value, effect)
 
 
 def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
@@ -567,13 +539,13 @@ def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
     return PlacementSettings(selector, tolerations, pod_spec)
 
 
-def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
+def serving_problems(serving: sv.Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
     """(config key, problem and fix) for each topology or GPU the combination cannot run on
     (serving.py's facts; the choices themselves are `KEYS` rows). `full` names a key."""
     problems: list[tuple[str, str]] = []
     gpus, node, budget = serving.gpus_per_replica, serving.gpus_per_node, serving.gpu_budget
-    if gpus not in TENSOR_PARALLEL_SIZES:
-        sizes = ", ".join(map(str, TENSOR_PARALLEL_SIZES))
+    if gpus not in sv.TENSOR_PARALLEL_SIZES:
+        sizes = ", ".join(map(str, sv.TENSOR_PARALLEL_SIZES))
         problems.append(("gpusPerWorker", f"must be one of {sizes} (the tensor-parallel size), "
                          f"not {gpus}"))
     elif gpus > node:
@@ -586,23 +558,23 @@ def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple
             f"({full('gpusPerWorker')}) need {serving.total_gpus} GPUs but {full('gpuBudget')} "
             f"allows {budget}: lower the replicas (on one 8-GPU node: 8x1, 4x2, 2x4 or 1x8), "
             f"or raise {full('gpuBudget')} if the cluster has the GPUs"))
-    gpu = GPU_CLASSES.get(serving.gpu_product)
+    gpu = sv.GPU_CLASSES.get(serving.gpu_product)
     if gpu is None:
         problems.append(("gpuProduct", f"unknown GPU class {serving.gpu_product!r}; known: "
-                         f"{', '.join(GPU_CLASSES)} (as the {GPU_PRODUCT_LABEL} node label "
+                         f"{', '.join(sv.GPU_CLASSES)} (as the {sv.GPU_PRODUCT_LABEL} node label "
                          "spells them)"))
-    known = (serving.runtime in RUNTIMES and serving.variant in VARIANTS
-             and serving.precision in PRECISIONS and 1 <= serving.replicas <= MAX_REPLICAS)
+    known = (serving.runtime in sv.RUNTIMES and serving.variant in sv.VARIANTS
+             and serving.precision in sv.PRECISIONS and 1 <= serving.replicas <= sv.MAX_REPLICAS)
     if problems or gpu is None or not known:
         return problems
-    if serving.precision == "fp8" and gpu.compute_capability < FP8_MIN_COMPUTE_CAPABILITY:
+    if serving.precision == "fp8" and gpu.compute_capability < sv.FP8_MIN_COMPUTE_CAPABILITY:
         problems.append((
-            "precision", f"fp8 needs compute capability {FP8_MIN_COMPUTE_CAPABILITY}+ "
+            "precision", f"fp8 needs compute capability {sv.FP8_MIN_COMPUTE_CAPABILITY}+ "
             "(documented for Super, kept for Nano as the cautious rule) but "
             f"{gpu.label} has {gpu.compute_capability}: use precision bf16, or a "
             f"Hopper/Blackwell GPU class ({full('gpuProduct')})"))
-    need = VARIANTS[serving.variant].weights_gib[serving.precision] / gpus + KV_HEADROOM_GIB
-    usable = gpu.memory_gib * GPU_MEMORY_UTILIZATION
+    need = sv.VARIANTS[serving.variant].weights_gib[serving.precision] / gpus + sv.KV_HEADROOM_GIB
+    usable = gpu.memory_gib * sv.GPU_MEMORY_UTILIZATION
     if need > usable:
         problems.append((
             "gpusPerWorker", f"{serving.variant} {serving.precision} needs about {need:.0f} GiB "
@@ -611,26 +583,26 @@ def serving_problems(serving: Serving, full: Callable[[str], str]) -> list[tuple
     return problems
 
 
-def _serving(r: ConfigReader, placement: PlacementSettings) -> Serving:
+def _serving(r: ConfigReader, placement: PlacementSettings) -> sv.Serving:
     """The serving keys, and whether the combination can run."""
-    serving = Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
+    serving = sv.Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
     for key, message in serving_problems(serving, r.full):
         if key not in r.rejected:  # a key rejected already is reported once
             r.problem(key, message)
-    selected = dict(placement.node_selector).get(GPU_PRODUCT_LABEL)
-    if selected in GPU_CLASSES and selected != serving.gpu_product:
-        r.problem("gpuNodeSelector/gpuProduct", f"the workers select {GPU_PRODUCT_LABEL}="
+    selected = dict(placement.node_selector).get(sv.GPU_PRODUCT_LABEL)
+    if selected in sv.GPU_CLASSES and selected != serving.gpu_product:
+        r.problem("gpuNodeSelector/gpuProduct", f"the workers select {sv.GPU_PRODUCT_LABEL}="
                   f"{selected} but the serving checks assume {serving.gpu_product}; make them "
                   f"agree (`pulumi config set gpuProduct {selected}`)")
     return serving
 
 
-def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
+def _workers(r: ConfigReader, serving: sv.Serving) -> WorkerSettings:
     v, gpus = r.v, serving.gpus_per_replica
     # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
     tags = v["nimTagsSelector"]
     for tag, value in (t.partition("=")[::2] for t in tags.split(",") if tags):
-        if tag.strip() in NIM_GPU_TAGS and value.strip() != str(gpus):
+        if tag.strip() in sv.NIM_GPU_TAGS and value.strip() != str(gpus):
             r.problem("nimTagsSelector", f"'{tags}' selects {tag.strip()}={value.strip()} but "
                       f"gpusPerWorker is {gpus}; make them agree, or leave nimTagsSelector "
                       "empty (the NIM then picks the profile for the GPUs each worker gets)")
@@ -645,15 +617,13 @@ def _workers(r: ConfigReader, serving: Serving) -> WorkerSettings:
 
 
 def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
-    v = r.v
-    run_id = v["benchmarkRunId"]
     longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
-    if not names.RUN_ID.match(run_id) or len(run_id) > longest:
-        r.problem("benchmarkRunId", f"'{run_id}' is not a run id for stack '{profile}'; use "
-                  f"lowercase letters, digits and '-', at most {longest} characters (it names "
-                  "the Jobs and the results folder), e.g. `pulumi config set benchmarkRunId "
-                  "run-2`")
-    return BenchmarkSettings(**{f.name: v["benchmark" + f.name.title().replace("_", "")]
+    r.read("benchmarkRunId", ("str", lambda v: names.RUN_ID.match(v) and len(v) <= longest,
+                              f"is not a run id for stack '{profile}'; use lowercase letters, "
+                              f"digits and '-', at most {longest} characters (it names the Jobs "
+                              "and the results folder), e.g. `pulumi config set benchmarkRunId "
+                              "run-2`"), r.v["benchmarkRunId"])
+    return BenchmarkSettings(**{f.name: r.v["benchmark" + f.name.title().replace("_", "")]
                                 for f in fields(BenchmarkSettings) if f.init})
 
 
@@ -665,12 +635,11 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     r = ConfigReader(raw, project)
     profile = stack.rsplit("/", 1)[-1]
     if not names.DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
-        r.problems.append(
-            f"stack name '{stack}': it names the routing profile and the graph "
-            f"({names.graph_name('<stack>')}, from which the Dynamo operator derives "
-            "names that must fit Kubernetes' and Grove's limits); use lowercase letters, "
-            f"digits and '-', at most {MAX_PROFILE_LEN} characters (e.g. session-affinity)"
-        )
+        r.problems.append(f"stack name '{stack}': it names the routing profile and the graph "
+                          f"({names.graph_name('<stack>')}, from which the Dynamo operator "
+                          "derives names that must fit Kubernetes' and Grove's limits); use "
+                          f"lowercase letters, digits and '-', at most {MAX_PROFILE_LEN} "
+                          "characters (e.g. session-affinity)")
     graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
@@ -691,11 +660,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
     )
-    if routing.router_mode == "kv" and routing.kv_events and serving.runtime == "nim":
-        r.problem("routerKvEvents", "the Cosmos3 NIM workers publish no KV events (its Dynamo "
-                                    "settings document none), so a router waiting for them "
-                                    "routes without prefix awareness: use the router's own "
-                                    "prediction, `pulumi config set routerKvEvents false`")
     known = {r.full(key) for key in (*KEYS, *SECRET_KEYS)}
     r.problems += [f"{key}: unknown setting; check the spelling against the `config:` block "
                    "of Pulumi.yaml, or remove it with `pulumi config rm`"
@@ -710,9 +674,8 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
 # Pulumi.<stack>.yaml, keys namespaced by project, each value as the CLI hands it (a string;
 # lists and maps as JSON); secure values stay ciphertext only the CLI can open.
 
-# Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced,
-# the others only where the stack leaves the placeholder (or nothing).
-SECRET_STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token"}
+# Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced
+# (`SECRETS`), the others only where the stack leaves the placeholder (or nothing).
 PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
                          "vllmImage": "stand-in.invalid/no-vllm-image:none"}
 
@@ -752,7 +715,7 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
 def with_stand_ins(project: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     """A stack's config as tools that read it without deploying it need it: cluster-only
     settings stood in, so only what they use is checked, and no secret is ever read."""
-    out = {**raw, **{f"{project}:{k}": v for k, v in SECRET_STAND_INS.items()}}
+    out = {**raw, **{f"{project}:{key}": row[3] for key, row in SECRETS.items()}}
     for key, stand_in in PLACEHOLDER_STAND_INS.items():
         value = str(out.get(f"{project}:{key}") or "")
         if not value or names.PLACEHOLDER.search(value):

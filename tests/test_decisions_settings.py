@@ -559,3 +559,13 @@ def test_a_list_s_fix_names_its_key() -> None:
     assert problems({"imagePullSecrets": "[1]"}) == [
         f"{P}:imagePullSecrets: must be a list of strings; in Pulumi.<stack>.yaml write a YAML "
         "list, or run `pulumi config set --path 'imagePullSecrets[0]' <value>`"]
+
+
+def test_a_key_with_a_problem_is_not_judged_again_by_a_rule_across_keys() -> None:
+    """A missing run id is one problem, not also 'not a run id' from the stack's rule."""
+    raw = {k: v for k, v in stack_config("round-robin").items() if k != f"{P}:benchmarkRunId"}
+    with pytest.raises(SettingsError) as err:
+        parse_settings(raw, "round-robin")
+    assert err.value.problems == [
+        f"{P}:benchmarkRunId: missing; it is declared with a default in Pulumi.yaml, so restore "
+        "that entry or run `pulumi config set benchmarkRunId <value>`"]
