@@ -154,17 +154,12 @@ class LevelFailed(SweepError):
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One sweep, the CLI's options as they are (`config_from_args`). Only `url` and
-    `dataset` are required.
-
-    `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
-    PROFILES needs it explicitly. True sends `infra.names.SESSION_HEADER` per session.
-    `stop_within_pct` is the stop rule's bound; `full` sends every whole chunk of every level
-    instead. `tokenizer` None builds the tiny local tokenizer in the run directory (token
-    counts come from the server's usage). `run_dir` overrides `results_root/profile/run_id`.
-    `extra_body` is merged into every request body (e.g. `{"nvext": {"extra_fields":
-    ["worker_id"]}}`). `deployment` holds facts about the target (images, versions...)
-    copied into the manifest; `notes` are free-text lines shown in the report.
+    """One sweep, the CLI's options as they are (`config_from_args`); only `url` and
+    `dataset` are required. `affinity` None takes the profile's (infra.routing.PROFILES);
+    `tokenizer` None builds a tiny local one in the run directory (token counts come from
+    the server's usage); `run_dir` overrides `results_root/profile/run_id`; `extra_body` is
+    merged into every request body; `deployment` (facts about the target: images,
+    versions...) and `notes` (free text for the report) go into the manifest.
     """
 
     url: str
@@ -356,44 +351,30 @@ def manifest_base(config: SweepConfig, data: Dataset) -> dict[str, Any]:
     states and timestamps."""
     info = load_dataset_info(Path(config.dataset))
     return {
-        "profile": config.profile,
-        "session_header": SESSION_HEADER if config.affinity else None,
-        "endpoint": config.url,
-        "model": config.model,
+        "profile": config.profile, "session_header": SESSION_HEADER if config.affinity else None,
+        "endpoint": config.url, "model": config.model,
         "concurrencies": list(config.concurrencies),
         # The dataset's: a level sends the whole chunks it runs (at most these).
-        "requests_per_level": data.requests,
-        "sessions_per_level": len(data.sessions),
+        "requests_per_level": data.requests, "sessions_per_level": len(data.sessions),
         "questions_per_video": data.questions_per_session,
-        "output_tokens": config.output_tokens,
-        "random_seed": config.random_seed,
-        "stop_within_pct": config.stop_within_pct,
-        "full": config.full,
-        "dataset": {
-            "path": str(Path(config.dataset).resolve()),
-            "sha256": data.sha256,
-            "requests": data.requests,
-            "videos": len(data.sessions),
-            "info": info.to_dict() if info else None,
-        },
+        "output_tokens": config.output_tokens, "random_seed": config.random_seed,
+        "stop_within_pct": config.stop_within_pct, "full": config.full,
+        "dataset": {"path": str(Path(config.dataset).resolve()), "sha256": data.sha256,
+                    "requests": data.requests, "videos": len(data.sessions),
+                    "info": info.to_dict() if info else None},
         "video_settings": info.video_settings if info else None,
-        "extra_body": dict(config.extra_body),
-        "tokenizer": config.tokenizer,
-        "deployment": dict(config.deployment),
-        "notes": list(config.notes),
+        "extra_body": dict(config.extra_body), "tokenizer": config.tokenizer,
+        "deployment": dict(config.deployment), "notes": list(config.notes),
         "tools": tool_versions(),
     }
 
 
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
+# `deployment` is what was measured (images, topology, routing, the graph's uid, the code's
+# hash): results of one deployment never resume under another's name.
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "random_seed", "extra_body", "stop_within_pct", "full",
-    # What was measured (images, topology, routing, the graph's uid, the code's hash):
-    # results of one deployment never resume under another's name.
-    "deployment",
-)
-
+    "random_seed", "extra_body", "stop_within_pct", "full", "deployment")
 
 # What each attempt at a run records of its own: a resume keeps the earlier ones.
 PROVENANCE_KEYS = ("tools", "notes", "video_settings")
@@ -613,6 +594,7 @@ class _Sweep:
         """Run the level's next chunk and record it, or raise with why the level fails."""
         config, index = self.config, len(level["chunks"])
         videos, concurrency = planned[index], len(planned[0])
+        name = f"concurrency {concurrency}"
         chunk_dir = self.run_dir / level["dir"] / chunk_dir_name(index)
         chunk_dir.mkdir(parents=True)
         dataset = chunk_dir / CHUNK_DATASET
@@ -632,7 +614,7 @@ class _Sweep:
         lengths = length_check(chunk_dir, config.output_tokens)
         if lengths:
             level["output_lengths"] = lengths
-            self.say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
+            self.say(f"{name}: FLAGGED {lengths['other']} of "
                      f"{lengths['requests']} requests got other than {config.output_tokens} "
                      f"output tokens (min {lengths['min']}, max {lengths['max']})"
                      + (f", {lengths['missing']} without a count" if "missing" in lengths
@@ -641,12 +623,12 @@ class _Sweep:
             found.get("routing"), self.workers(), bool(config.affinity))
         if problems:
             level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
-            raise SweepError(f"concurrency {concurrency}: {'; '.join(problems)}")
+            raise SweepError(f"{name}: {'; '.join(problems)}")
         level["chunks"].append(entry)
         level["replicates"] = len(level["chunks"])
         self.save()
         interval = replicate_interval(self.rates(level))
-        self.say(f"concurrency {concurrency}, chunk {index + 1} of at most {len(planned)}: "
+        self.say(f"{name}, chunk {index + 1} of at most {len(planned)}: "
                  f"{summary.request_throughput:.2f} req/s; " + (
                      f"{interval.mean:.2f} req/s so far, 95% interval [{interval.low:.2f}, "
                      f"{interval.high:.2f}] (+-{interval.relative_half_width:.1%})"
