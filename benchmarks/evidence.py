@@ -124,10 +124,8 @@ class Attribution:
 
 
 def attribute_raw_export(path: Path) -> Attribution:
-    """Read AIPerf's raw export: per video (conversation id), the worker of each request.
-
-    Only profiling-phase records count (warm-up requests are not part of the level).
-    """
+    """Per video (conversation id) of AIPerf's raw export, the worker of each measured
+    request."""
     by_video: dict[str, list[int]] = defaultdict(list)
     unattributed = 0
     for record in measured_records(path):
@@ -163,11 +161,8 @@ def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
 
 
 def level_attribution(level_dir: Path) -> Attribution:
-    """A chunk's (one AIPerf run's) attribution: from its `worker_attribution.json`, else
-    from the raw export (then saved beside it, so the large raw export may be deleted).
-
-    Raises FileNotFoundError naming the level when neither exists.
-    """
+    """A chunk's attribution: from its `worker_attribution.json`, else from the raw export
+    (then saved beside it, so the large raw export may go); FileNotFoundError: neither."""
     saved = level_dir / ATTRIBUTION_FILE
     if saved.is_file():
         data = json.loads(saved.read_text())

@@ -81,10 +81,9 @@ from infra.names import (
 )
 from infra.routing import PROFILES
 
-# A level's figures come with 95% intervals from the spread between its replicates: chunks
-# of disjoint videos, each its own AIPerf run. That spread sees what moves a whole run
-# (round robin falling into step with the workers, a noisy node); a bootstrap over one
-# run's videos does not.
+# Intervals come from the spread between replicate chunks (each its own AIPerf run): it sees
+# what moves a whole run (round robin in step with the workers, a noisy node); a bootstrap
+# over one run's videos does not.
 INTERVAL_METHOD = "Student t 95% over the level's replicate chunks"
 
 
@@ -614,11 +613,10 @@ class _Sweep:
         lengths = length_check(chunk_dir, config.output_tokens)
         if lengths:
             level["output_lengths"] = lengths
-            self.say(f"{name}: FLAGGED {lengths['other']} of "
-                     f"{lengths['requests']} requests got other than {config.output_tokens} "
-                     f"output tokens (min {lengths['min']}, max {lengths['max']})"
-                     + (f", {lengths['missing']} without a count" if "missing" in lengths
-                        else ""))
+            self.say(f"{name}: FLAGGED {lengths['other']} of {lengths['requests']} requests got "
+                     f"other than {config.output_tokens} output tokens (min {lengths['min']}, "
+                     f"max {lengths['max']})" + (f", {lengths['missing']} without a count"
+                                                 if "missing" in lengths else ""))
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
             found.get("routing"), self.workers(), bool(config.affinity))
         if problems:
