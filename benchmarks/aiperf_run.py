@@ -30,7 +30,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +65,6 @@ class LevelSpec:
     request_timeout_secs: float = 600.0
 
 
-def request_body_extras(output_tokens: int, extra_body: Mapping[str, Any]) -> dict[str, Any]:
-    """Body fields added to every request: exact output length, then the caller's extras."""
-    return {"ignore_eos": True, "min_tokens": output_tokens, **extra_body}
-
-
 def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
     argv = [
         python, "-m", "aiperf", "profile",
@@ -82,7 +77,9 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--dataset-sampling-strategy", "sequential",
         "--num-sessions", str(spec.sessions),
         "--concurrency", str(spec.concurrency),
-        "--extra-inputs", json.dumps(request_body_extras(spec.output_tokens, spec.extra_body)),
+        # Exact output length, then the caller's extras.
+        "--extra-inputs", json.dumps(
+            {"ignore_eos": True, "min_tokens": spec.output_tokens, **spec.extra_body}),
         "--random-seed", str(spec.random_seed),
         "--tokenizer", spec.tokenizer,
         "--artifact-dir", str(spec.artifact_dir),
@@ -125,9 +122,6 @@ class LevelSummary:
     # Share of prompt tokens the workers served from their prefix caches (AIPerf's usage).
     prompt_cache_read_pct: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def line(self) -> str:
         """One human line: what a finished level prints."""
         return (
@@ -150,32 +144,28 @@ def _stat(export: dict[str, Any], metric: str, stat: str) -> float | None:
     return None
 
 
-def concurrency_of(export: dict[str, Any]) -> int:
-    """The run's concurrency from the export's own `input_config` (its profiling phase)."""
-    config = export.get("input_config") or {}
-    for phase in config.get("phases") or []:
-        if phase.get("kind", phase.get("name")) == "profiling" and phase.get("concurrency"):
-            return int(phase["concurrency"])
-    raise ExportError("no concurrency in input_config (not a concurrency-mode AIPerf run?)")
-
-
-def read_export(path: Path) -> dict[str, Any]:
+def summarize_file(path: Path) -> LevelSummary:
+    """A run's figures from its summary export; ExportError names the file and what lacks."""
     try:
-        return json.loads(path.read_text())
+        export = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ExportError(f"{path}: not a readable AIPerf export ({exc})") from exc
-
-
-def summarize(export: dict[str, Any]) -> LevelSummary:
     throughput = _stat(export, "request_throughput", "avg")
     if throughput is None:
-        raise ExportError("no request_throughput in the export (no request succeeded?)")
-    requests = _stat(export, "request_count", "avg") or 0.0
-    errors = _stat(export, "error_request_count", "avg") or 0.0
+        raise ExportError(f"{path}: no request_throughput in the export (no request "
+                          "succeeded?)")
+    # The run's concurrency from the export's own `input_config` (its profiling phase).
+    concurrency = next((int(phase["concurrency"])
+                        for phase in (export.get("input_config") or {}).get("phases") or []
+                        if phase.get("kind", phase.get("name")) == "profiling"
+                        and phase.get("concurrency")), None)
+    if concurrency is None:
+        raise ExportError(f"{path}: no concurrency in input_config (not a concurrency-mode "
+                          "AIPerf run?)")
     return LevelSummary(
-        concurrency=concurrency_of(export),
-        requests=int(requests),
-        errors=int(errors),
+        concurrency=concurrency,
+        requests=int(_stat(export, "request_count", "avg") or 0),
+        errors=int(_stat(export, "error_request_count", "avg") or 0),
         request_throughput=throughput,
         ttft_p50_ms=_stat(export, "time_to_first_token", "p50"),
         ttft_p90_ms=_stat(export, "time_to_first_token", "p90"),
@@ -183,13 +173,6 @@ def summarize(export: dict[str, Any]) -> LevelSummary:
         output_token_throughput=_stat(export, "output_token_throughput", "avg"),
         prompt_cache_read_pct=_stat(export, "overall_usage_prompt_cache_read_pct", "avg"),
     )
-
-
-def summarize_file(path: Path) -> LevelSummary:
-    try:
-        return summarize(read_export(path))
-    except ExportError as exc:
-        raise ExportError(f"{path}: {exc}") from exc
 
 
 def measured_records(records: Path) -> Iterator[dict[str, Any]]:
@@ -206,23 +189,24 @@ def measured_records(records: Path) -> Iterator[dict[str, Any]]:
                 yield record
 
 
-def _metric(record: dict[str, Any], name: str) -> float | None:
-    return ((record.get("metrics") or {}).get(name) or {}).get("value")
-
-
-def output_lengths(records: Path) -> tuple[list[int], int]:
-    """Output tokens of every answered measured request, and how many answered requests
-    carry no count (a server that sends no `usage`); failed requests are left out."""
+def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
+    """How many answered measured requests got other than `wanted` output tokens, or no
+    count at all (a server that sends no `usage`); None: all got it, or the run kept no
+    per-request records. Failed requests are left out."""
+    records = chunk_dir / RECORDS_EXPORT
     lengths, missing = [], 0
-    for record in measured_records(records):
-        if record.get("error"):
-            continue
-        value = _metric(record, "output_sequence_length")
-        if value is None:
-            missing += 1
-        else:
-            lengths.append(int(value))
-    return lengths, missing
+    for record in measured_records(records) if records.is_file() else ():
+        if not record.get("error"):
+            value = ((record.get("metrics") or {}).get("output_sequence_length") or {}).get(
+                "value")
+            missing += value is None
+            lengths += [] if value is None else [int(value)]
+    other = [n for n in lengths if n != wanted]
+    if not other and not missing:
+        return None
+    return {"requests": len(lengths) + missing, "other": len(other),
+            **({"missing": missing} if missing else {}),
+            "min": min(lengths, default=0), "max": max(lengths, default=0)}
 
 
 def progress_counts(records: Path) -> tuple[int, int]:

@@ -1,19 +1,13 @@
 """Server-side evidence of a level: why it came out as it did, from the server's side.
 
-- The frontend's own counters: it serves Prometheus metrics at `/metrics` on its HTTP
-  port, so the sweep reads them wherever it reaches the frontend (no other access in the
-  cluster, no worker pod scraped). The one that shows why a profile wins: the share of
-  prompt tokens the workers served from their prefix caches (`cached_tokens` over
-  `input_sequence_tokens`), read before and after a level. Names as Dynamo 1.6.1's
-  frontend exports them (seen on the rehearsal's real frontend).
-- Which worker served each request: its per-worker router counters carry the router's own
-  id, not the workers', so the sweep asks for the worker in every response
-  (`WORKER_ID_REQUEST_FIELDS`); AIPerf's raw export keeps the responses, each record naming
-  its conversation (the dataset's per-video session id). From that: the share of videos
-  whose questions all went to one worker (1.0 under session affinity), how many workers a
-  video touched on average, and how requests spread over the workers. The sweep records
-  it per chunk (`levels.<c>.chunks[k].frontend`) and over the level's videos
-  (`levels.<c>.routing`), where the report reads it.
+- The frontend's Prometheus `/metrics` on its HTTP port (reachable wherever the sweep
+  reaches the frontend; names as Dynamo 1.6.1 exports them): read before and after a chunk,
+  they give the share of prompt tokens the workers served from their prefix caches.
+- Which worker served each request: the router's counters carry its own id, not the
+  workers', so every request asks for the worker in its response
+  (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export keeps the responses by conversation
+  (video). From that, per chunk and level: the share of videos whose questions all went to
+  one worker (1.0 under session affinity), workers per video, requests per worker.
 """
 
 from __future__ import annotations
@@ -101,28 +95,19 @@ def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
         return None
 
 
-def _payloads(record: Mapping[str, Any]) -> Iterable[str]:
-    """Response texts of one raw record: SSE packets when streaming, else the body."""
-    for response in record.get("responses") or []:
-        for packet in response.get("packets") or []:
-            value = packet.get("value")
-            if isinstance(value, str):
-                yield value
-        text = response.get("text")
-        if isinstance(text, str):
-            yield text
-
-
 def worker_of_record(record: Mapping[str, Any]) -> int | None:
-    for payload in _payloads(record):
-        if "worker_id" not in payload:
-            continue
-        try:
-            body = json.loads(payload)
-        except ValueError:
-            continue
-        if isinstance(body, Mapping) and (worker := worker_id_from_body(body)) is not None:
-            return worker
+    """The first worker id in one raw record's responses: SSE packets, else the body."""
+    for response in record.get("responses") or []:
+        texts = [packet.get("value") for packet in response.get("packets") or []]
+        for text in [*texts, response.get("text")]:
+            if not isinstance(text, str) or "worker_id" not in text:
+                continue
+            try:
+                body = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(body, Mapping) and (worker := worker_id_from_body(body)) is not None:
+                return worker
     return None
 
 
@@ -139,10 +124,8 @@ class Attribution:
 
 
 def attribute_raw_export(path: Path) -> Attribution:
-    """Read AIPerf's raw export: per video (conversation id), the worker of each request.
-
-    Only profiling-phase records count (warm-up requests are not part of the level).
-    """
+    """Per video (conversation id) of AIPerf's raw export, the worker of each measured
+    request."""
     by_video: dict[str, list[int]] = defaultdict(list)
     unattributed = 0
     for record in measured_records(path):
@@ -178,11 +161,8 @@ def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
 
 
 def level_attribution(level_dir: Path) -> Attribution:
-    """A chunk's (one AIPerf run's) attribution: from its `worker_attribution.json`, else
-    from the raw export (then saved beside it, so the large raw export may be deleted).
-
-    Raises FileNotFoundError naming the level when neither exists.
-    """
+    """A chunk's attribution: from its `worker_attribution.json`, else from the raw export
+    (then saved beside it, so the large raw export may go); FileNotFoundError: neither."""
     saved = level_dir / ATTRIBUTION_FILE
     if saved.is_file():
         data = json.loads(saved.read_text())

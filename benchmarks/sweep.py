@@ -1,27 +1,19 @@
 """`sweep`: AIPerf at each concurrency level in replicate chunks of whole videos, resumable,
 with a manifest of what ran.
 
-The sweep owns each level's life: it brings up the level's target (`level_target`; the
-cluster's frontend needs none), runs the level's chunks (each its own AIPerf run, no
-warm-up, as the seed), reads each chunk's summary once and records it with its evidence in
-the run's `manifest.json`, the one record the report, `collect` and the rehearsal read. A
-rerun of the same run directory keeps finished levels and the finished chunks of an
-unfinished one; a rerun with other settings is refused, so results of two setups never mix.
-Layout and options: docs/benchmark-toolkit.md.
+A level brings up its target (`level_target`; the cluster's frontend needs none), runs its
+chunks (each its own AIPerf run, no warm-up, as the seed) and records each chunk's summary
+and evidence in the run's `manifest.json`, the one record the report, `collect` and the
+rehearsal read. A rerun of the same run directory keeps finished levels and chunks; a rerun
+with other settings is refused, so two setups' results never mix (docs/benchmark-toolkit.md).
 
-Chunks: a level at concurrency N runs as chunks of N videos in dataset order (chunk k takes
-videos kN..kN+N-1; leftovers that fill no chunk are not sent). N is the size that keeps the
-level's concurrency busy: AIPerf keeps N sessions (videos) in flight and sends a video's
-questions one after another, so N videos fill every slot from the first request, and their
-equally long sessions end within about one request of each other (the ramp-down is about
-1/questions of a chunk). Fewer videos could not fill N slots; more would only give fewer
-replicates of the same videos, and the stop rule needs at least three. Chunks are disjoint,
-so each video's first (cold) visit happens once per level, as in the seed's sweep.
-Stop rule: after at least `SEED_SHAPE.min_replicates` chunks, a level stops once the Student
-t 95% interval of its chunks' request throughput is within +-`stop_within_pct` % of their
-mean, or when its videos run out; `full` runs every chunk.
-
-Programmatic use: `run_sweep(SweepConfig(url=..., dataset=..., profile=...)) -> Path`.
+Chunks: at concurrency N, chunk k takes videos kN..kN+N-1 in dataset order (leftovers are
+not sent). AIPerf keeps N sessions in flight and sends a video's questions in turn, so N
+videos fill every slot from the first request and end within about a request of each other;
+more videos would only give fewer replicates. Disjoint chunks visit each video cold once
+per level, as the seed's sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once
+the Student t 95% interval of their req/s is within +-`stop_within_pct` % of the mean, or
+when the videos run out; `full` runs every chunk.
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import partial
 from importlib import metadata
@@ -58,7 +50,7 @@ from benchmarks.aiperf_run import (
     aiperf_command,
     aiperf_env,
     failure_cause,
-    output_lengths,
+    length_check,
     progress_counts,
     summarize_file,
 )
@@ -89,10 +81,9 @@ from infra.names import (
 )
 from infra.routing import PROFILES
 
-# A level's figures come with 95% intervals from the spread between its replicates: chunks
-# of disjoint videos, each its own AIPerf run. That spread sees what moves a whole run
-# (round robin falling into step with the workers, a noisy node); a bootstrap over one
-# run's videos does not.
+# Intervals come from the spread between replicate chunks (each its own AIPerf run): it sees
+# what moves a whole run (round robin in step with the workers, a noisy node); a bootstrap
+# over one run's videos does not.
 INTERVAL_METHOD = "Student t 95% over the level's replicate chunks"
 
 
@@ -162,17 +153,12 @@ class LevelFailed(SweepError):
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One sweep, the CLI's options as they are (`config_from_args`). Only `url` and
-    `dataset` are required.
-
-    `affinity` None takes the profile's (infra.routing.PROFILES); a profile name outside
-    PROFILES needs it explicitly. True sends `infra.names.SESSION_HEADER` per session.
-    `stop_within_pct` is the stop rule's bound; `full` sends every whole chunk of every level
-    instead. `tokenizer` None builds the tiny local tokenizer in the run directory (token
-    counts come from the server's usage). `run_dir` overrides `results_root/profile/run_id`.
-    `extra_body` is merged into every request body (e.g. `{"nvext": {"extra_fields":
-    ["worker_id"]}}`). `deployment` holds facts about the target (images, versions...)
-    copied into the manifest; `notes` are free-text lines shown in the report.
+    """One sweep, the CLI's options as they are (`config_from_args`); only `url` and
+    `dataset` are required. `affinity` None takes the profile's (infra.routing.PROFILES);
+    `tokenizer` None builds a tiny local one in the run directory (token counts come from
+    the server's usage); `run_dir` overrides `results_root/profile/run_id`; `extra_body` is
+    merged into every request body; `deployment` (facts about the target: images,
+    versions...) and `notes` (free text for the report) go into the manifest.
     """
 
     url: str
@@ -359,50 +345,35 @@ def tool_versions() -> dict[str, str | None]:
             "python": platform.python_version(), "toolkit_commit": commit}
 
 
-def manifest_base(
-    config: SweepConfig, affinity: bool, data: Dataset, tokenizer: str
-) -> dict[str, Any]:
-    """What produced a run (pure): the manifest without level states and timestamps."""
+def manifest_base(config: SweepConfig, data: Dataset) -> dict[str, Any]:
+    """What produced a run (`config` as open_run resolves it): the manifest without level
+    states and timestamps."""
     info = load_dataset_info(Path(config.dataset))
     return {
-        "profile": config.profile,
-        "session_header": SESSION_HEADER if affinity else None,
-        "endpoint": config.url,
-        "model": config.model,
+        "profile": config.profile, "session_header": SESSION_HEADER if config.affinity else None,
+        "endpoint": config.url, "model": config.model,
         "concurrencies": list(config.concurrencies),
         # The dataset's: a level sends the whole chunks it runs (at most these).
-        "requests_per_level": data.requests,
-        "sessions_per_level": len(data.sessions),
+        "requests_per_level": data.requests, "sessions_per_level": len(data.sessions),
         "questions_per_video": data.questions_per_session,
-        "output_tokens": config.output_tokens,
-        "random_seed": config.random_seed,
-        "stop_within_pct": config.stop_within_pct,
-        "full": config.full,
-        "dataset": {
-            "path": str(Path(config.dataset).resolve()),
-            "sha256": data.sha256,
-            "requests": data.requests,
-            "videos": len(data.sessions),
-            "info": info.to_dict() if info else None,
-        },
+        "output_tokens": config.output_tokens, "random_seed": config.random_seed,
+        "stop_within_pct": config.stop_within_pct, "full": config.full,
+        "dataset": {"path": str(Path(config.dataset).resolve()), "sha256": data.sha256,
+                    "requests": data.requests, "videos": len(data.sessions),
+                    "info": info.to_dict() if info else None},
         "video_settings": info.video_settings if info else None,
-        "extra_body": dict(config.extra_body),
-        "tokenizer": tokenizer,
-        "deployment": dict(config.deployment),
-        "notes": list(config.notes),
+        "extra_body": dict(config.extra_body), "tokenizer": config.tokenizer,
+        "deployment": dict(config.deployment), "notes": list(config.notes),
         "tools": tool_versions(),
     }
 
 
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
+# `deployment` is what was measured (images, topology, routing, the graph's uid, the code's
+# hash): results of one deployment never resume under another's name.
 FINGERPRINT_KEYS = (
     "profile", "session_header", "endpoint", "model", "sessions_per_level", "output_tokens",
-    "random_seed", "extra_body", "stop_within_pct", "full",
-    # What was measured (images, topology, routing, the graph's uid, the code's hash):
-    # results of one deployment never resume under another's name.
-    "deployment",
-)
-
+    "random_seed", "extra_body", "stop_within_pct", "full", "deployment")
 
 # What each attempt at a run records of its own: a resume keeps the earlier ones.
 PROVENANCE_KEYS = ("tools", "notes", "video_settings")
@@ -471,66 +442,6 @@ def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int)
     ) == len(chunks)
 
 
-def run_aiperf(spec: LevelSpec, config: SweepConfig, say: Say, requests: int,
-               deadline: float) -> None:
-    """Run AIPerf for one chunk; returns when its summary export exists, else raises.
-
-    Each heartbeat relays how many of the chunk's `requests` were answered and failed
-    (AIPerf's records export, as it is written) and stops at the first failed request:
-    such a chunk fails its level anyway, so a stalled endpoint costs one request timeout,
-    not the level timeout (`deadline`, shared by the level's chunks)."""
-    log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
-    started, name = time.monotonic(), f"concurrency {spec.concurrency}"
-    with open(log, "w") as out:
-        process = subprocess.Popen(aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=aiperf_env())
-        try:
-            while True:
-                wait = min(config.heartbeat_secs, deadline - time.monotonic())
-                try:
-                    code = process.wait(timeout=max(wait, 0.0))
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if time.monotonic() >= deadline:
-                    raise SweepError(
-                        f"{name} ran longer than {config.level_timeout_secs:g} s; raise "
-                        f"--level-timeout or check the endpoint (AIPerf output: {log})")
-                answered, failed = progress_counts(records)
-                say(f"{name}: {answered + failed} of {requests} requests done ({answered} "
-                    f"answered, {failed} failed, up to {spec.concurrency} in flight) in "
-                    f"{spec.artifact_dir.name}, {(time.monotonic() - started) / 60:.1f} min")
-                if failed:
-                    raise SweepError(
-                        f"{name}: stopped early, {failed} request(s) failed (a level keeps "
-                        f"none; see `error` in {records}); check the endpoint, then resume")
-        finally:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=30)
-    if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
-        raise SweepError(
-            f"AIPerf failed at {name} (exit code {code}): {failure_cause(log)}\n"
-            f"Its last lines:\n{log_tail(log)}\nFull output: {log}")
-
-
-def _length_check(level_dir: Path, wanted: int) -> dict[str, int] | None:
-    """How many answered requests got other than `wanted` output tokens, or no count at
-    all (None: all got it, or the chunk kept no per-request records)."""
-    records = level_dir / RECORDS_EXPORT
-    lengths, missing = output_lengths(records) if records.is_file() else ([], 0)
-    other = [n for n in lengths if n != wanted]
-    if not other and not missing:
-        return None
-    return {"requests": len(lengths) + missing, "other": len(other),
-            **({"missing": missing} if missing else {}),
-            "min": min(lengths, default=0), "max": max(lengths, default=0)}
-
-
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
                     config: SweepConfig, level_dir: Path) -> list[str]:
     """Why a measured chunk (and so its level) is not kept: any failed request
@@ -552,40 +463,39 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
     return problems
 
 
-def _prepare_tokenizer(config: SweepConfig, run_dir: Path) -> str:
-    if config.tokenizer is not None:
-        return config.tokenizer
-    path = run_dir / "tokenizer"
-    if not is_tiny_model_dir(path):
-        build_tiny_model_dir(path)
-    return str(path.resolve())
-
-
-def open_run(config: SweepConfig) -> tuple[
-        SweepConfig, bool, Dataset, str, dict[str, Any], dict[str, Any] | None]:
+def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
     """Check a sweep's settings against the run directory's earlier run, before anything
-    there changes: (config as run, affinity, dataset, tokenizer, manifest base, earlier
-    manifest). Raises SweepError naming each setting that differs."""
+    there changes; returns the attempt ready to run, its config resolved (run directory,
+    affinity, tokenizer, extra body). Raises SweepError naming each setting that differs."""
     problems = config_problems(config)
     if problems:
         raise InputError(BAD_SETTINGS, problems)
-    if config.attribute_workers:
-        config = replace(config, extra_body={**config.extra_body, **WORKER_ID_REQUEST_FIELDS})
-    affinity = resolve_affinity(config)
-    data = read_dataset(Path(config.dataset))
+    extra = WORKER_ID_REQUEST_FIELDS if config.attribute_workers else {}
     run_dir = resolve_run_dir(config)
-    config = replace(config, run_dir=run_dir)
+    config = replace(config, run_dir=run_dir, affinity=resolve_affinity(config),
+                     extra_body={**config.extra_body, **extra})
+    data = read_dataset(Path(config.dataset))
     run_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = _prepare_tokenizer(config, run_dir)
-    base = manifest_base(config, affinity, data, tokenizer)
-    manifest_path = run_dir / MANIFEST_NAME
-    earlier = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    if config.tokenizer is None:
+        tokenizer = run_dir / "tokenizer"
+        if not is_tiny_model_dir(tokenizer):
+            build_tiny_model_dir(tokenizer)
+        config = replace(config, tokenizer=str(tokenizer.resolve()))
+    base = manifest_base(config, data)
+    path = run_dir / MANIFEST_NAME
+    earlier = json.loads(path.read_text()) if path.is_file() else None
     changed = settings_changes(earlier, base) if earlier is not None else []
     if changed:
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
                          f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     check_dataset(config, data)
-    return config, affinity, data, tokenizer, base, earlier
+    old = earlier or {}
+    attempts = list(old.get("attempts")
+                    or ([{k: old.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
+    attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
+    manifest = {**base, "created_at": old.get("created_at") or _now(), "attempts": attempts,
+                "levels": dict(old.get("levels") or {})}
+    return _Sweep(config, run_dir, data, manifest, say)
 
 
 def run_sweep(config: SweepConfig, say: Say = print) -> Path:
@@ -594,23 +504,17 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
     Each chunk prints a progress line and each finished level its summary line through
     `say` at once. Raises SweepError with what to do when a setting is bad or a level fails.
     """
-    config, affinity, data, tokenizer, base, earlier = open_run(config)
-    run_dir = resolve_run_dir(config)  # the one open_run chose
-    attempts = list((earlier or {}).get("attempts")
-                    or ([{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
-    attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
-    manifest = {**base, "created_at": (earlier or {}).get("created_at") or _now(),
-                "attempts": attempts, "levels": dict((earlier or {}).get("levels") or {})}
-    sweep = _Sweep(config, affinity, data, tokenizer, run_dir, manifest, len(attempts) - 1, say)
+    sweep = open_run(config, say)
     sweep.save()
-    header = f"with {SESSION_HEADER} per video" if affinity else f"no {SESSION_HEADER}"
+    config, run_dir = sweep.config, sweep.run_dir
+    header = f"with {SESSION_HEADER} per video" if config.affinity else f"no {SESSION_HEADER}"
     rule = ("every whole chunk (--full)" if config.full else
             f"until the req/s interval is within +-{config.stop_within_pct:g}% after "
             f"{SEED_SHAPE.min_replicates} chunks")
     say(f"sweep {config.profile} ({header}) against {config.url}, model {config.model}: "
-        f"{len(data.sessions)} videos x {data.questions_per_session or '?'} questions, levels "
-        f"{list(config.concurrencies)} in chunks of N videos at concurrency N, {rule}; "
-        f"results in {run_dir}")
+        f"{len(sweep.data.sessions)} videos x {sweep.data.questions_per_session or '?'} "
+        f"questions, levels {list(config.concurrencies)} in chunks of N videos at "
+        f"concurrency N, {rule}; results in {run_dir}")
     for concurrency in config.concurrencies:
         sweep.level(concurrency)
     say(f"sweep done: {run_dir} (compare runs with the `report` command: ./run.sh report "
@@ -620,16 +524,18 @@ def run_sweep(config: SweepConfig, say: Say = print) -> Path:
 
 @dataclass
 class _Sweep:
-    """One attempt at a run: its levels, each run chunk by chunk into the manifest."""
+    """One attempt at a run, its config resolved: its levels, each run chunk by chunk into
+    the manifest."""
 
     config: SweepConfig
-    affinity: bool
-    data: Dataset
-    tokenizer: str
     run_dir: Path
+    data: Dataset
     manifest: dict[str, Any]
-    attempt: int
     say: Say
+
+    @property
+    def attempt(self) -> int:
+        return len(self.manifest["attempts"]) - 1
 
     def save(self) -> None:
         write_json(self.run_dir / MANIFEST_NAME, self.manifest)
@@ -656,18 +562,15 @@ class _Sweep:
             "attempt": self.attempt, "interval_method": INTERVAL_METHOD,
             "replicates": len(chunks), "chunks": chunks}
         self.save()
-        stop = stopped_by(self.rates(level), len(planned) - len(chunks), self.config)
         target = self.config.level_target or (lambda *_: nullcontext(LevelRun(self.config.url)))
         try:
-            if stop is None:
+            if (stop := self.stop(level, planned)) is None:
                 with target(concurrency, level_dir) as run:
                     bound = run.timeout_secs or self.config.level_timeout_secs
-                    config = replace(self.config, level_timeout_secs=bound)
                     deadline = time.monotonic() + bound
                     while stop is None:
-                        self.chunk(level, planned, run.url, config, deadline)
-                        stop = stopped_by(self.rates(level), len(planned) - len(level["chunks"]),
-                                          config)
+                        self.chunk(level, planned, run.url, bound, deadline)
+                        stop = self.stop(level, planned)
                 level.update({"measured": run.measured} if run.measured else {})
         except (SweepError, ExportError) as exc:
             level.update(status=STATUS_FAILED, error=str(exc))
@@ -678,57 +581,108 @@ class _Sweep:
             raise LevelFailed(f"{name}: {exc}\nAIPerf's last lines:\n{log_tail(log)}") from exc
         summary = level_summary([LevelSummary(**c["summary"]) for c in level["chunks"]])
         level.update(self.evidence(level["chunks"], level_dir))
-        level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=summary.to_dict(),
+        level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=asdict(summary),
                      stopped_by=stop)
         self.save()
         self.say(f"{summary.line()}; {len(level['chunks'])} chunks, stopped by {stop}")
         if "routing" in level or "prefix_cache_hit_pct" in level:
             self.say(f"{name}: {evidence_line(level)}")
 
-    def chunk(self, level: dict[str, Any], planned: list[list[str]], url: str,
-              config: SweepConfig, deadline: float) -> None:
+    def chunk(self, level: dict[str, Any], planned: list[list[str]], url: str, bound: float,
+              deadline: float) -> None:
         """Run the level's next chunk and record it, or raise with why the level fails."""
-        index, videos = len(level["chunks"]), planned[len(level["chunks"])]
+        config, index = self.config, len(level["chunks"])
+        videos, concurrency = planned[index], len(planned[0])
+        name = f"concurrency {concurrency}"
         chunk_dir = self.run_dir / level["dir"] / chunk_dir_name(index)
         chunk_dir.mkdir(parents=True)
         dataset = chunk_dir / CHUNK_DATASET
         dataset.write_bytes(b"".join(b"".join(self.data.sessions[v]) for v in videos))
-        concurrency = len(planned[0])
         spec = LevelSpec(
             url=url, model=config.model, dataset=dataset.resolve(), concurrency=concurrency,
             sessions=len(videos), output_tokens=config.output_tokens,
-            artifact_dir=chunk_dir.resolve(), tokenizer=self.tokenizer, affinity=self.affinity,
-            random_seed=config.random_seed, extra_body=config.extra_body,
-            request_timeout_secs=config.request_timeout_secs)
+            artifact_dir=chunk_dir.resolve(), tokenizer=str(config.tokenizer),
+            affinity=bool(config.affinity), random_seed=config.random_seed,
+            extra_body=config.extra_body, request_timeout_secs=config.request_timeout_secs)
         before = scrape_frontend(url)
-        run_aiperf(spec, config, self.say, sum(len(self.data.sessions[v]) for v in videos),
-                   deadline)
+        self.run_aiperf(spec, sum(len(self.data.sessions[v]) for v in videos), bound, deadline)
         summary = summarize_file(chunk_dir / SUMMARY_EXPORT)
         found = chunk_evidence(chunk_dir, before, scrape_frontend(url), config.attribute_workers)
-        entry = {"dir": chunk_dir.name, "videos": videos, "summary": summary.to_dict(),
+        entry = {"dir": chunk_dir.name, "videos": videos, "summary": asdict(summary),
                  "attempt": self.attempt, **({"frontend": found} if found else {})}
-        lengths = _length_check(chunk_dir, config.output_tokens)
+        lengths = length_check(chunk_dir, config.output_tokens)
         if lengths:
             level["output_lengths"] = lengths
-            self.say(f"concurrency {concurrency}: FLAGGED {lengths['other']} of "
-                     f"{lengths['requests']} requests got other than {config.output_tokens} "
-                     f"output tokens (min {lengths['min']}, max {lengths['max']})"
-                     + (f", {lengths['missing']} without a count" if "missing" in lengths
-                        else ""))
+            self.say(f"{name}: FLAGGED {lengths['other']} of {lengths['requests']} requests got "
+                     f"other than {config.output_tokens} output tokens (min {lengths['min']}, "
+                     f"max {lengths['max']})" + (f", {lengths['missing']} without a count"
+                                                 if "missing" in lengths else ""))
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
-            found.get("routing"), self.workers(), self.affinity)
+            found.get("routing"), self.workers(), bool(config.affinity))
         if problems:
             level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
-            raise SweepError(f"concurrency {concurrency}: {'; '.join(problems)}")
+            raise SweepError(f"{name}: {'; '.join(problems)}")
         level["chunks"].append(entry)
         level["replicates"] = len(level["chunks"])
         self.save()
         interval = replicate_interval(self.rates(level))
-        self.say(f"concurrency {concurrency}, chunk {index + 1} of at most {len(planned)}: "
+        self.say(f"{name}, chunk {index + 1} of at most {len(planned)}: "
                  f"{summary.request_throughput:.2f} req/s; " + (
                      f"{interval.mean:.2f} req/s so far, 95% interval [{interval.low:.2f}, "
                      f"{interval.high:.2f}] (+-{interval.relative_half_width:.1%})"
                      if interval else "no interval before a second chunk"))
+
+    def run_aiperf(self, spec: LevelSpec, requests: int, bound: float, deadline: float
+                   ) -> None:
+        """Run AIPerf for one chunk; returns when its summary export exists, else raises.
+
+        Each heartbeat relays how many of the chunk's `requests` were answered and failed
+        (AIPerf's records export, as it is written) and stops at the first failed request:
+        such a chunk fails its level anyway, so a stalled endpoint costs one request
+        timeout, not the level's `bound` (seconds, to `deadline`, shared by its chunks)."""
+        log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
+        started, name = time.monotonic(), f"concurrency {spec.concurrency}"
+        with open(log, "w") as out:
+            process = subprocess.Popen(aiperf_command(spec), stdout=out,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=aiperf_env())
+            try:
+                while True:
+                    wait = min(self.config.heartbeat_secs, deadline - time.monotonic())
+                    try:
+                        code = process.wait(timeout=max(wait, 0.0))
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if time.monotonic() >= deadline:
+                        raise SweepError(
+                            f"{name} ran longer than {bound:g} s; raise --level-timeout or "
+                            f"check the endpoint (AIPerf output: {log})")
+                    answered, failed = progress_counts(records)
+                    self.say(f"{name}: {answered + failed} of {requests} requests done "
+                             f"({answered} answered, {failed} failed, up to "
+                             f"{spec.concurrency} in flight) in {spec.artifact_dir.name}, "
+                             f"{(time.monotonic() - started) / 60:.1f} min")
+                    if failed:
+                        raise SweepError(
+                            f"{name}: stopped early, {failed} request(s) failed (a level keeps"
+                            f" none; see `error` in {records}); check the endpoint, then "
+                            "resume")
+            finally:
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        process.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait(timeout=30)
+        if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
+            raise SweepError(
+                f"AIPerf failed at {name} (exit code {code}): {failure_cause(log)}\n"
+                f"Its last lines:\n{log_tail(log)}\nFull output: {log}")
+
+    def stop(self, level: Mapping[str, Any], planned: Sequence[list[str]]) -> str | None:
+        return stopped_by(self.rates(level), len(planned) - len(level["chunks"]), self.config)
 
     def workers(self) -> int | None:
         """How many workers the deployment says serve it, where it says so."""

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 from benchmarks.__main__ import build_parser
-from benchmarks.aiperf_run import RECORDS_EXPORT, SUMMARY_EXPORT, LevelSummary
+from benchmarks.aiperf_run import RECORDS_EXPORT, SUMMARY_EXPORT, LevelSummary, length_check
 from benchmarks.sweep import (
     STATUS_COMPLETE,
     Dataset,
     SweepConfig,
-    _length_check,
     _level_problems,
     changes,
     check_dataset,
@@ -49,21 +48,21 @@ def level_dir(tmp_path: Path, *records: dict[str, Any]) -> Path:
 
 
 def test_a_level_where_every_answer_got_the_asked_length_is_not_flagged(tmp_path: Path) -> None:
-    assert _length_check(level_dir(tmp_path, record(8), record(8)), 8) is None
-    assert _length_check(tmp_path / "no-records", 8) is None  # summary export only
+    assert length_check(level_dir(tmp_path, record(8), record(8)), 8) is None
+    assert length_check(tmp_path / "no-records", 8) is None  # summary export only
 
 
 def test_other_lengths_are_counted_with_their_range(tmp_path: Path) -> None:
     """Warm-up records and failed requests are not the level's answers."""
-    found = _length_check(level_dir(tmp_path, record(8), record(5), record(9), record(8),
+    found = length_check(level_dir(tmp_path, record(8), record(5), record(9), record(8),
                                     record(1, phase="warmup"), record(None, error="500")), 8)
     assert found == {"requests": 4, "other": 2, "min": 5, "max": 9}
 
 
 def test_answers_without_a_count_are_counted_apart(tmp_path: Path) -> None:
-    found = _length_check(level_dir(tmp_path, record(None), record(None), record(8)), 8)
+    found = length_check(level_dir(tmp_path, record(None), record(None), record(8)), 8)
     assert found == {"requests": 3, "other": 0, "missing": 2, "min": 8, "max": 8}
-    only_missing = _length_check(level_dir(tmp_path, record(None)), 8)
+    only_missing = length_check(level_dir(tmp_path, record(None)), 8)
     assert only_missing == {"requests": 1, "other": 0, "missing": 1, "min": 0, "max": 0}
 
 
