@@ -404,8 +404,9 @@ def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> st
             + (f", frontend `{routing}`" if routing else "")
             + f"; a dataset of {m.get('requests_per_level')} requests "
             f"({m.get('sessions_per_level')} videos x {m.get('questions_per_video')} "
-            f"questions; a level sends what its stop rule needs), {m.get('output_tokens')} output tokens, "
-            f"seed {m.get('random_seed')}; AIPerf {(m.get('tools') or {}).get('aiperf')}")
+            f"questions; a level sends what its stop rule needs), "
+            f"{m.get('output_tokens')} output tokens, seed {m.get('random_seed')}; "
+            f"AIPerf {(m.get('tools') or {}).get('aiperf')}")
         out += [f"  - note: {note}" for note in m.get("notes") or []]
     return "\n".join(out) + "\n"
 
