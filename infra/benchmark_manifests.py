@@ -45,11 +45,10 @@ WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
 
-# A sweep not waited for is awaited only until it has started: unlike
-# `pulumi.com/skipAwait`, a `waitFor` still awaits the Job's deletion, so a replacement is
-# never applied onto a Job that is still terminating (pulumi-kubernetes: a jsonpath
-# without a value matches once the path exists, provider/pkg/jsonpath/jsonpath.go at
-# 1e54e342; skipAwait skips the delete await too).
+# A sweep not waited for is awaited until it has started (a jsonpath without a value
+# matches once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at
+# 1e54e342). Not skipAwait, which skips the delete await too: a replacement could land on
+# a Job still terminating.
 STARTED = "jsonpath={.status.startTime}"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
@@ -60,7 +59,7 @@ DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
 READ_ONLY_ROOT = {**container_security(), "readOnlyRootFilesystem": True}
-# The installed client (the user site) and caches: a few GiB at most.
+# The installed client and caches: a few GiB at most.
 WORK_VOLUME = {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
 # By default the pods prefer nodes without GPUs, so the client never competes with a worker
 # for its node's CPUs (a preference: a cluster of GPU nodes only still runs it).
@@ -153,20 +152,17 @@ def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> B
         "graph": graph_hash(rendered_graph, settings.profile),
         "benchmark_image": settings.benchmark.image,
     }
+    workers = ("{runtime} workers: {variant} {precision}, {replicas} x {gpus_per_worker} GPU "
+               "({gpu}), image {worker_image}; frontend image {frontend_image}").format(**facts)
     return BenchmarkTarget(
         run=run_of(settings), frontend_service=settings.frontend_service,
         session_affinity=routing.affinity, model=settings.workers.served_model,
-        notes=(
-            f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-            f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
-            f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
-            f"image {settings.worker_image}; frontend image {settings.images.frontend}",
-        ),
+        notes=(f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
+               workers),
         deployment=tuple((k, str(v)) for k, v in facts.items()))
 
 
-# ---------------------------------------------------------------------------------------
-# Source shipped in the ConfigMap
+# --- Source shipped in the ConfigMap -------------------------------------------------------
 
 
 def shipped_sources(repo_root: Path) -> dict[str, str]:
@@ -245,8 +241,7 @@ def _code_volume(config_map: str, sources: Mapping[str, str]) -> dict[str, Any]:
     return {"name": "code", "configMap": {"name": config_map, "items": items}}
 
 
-# ---------------------------------------------------------------------------------------
-# The commands: one mapping of options each, rendered once by `argv`
+# --- The commands: one mapping of options each, rendered once by `argv` --------------------
 
 
 def argv(command: str, options: Mapping[str, Any]) -> list[str]:
@@ -296,8 +291,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
     })
 
 
-# ---------------------------------------------------------------------------------------
-# Pod pieces
+# --- Pod pieces ----------------------------------------------------------------------------
 
 
 def _container(name: str, image: str, command: list[str], limits: dict[str, Any],
@@ -346,20 +340,15 @@ def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str
                     **run.pod_placement, **more, volumes=volumes)
 
 
-# ---------------------------------------------------------------------------------------
-# Video server
+# --- Video server --------------------------------------------------------------------------
 
 
 def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
                  code: dict[str, Any], protected: bool = True) -> dict[str, dict[str, Any]]:
-    """Its Deployment, Service and (while `protected`) PodDisruptionBudget, by role.
-
-    The Deployment makes the videos (init container), then serves them read-only over HTTP,
-    binding `::` (Python's DualStackServer takes IPv4 too, so every pod network reaches
-    it). `code` (its volume, its hash) rolls the server when the code changes. Both are
-    awaited as long as the server may take to start. `protected` (until the run's sweep
-    has finished) keeps the one server through consolidation and drains.
-    """
+    """Its Deployment, Service and (while `protected`, until the sweep finished: no drain
+    or consolidation evicts it) PodDisruptionBudget, by role. The Deployment makes the
+    videos (init container), then serves them over HTTP on `::` (Python's DualStackServer
+    takes IPv4 too). The code's hash rolls it when the code changes."""
     run, wait = target.run, settings.video_server_timeout_secs
     selector = labels(run.stack, "benchmark-videos")
     http = {"httpGet": {"path": "/", "port": "http"}}
@@ -399,8 +388,7 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
     return out
 
 
-# ---------------------------------------------------------------------------------------
-# Jobs
+# --- Jobs ----------------------------------------------------------------------------------
 
 
 def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
@@ -481,8 +469,7 @@ def benchmark_objects(
     return out
 
 
-# ---------------------------------------------------------------------------------------
-# Results reader (made and removed by the hook or `collect`, never by the stack)
+# --- Results reader (made and removed by the hook or `collect`, never by the stack) --------
 
 
 def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = None
