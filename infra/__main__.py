@@ -138,16 +138,16 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                     group("ReasonerGraph", "graph", providers=[creating]),
                     depends_on=[download],
                     custom_timeouts=_timeouts(settings.timeouts.graph_secs))
+    target = bm.benchmark_target(settings, objects["graph"])
     if settings.benchmark.any_enabled:
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
-        _benchmark(settings, bm.benchmark_target(settings, objects["graph"]), benchmark,
-                   namespace, graph, adopting, live)
+        _benchmark(settings, target, benchmark, namespace, graph, adopting, live)
     graph_name = _name(graph)
     return {"namespace": _name(made[0]) if made else settings.namespace.name,
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
             "modelCacheClaim": _name(claims[0]) if claims else cache.claim_name,
-            **stack_outputs(settings, graph_name)}
+            **stack_outputs(settings, graph_name, target.run)}
 
 
 def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
@@ -193,7 +193,7 @@ def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi
     if b.smoke:
         ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready, provider=adopting)]
     if b.sweep:
-        hook = results_home_hook(settings)
+        hook = results_home_hook(target.run)
         declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
                 hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
                 ignore_changes=["spec"] if kept else None)
@@ -202,10 +202,9 @@ def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi
 def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
     """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
-    itself succeeded, so a failure here is a warning with the command that retries it,
-    never a failed deployment; a sweep left running (not awaited) is neither: collect says
-    how to fetch it later. The stack's kubeconfig (a path or content that may hold
-    credentials) goes in the child's environment, never its argv."""
+    succeeded, so a failure is a warning with the retry, never a failed deployment; a sweep
+    left running is neither (collect says how to fetch it later). The kubeconfig (it may
+    hold credentials) goes in the child's environment, never its argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
                "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
     env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
@@ -231,23 +230,22 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
+def results_home_hook(run: names.Run) -> pulumi.ResourceHook:
     """After the sweep Job is created (or replaced): bring its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
-    run = bm.run_of(settings)
     # The same cluster the provider deploys to (its default: the current context); the
     # value may be a path or the kubeconfig's content.
     kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
     return pulumi.ResourceHook(
-        f"bring-results-home-{settings.profile}",
+        f"bring-results-home-{run.stack}",
         lambda _: bring_results_home(run, kubeconfig, pulumi.log.info, pulumi.log.warn),
         pulumi.ResourceHookOptions(on_dry_run=False))
 
 
-def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[str, Any]:
-    """Where the frontend is and the exact commands to check it; the `benchmark` output
-    (`collect` reads it) and the sweep's plan, which `pulumi preview` also prints: the
-    hours and GPU-hours before they are spent."""
+def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
+                  ) -> dict[str, Any]:
+    """Where the frontend is and the commands to check it; the `benchmark` output (`collect`
+    reads it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
     forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     out: dict[str, Any] = {
@@ -258,7 +256,7 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[st
         "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
     }
     if settings.benchmark.any_enabled:
-        out["benchmark"] = bm.run_of(settings).output()
+        out["benchmark"] = run.output()
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
         pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
