@@ -1,18 +1,11 @@
 """The Pulumi program (`main: infra/` in Pulumi.yaml): read config, check, declare, export.
 
-Every object is its manifest from `infra.manifests`, `infra.network_policies` or
+Every object is a manifest of `infra.manifests`, `infra.network_policies` or
 `infra.benchmark_manifests`, handed to the provider as it is (`declare`); this module adds
-what only Pulumi expresses: the groups a user sees in `pulumi stack`, order, waits, what
-outlives `pulumi destroy`, and the hook that brings the sweep's results home. Order:
-namespace and token Secret -> NetworkPolicies (before any pod) -> model cache (claim +
-download Job, awaited until Complete) -> graph (awaited until Ready); the video server
-comes up beside the download, the smoke Job waits for the graph and the videos, the sweep
-Job for the smoke test. A failed Job fails `pulumi up` with its own last lines.
-
-The language host runs this directory with `runpy.run_path` as `__main__`, which puts
-`infra/` (not the repository root) on `sys.path`; adding the root imports the `infra`
-package as the tests and the toolkit do. The program never imports the toolkit
-(`benchmarks/`): the pods run it, and the hook runs `collect` as a child process.
+what only Pulumi expresses: groups, order, waits, what outlives `pulumi destroy`, and the
+hook that brings the sweep's results home. The language host runs this directory as
+`__main__` with `infra/` on `sys.path`, so the root is added to import `infra`; the toolkit
+(`benchmarks/`) is never imported: the pods run it, and the hook runs `collect`.
 """
 
 import json
@@ -79,17 +72,15 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
            live: cluster.LiveObjects | None) -> dict[str, Any]:
-    """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
-    key in `settings.secrets.required`; `live`: what `cluster.observe` found (None: not read).
+    """Declare the stack in order (namespace and Secrets, NetworkPolicies, model cache,
+    graph, benchmark); returns its outputs. `tokens`: the Pulumi secret of each required
+    key; `live`: what `cluster.observe` found (None: not read).
 
-    Two providers, one cluster: since pulumi-kubernetes 4.29 creating an existing object
-    fails with AlreadyExists unless the provider upserts (its docs on
-    `upsertExistingObjects`), so `cluster` (the one provider's old name, so existing stacks
-    keep theirs) upserts, only for what outlives a run: what `destroy` keeps and the Jobs
-    an interrupted `up` leaves running. `cluster-create` makes the rest. Moving an object
-    between them replaces it only if the cluster changes (pulumi/pulumi step_generator.go
-    `providerChanged`). Explicit providers don't read `kubernetes:*` config, so context and
-    kubeconfig (a secret) are passed through.
+    Two providers, one cluster: creating an existing object fails unless the provider
+    upserts (pulumi-kubernetes 4.29+), so `cluster` (the old name, kept) upserts what
+    outlives a run (what `destroy` keeps, the Jobs an interrupted `up` leaves running);
+    `cluster-create` makes the rest. Explicit providers don't read `kubernetes:*` config,
+    so context and kubeconfig (a secret) are passed through.
     """
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
@@ -101,37 +92,28 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
 
     # The namespace (created or existing) and the Secret of the token the workers read:
     # the NGC key (runtime nim) or the Hugging Face token (runtime vllm).
+    # `destroy` keeps a namespace it created when the cache is kept: deleting it deletes the claim.
     namespace = group("RecipeNamespace", "namespace", providers=[creating])
-    namespace_name: pulumi.Output[str] = pulumi.Output.from_input(settings.namespace.name)
-    made: list[pulumi.Resource] = []
-    if settings.namespace.create:
-        # `destroy` keeps it when the cache is kept: deleting it deletes the claim.
-        made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
-                        retain_on_delete=keep)]
-        namespace_name = made[0].metadata.apply(lambda m: m["name"])
-    before_download = [declare(name, objects[name], namespace, depends_on=made)
-                       for name in objects if objects[name]["kind"] == "Secret"]
+    made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
+                    retain_on_delete=keep)] if settings.namespace.create else []
+    secrets = [declare(name, objects[name], namespace, depends_on=made)
+               for name in objects if objects[name]["kind"] == "Secret"]
 
     # Each pod takes only the traffic it needs (infra/network_policies.py), before any runs.
     policies = group("NetworkPolicies", "network-policies", providers=[creating])
     for name, policy in network_policies(settings).items():
         declare(name, policy, policies, depends_on=[namespace])
 
-    # The claim is retained by default (`cacheKeepOnDestroy`) and adopted by the next `up`
-    # of either stack. Its spec is written once: the provider replaces a claim on any spec
-    # change, and a replacement empties the cache, so a later change only warns.
+    # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
+    # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
     if drift := cluster.claim_drift(settings, live):
         pulumi.log.warn(drift, resource=model_cache)
-    claim_name: pulumi.Output[str] = pulumi.Output.from_input(cache.claim_name)
     spec = cluster.claim_spec(settings, live) if cache.create_claim else None
-    if spec is not None:
-        claim = declare("claim", {**objects["claim"], "spec": spec},
-                        model_cache, provider=adopting, retain_on_delete=keep,
-                        depends_on=[namespace], ignore_changes=["spec"])
-        claim_name = claim.metadata.apply(lambda m: m["name"])
-        before_download.append(claim)
-    elif cache.create_claim:
+    claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
+                      provider=adopting, retain_on_delete=keep, depends_on=[namespace],
+                      ignore_changes=["spec"])] if spec is not None else []
+    if cache.create_claim and not claims:
         pulumi.log.info(
             f"model cache claim {cache.claim_name} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",
@@ -145,11 +127,10 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
             "(a completed Job is never replaced). If the model's settings changed (image, "
             f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
             "`pulumi up --refresh`", resource=model_cache)
-    # The provider replaces a Job on any `.spec.template` change (deleting it first: the
-    # name is fixed), and a download on a GPU would wait for the GPUs the graph holds. A
-    # completed Job is kept as it is; placement never changes the cache's content.
+    # The provider replaces a Job on any template change, and a download on a GPU would
+    # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
     download = declare("download", objects["download"], model_cache,
-                       depends_on=before_download, provider=adopting,
+                       depends_on=[*secrets, *claims], provider=adopting,
                        ignore_changes=["spec"] if done else DOWNLOAD_PLACEMENT_FIELDS)
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
@@ -157,15 +138,20 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                     group("ReasonerGraph", "graph", providers=[creating]),
                     depends_on=[download],
                     custom_timeouts=_timeouts(settings.timeouts.graph_secs))
+    target = bm.benchmark_target(settings, objects["graph"])
     if settings.benchmark.any_enabled:
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
-        _benchmark(settings, bm.benchmark_target(settings, objects["graph"]), benchmark,
-                   namespace, graph, adopting, live)
-    graph_name: pulumi.Output[str] = graph.metadata.apply(lambda m: m["name"])
-    return {"namespace": namespace_name, "graphName": graph_name,
+        _benchmark(settings, target, benchmark, namespace, graph, adopting, live)
+    graph_name = _name(graph)
+    return {"namespace": _name(made[0]) if made else settings.namespace.name,
+            "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
-            "modelCacheClaim": claim_name,
-            **stack_outputs(settings, graph_name)}
+            "modelCacheClaim": _name(claims[0]) if claims else cache.claim_name,
+            **stack_outputs(settings, graph_name, target.run)}
+
+
+def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
+    return resource.metadata.apply(lambda m: m["name"])
 
 
 def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi.Resource,
@@ -183,10 +169,8 @@ def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi
     jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(
         replace(target, deployment=(*target.deployment, ("graph_uid", (m or {}).get("uid") or ""))),
         b, sources, failed, done))
-    # A sweep that started is never replaced: the provider replaces a Job on any pod
-    # template change, deleting it first (its name is fixed), which would kill a running
-    # sweep or throw a finished one away for a new Job that refuses to resume. Only a
-    # failed one is rerun (it resumes its run). A later binding needs a new run id.
+    # A started sweep is never replaced: the provider replaces a Job (deleting it first) on
+    # any template change, killing a running sweep or throwing a finished one away.
     kept = state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
     if kept and b.sweep:
         pulumi.log.info(
@@ -201,28 +185,26 @@ def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi
                       depends_on=[namespace, server])
     if "video-budget" in objects:
         declare("video-budget", objects["video-budget"], benchmark, depends_on=[namespace])
+
+    def job(role: str) -> dict[str, Any]:
+        return {**objects[role], "spec": jobs.apply(lambda o: o[role]["spec"])}
+
     ready: list[pulumi.Resource] = [graph, server, service]
-    for role in ("smoke", "sweep"):
-        if role not in objects:
-            continue
-        sweep: dict[str, Any] = {}
-        if role == "sweep":
-            hook = results_home_hook(settings)
-            sweep = {"hooks": pulumi.ResourceHookBinding(after_create=[hook],
-                                                         after_update=[hook]),
-                     "ignore_changes": ["spec"] if kept else None}
-        spec = jobs.apply(lambda o, role=role: o[role]["spec"])
-        ready = [declare(role, {**objects[role], "spec": spec}, benchmark, depends_on=ready,
-                         provider=adopting, **sweep)]
+    if b.smoke:
+        ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready, provider=adopting)]
+    if b.sweep:
+        hook = results_home_hook(target.run)
+        declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
+                hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
+                ignore_changes=["spec"] if kept else None)
 
 
 def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
     """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
-    itself succeeded, so a failure here is a warning with the command that retries it,
-    never a failed deployment; a sweep left running (not awaited) is neither: collect says
-    how to fetch it later. The stack's kubeconfig (a path or content that may hold
-    credentials) goes in the child's environment, never its argv."""
+    succeeded, so a failure is a warning with the retry, never a failed deployment; a sweep
+    left running is neither (collect says how to fetch it later). The kubeconfig (it may
+    hold credentials) goes in the child's environment, never its argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
                "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
     env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
@@ -248,23 +230,22 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def results_home_hook(settings: Settings) -> pulumi.ResourceHook:
+def results_home_hook(run: names.Run) -> pulumi.ResourceHook:
     """After the sweep Job is created (or replaced): bring its results home, print the
     report. Never on preview; a sweep left running gets the command to collect it later."""
-    run = bm.run_of(settings)
     # The same cluster the provider deploys to (its default: the current context); the
     # value may be a path or the kubeconfig's content.
     kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
     return pulumi.ResourceHook(
-        f"bring-results-home-{settings.profile}",
+        f"bring-results-home-{run.stack}",
         lambda _: bring_results_home(run, kubeconfig, pulumi.log.info, pulumi.log.warn),
         pulumi.ResourceHookOptions(on_dry_run=False))
 
 
-def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[str, Any]:
-    """Where the frontend is and the exact commands to check it; the `benchmark` output
-    (`collect` reads it) and the sweep's plan, which `pulumi preview` also prints: the
-    hours and GPU-hours before they are spent."""
+def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
+                  ) -> dict[str, Any]:
+    """Where the frontend is and the commands to check it; the `benchmark` output (`collect`
+    reads it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
     forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     out: dict[str, Any] = {
@@ -275,7 +256,7 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[st
         "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
     }
     if settings.benchmark.any_enabled:
-        out["benchmark"] = bm.run_of(settings).output()
+        out["benchmark"] = run.output()
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
         pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
@@ -283,9 +264,7 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str]) -> dict[st
         out["benchmarkPlan"] = {
             "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
             "sweepHours": round(plan.sweep_secs / 3600, 2),
-            "gpuHours": round(plan.gpu_hours, 1),
-            "basis": plan.hardware.source,
-        }
+            "gpuHours": round(plan.gpu_hours, 1), "basis": plan.hardware.source}
     return out
 
 

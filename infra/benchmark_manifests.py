@@ -1,22 +1,14 @@
 """Manifests of the post-deploy benchmark: code ConfigMap, video server (Deployment, Service,
 PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
 
-Pure: settings in, plain Kubernetes objects out, so the Pulumi program, the tests and the
-`collect` command build exactly the same things. Why this shape:
-
-- The project's code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap; each pod
-  mounts what the pods run (`pod_sources`) as a source tree and runs it in a stock, pinned
-  Python image through `RUNNER`. No image to build. The videos are made and served inside
-  the cluster, so traffic and media never leave it.
-- The provider awaits the smoke and sweep Jobs to completion; a failed Job fails `pulumi
-  up` with its log's tail (`FallbackToLogsOnError`): the command's own reason.
-- A run is bound to what it measures: the rendered graph's hash (`graph_hash`), the
-  graph's uid, the benchmark image and the pods' code (`code_hash`, not the Pulumi
-  program's). The smoke Job's pod template carries the binding's hash, so a new binding
-  reruns it; the sweep records it and refuses to resume a run bound to another one.
-- The sweep writes to the cache claim under `benchmarks/<stack>/<run-id>/`, which outlives
-  the Job until the hook or `collect` fetches it. The run id is in both Job names: a new
-  one reruns the smoke test and the sweep and leaves the graph alone.
+Pure (settings in, plain objects out), so the program, the tests and `collect` build the
+same things. The code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap and runs in a
+stock, pinned Python image through `RUNNER`: no image to build. The videos are made and
+served in the cluster. A run is bound to what it measures (the graph's hash and uid, the
+benchmark image, the pods' code): the smoke Job's pod template carries the binding's hash,
+so a new binding reruns it; the sweep records it and refuses to resume another one. The
+sweep writes to the cache claim under `benchmarks/<stack>/<run-id>/`; the run id is in both
+Job names, so a new one reruns both Jobs and leaves the graph alone.
 """
 
 from __future__ import annotations
@@ -31,14 +23,15 @@ from typing import Any
 
 from infra import names
 from infra.manifests import (
-    COMPONENT_LABEL,
-    PROFILE_LABEL,
     REPLACE_UNREADY,
     TIMEOUT_SECONDS,
     WAIT_FOR,
-    common_labels,
     container_security,
-    pod_security,
+    env,
+    labels,
+    metadata,
+    pod_spec,
+    resources,
 )
 from infra.names import Run, smoke_video, video_name, video_server_name
 from infra.routing import routing_args
@@ -52,11 +45,10 @@ WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
 
-# A sweep not waited for is awaited only until it has started: unlike
-# `pulumi.com/skipAwait`, a `waitFor` still awaits the Job's deletion, so a replacement is
-# never applied onto a Job that is still terminating (pulumi-kubernetes: a jsonpath
-# without a value matches once the path exists, provider/pkg/jsonpath/jsonpath.go at
-# 1e54e342; skipAwait skips the delete await too).
+# A sweep not waited for is awaited until it has started (a jsonpath without a value
+# matches once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at
+# 1e54e342). Not skipAwait, which skips the delete await too: a replacement could land on
+# a Job still terminating.
 STARTED = "jsonpath={.status.startTime}"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
@@ -66,10 +58,14 @@ DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                   "karpenter.sh/do-not-disrupt": "true"}
 DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
-RUN_ID_LABEL = "cosmos3-routing/run-id"
 READ_ONLY_ROOT = {**container_security(), "readOnlyRootFilesystem": True}
-# The installed client (the user site) and caches: a few GiB at most.
+# The installed client and caches: a few GiB at most.
 WORK_VOLUME = {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
+# By default the pods prefer nodes without GPUs, so the client never competes with a worker
+# for its node's CPUs (a preference: a cluster of GPU nodes only still runs it).
+PREFER_NO_GPU = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 100, "preference": {"matchExpressions": [
+        {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]}}]}}
 
 # Source the Jobs need: both packages and the pins (a pod imports only what it runs).
 SHIPPED_PACKAGES = ("benchmarks", "infra")
@@ -86,12 +82,10 @@ POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in COMMAND
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 # Every benchmark container's entry point (`sh -c RUNNER runner ARGS`): pip installs the
-# command's $PACKAGES at the pins of the code tree ($PYTHONPATH), a no-op where the image
-# has them, into the user site on the work volume (PIP_USER); then `python -m benchmarks
-# ARGS`. A failed pod's log tail is its termination message (FallbackToLogsOnError): the
-# command's own last line, pip's error and the fix, or what a stop (SIGTERM: the deadline,
-# a deletion, an eviction) means ($ON_STOP), after whatever the command printed as it
-# stopped.
+# command's $PACKAGES at the pins (a no-op where the image has them) into the user site on
+# the work volume, then `python -m benchmarks ARGS`. A failed pod's log tail is its
+# termination message: the command's last line, pip's error and the fix, or what a stop
+# (SIGTERM: the deadline, a deletion, an eviction) means ($ON_STOP).
 RUNNER = """\
 python -m pip install --disable-pip-version-check --no-cache-dir \
 -c "$PYTHONPATH/constraints.txt" $PACKAGES || { echo "runner: could not install $PACKAGES; \
@@ -104,6 +98,8 @@ python -m benchmarks "$@" &
 child=$!
 wait $child
 """
+VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
+                  "drain or `pulumi destroy`); its next pod makes them again")
 
 
 @dataclass(frozen=True)
@@ -117,7 +113,7 @@ class BenchmarkTarget:
     model: str = names.SERVED_MODEL_NAME
     # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
-    # The deployment the run measures (see module docstring), key -> value.
+    # The deployment the run measures, key -> value.
     deployment: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -126,8 +122,7 @@ class BenchmarkTarget:
 
     @property
     def video_base_url(self) -> str:
-        # `<service>.<namespace>.svc` resolves in any cluster domain through the pod's
-        # DNS search path; the port is the Service's.
+        # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
         service = video_server_name(self.run.stack)
         return f"http://{service}.{self.run.namespace}.svc:{VIDEO_SERVICE_PORT}/"
 
@@ -143,10 +138,9 @@ def run_of(settings: Settings) -> Run:
 
 
 def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
-    """The stack's target. What a run measures, in words (a refused resume and the report
-    show them); what binds it is the hash of the graph as the program declares it
-    (`rendered_graph`) beside them, the benchmark image, the graph's uid and the code, so
-    no setting that changes the graph can be missed."""
+    """The stack's target: what a run measures in words (a refused resume and the report
+    show them), and what binds it: the hash of the graph as declared (`rendered_graph`),
+    so no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image,
@@ -158,26 +152,17 @@ def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> B
         "graph": graph_hash(rendered_graph, settings.profile),
         "benchmark_image": settings.benchmark.image,
     }
+    workers = ("{runtime} workers: {variant} {precision}, {replicas} x {gpus_per_worker} GPU "
+               "({gpu}), image {worker_image}; frontend image {frontend_image}").format(**facts)
     return BenchmarkTarget(
         run=run_of(settings), frontend_service=settings.frontend_service,
         session_affinity=routing.affinity, model=settings.workers.served_model,
-        notes=(
-            f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-            f"{serving.runtime} workers: {serving.variant} {serving.precision}, "
-            f"{serving.replicas} x {serving.gpus_per_replica} GPU ({serving.gpu_product}), "
-            f"image {settings.worker_image}; frontend image {settings.images.frontend}",
-        ),
+        notes=(f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
+               workers),
         deployment=tuple((k, str(v)) for k, v in facts.items()))
 
 
-def labels(component: str, profile: str, run_id: str | None = None) -> dict[str, str]:
-    """The profile label keeps two stacks' objects (and selectors) apart in one namespace."""
-    out = {**common_labels(), PROFILE_LABEL: profile, COMPONENT_LABEL: component}
-    return {**out, RUN_ID_LABEL: run_id} if run_id is not None else out
-
-
-# ---------------------------------------------------------------------------------------
-# Source shipped in the ConfigMap
+# --- Source shipped in the ConfigMap -------------------------------------------------------
 
 
 def shipped_sources(repo_root: Path) -> dict[str, str]:
@@ -218,11 +203,9 @@ def code_hash(sources: Mapping[str, str]) -> str:
 
 
 def graph_hash(rendered: Mapping[str, Any], profile: str) -> str:
-    """What the graph is, routing aside: its rendered spec as the program declares it, less
-    the frontend's arguments and the profile's name in labels and object names. Any change
-    to it rolls the graph's pods (fresh caches), so a run never spans two of them; two
-    profiles' runs with the same hash differ in routing only (the report compares those),
-    and routing is a fact of its own."""
+    """What the graph is, routing aside: its rendered spec less the frontend's arguments
+    and the profile's name. Any change to it rolls the graph's pods (fresh caches), so a
+    run never spans two; two profiles' runs with one hash differ in routing only."""
     spec = json.loads(json.dumps(rendered["spec"]).replace(profile, "<profile>"))
     for component in spec["components"]:
         if component["type"] == "frontend":
@@ -245,14 +228,20 @@ def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) ->
             f"the benchmark code is {size} bytes, over a ConfigMap's 1 MiB; keep generated "
             "or large files out of benchmarks/ and infra/")
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {**_meta(namespace, names.code_config_map_name(profile),
-                                 labels("benchmark-code", profile)),
-                         "annotations": {CODE_ANNOTATION: code_hash(sources)}},
+            "metadata": metadata(namespace, names.code_config_map_name(profile),
+                                 labels(profile, "benchmark-code"),
+                                 annotations={CODE_ANNOTATION: code_hash(sources)}),
             "data": data}
 
 
-# ---------------------------------------------------------------------------------------
-# The commands: one mapping of options each, rendered once by `argv`
+def _code_volume(config_map: str, sources: Mapping[str, str]) -> dict[str, Any]:
+    """The files the pods run as a source tree, each key back at its path; only those,
+    so an edit of the rest never touches a pod template."""
+    items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
+    return {"name": "code", "configMap": {"name": config_map, "items": items}}
+
+
+# --- The commands: one mapping of options each, rendered once by `argv` --------------------
 
 
 def argv(command: str, options: Mapping[str, Any]) -> list[str]:
@@ -269,10 +258,6 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
         elif value is not None and value is not False:
             out += [f"--{key}", str(value)]
     return out
-
-
-VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
-                  "drain or `pulumi destroy`); its next pod makes them again")
 
 
 def videos_args(settings: BenchmarkSettings) -> list[str]:
@@ -306,143 +291,93 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
     })
 
 
-# ---------------------------------------------------------------------------------------
-# Pod pieces
+# --- Pod pieces ----------------------------------------------------------------------------
 
 
-def _meta(namespace: str, name: str, object_labels: dict[str, str], **more: Any
-          ) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace, "labels": object_labels, **more}
+def _container(name: str, image: str, command: list[str], limits: dict[str, Any],
+               mounts: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """Every benchmark container: the image if not present, a read-only root."""
+    return {"name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+            "command": command, **more, "resources": limits,
+            "securityContext": READ_ONLY_ROOT, "volumeMounts": mounts}
 
 
-def _env(settings: BenchmarkSettings) -> list[dict[str, str]]:
+def _env(settings: BenchmarkSettings) -> dict[str, str]:
     """A writable home and caches on the work volume (the root filesystem is read-only; pip
     installs into the user site there), the code on the path, and the package index,
     where the user set one."""
-    env = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
+    out = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
            "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1"}
     if settings.pip_index_url:
-        env["PIP_INDEX_URL"] = settings.pip_index_url
+        out["PIP_INDEX_URL"] = settings.pip_index_url
         # pip ignores a plain-http index unless its host is trusted; the user named it.
         if settings.pip_index_url.startswith("http://"):
-            env["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
-    return [{"name": k, "value": v} for k, v in env.items()]
-
-
-def _code_volume(code: dict[str, Any]) -> dict[str, Any]:
-    """What the pods run, from the code ConfigMap, as a source tree: each key back at its
-    path. Only those files, so an edit of the rest never touches a pod template."""
-    def path(key: str) -> str:
-        package = next((p for p in SHIPPED_PACKAGES if key.startswith(f"{p}.")), None)
-        return f"{package}/{key[len(package) + 1:]}" if package else key
-
-    sources = {path(key): text for key, text in code["data"].items()}
-    items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
-    return {"name": "code", "configMap": {"name": code["metadata"]["name"], "items": items}}
-
-
-def _resources(cpu: str, memory: str, memory_limit: str, cpu_limit: str) -> dict[str, Any]:
-    """Requests and limits both (a quota that requires limits admits the pod); the CPU
-    limits sit well above what each command uses, so none is throttled."""
-    return {"requests": {"cpu": cpu, "memory": memory},
-            "limits": {"cpu": cpu_limit, "memory": memory_limit}}
+            out["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
+    return out
 
 
 def _runner_container(
-    name: str, args: list[str], settings: BenchmarkSettings, resources: dict[str, Any],
+    name: str, args: list[str], settings: BenchmarkSettings, limits: dict[str, Any],
     extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
 ) -> dict[str, Any]:
-    """`python -m benchmarks ARGS` through `RUNNER`, straight from the code ConfigMap."""
+    """`python -m benchmarks ARGS` through `RUNNER`, straight from the code ConfigMap; a
+    failed pod's log tail is what `pulumi up` shows: the command's own reason."""
     packages = " ".join(COMMAND_PACKAGES[args[0]])
-    return {
-        "name": name, "image": settings.image, "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", RUNNER, "runner", *args],
-        "workingDir": WORK_DIR,
-        "env": [*_env(settings), {"name": "PACKAGES", "value": packages},
-                {"name": "ON_STOP", "value": on_stop}],
-        "resources": resources,
-        "securityContext": READ_ONLY_ROOT,
-        # A failed pod's log tail is what `pulumi up` shows: the command's own reason.
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
-                         {"name": "work", "mountPath": WORK_DIR}, *(extra_mounts or [])],
-    }
+    mounts = [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
+              {"name": "work", "mountPath": WORK_DIR}, *(extra_mounts or [])]
+    return _container(name, settings.image, ["sh", "-c", RUNNER, "runner", *args], limits,
+                      mounts, workingDir=WORK_DIR,
+                      env=env({**_env(settings), "PACKAGES": packages, "ON_STOP": on_stop}),
+                      terminationMessagePolicy="FallbackToLogsOnError")
 
 
 def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
               restart_policy: str, **more: Any) -> dict[str, Any]:
-    """Never root, no API token, the run's placement and pull secrets. By default the pods
-    prefer nodes without GPUs, so the client never competes with a worker for its node's
-    CPUs (a preference, not a rule: a cluster of GPU nodes only still runs it)."""
-    no_gpu = {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
-    secrets = run.image_pull_secrets
-    return {
-        "restartPolicy": restart_policy, "securityContext": pod_security(),
-        "automountServiceAccountToken": False,
-        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "preference": {"matchExpressions": [no_gpu]}}]}},
-        **run.pod_placement, **more,
-        **({"imagePullSecrets": [{"name": n} for n in secrets]} if secrets else {}),
-        "containers": containers, "volumes": volumes,
-    }
+    """Never root, no API token, the run's placement and pull secrets."""
+    return pod_spec(containers, run.image_pull_secrets, restartPolicy=restart_policy,
+                    automountServiceAccountToken=False, affinity=PREFER_NO_GPU,
+                    **run.pod_placement, **more, volumes=volumes)
 
 
-# ---------------------------------------------------------------------------------------
-# Video server
+# --- Video server --------------------------------------------------------------------------
 
 
-def video_server(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
-                 protected: bool = True) -> dict[str, dict[str, Any]]:
-    """Its Deployment, Service and (while `protected`) PodDisruptionBudget, by role.
-
-    The Deployment makes the videos (init container), then serves them read-only over HTTP,
-    binding `::`: Python's http.server then takes IPv4 too (its DualStackServer clears
-    IPV6_V6ONLY), so IPv4, dual-stack and IPv6-only pod networks all reach it. The code's
-    hash in the pod template rolls the server when the code changes. The Service is awaited
-    (until it has endpoints) as long as the server may take to start. `protected` (until
-    the run's sweep has finished) keeps the server through consolidation and drains: no
-    voluntary eviction of the one video server.
-    """
+def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
+                 code: dict[str, Any], protected: bool = True) -> dict[str, dict[str, Any]]:
+    """Its Deployment, Service and (while `protected`, until the sweep finished: no drain
+    or consolidation evicts it) PodDisruptionBudget, by role. The Deployment makes the
+    videos (init container), then serves them over HTTP on `::` (Python's DualStackServer
+    takes IPv4 too). The code's hash rolls it when the code changes."""
     run, wait = target.run, settings.video_server_timeout_secs
-    selector = labels("benchmark-videos", run.stack)
+    selector = labels(run.stack, "benchmark-videos")
     http = {"httpGet": {"path": "/", "port": "http"}}
-    server = {
-        "name": "main", "image": settings.image, "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
-                    "--directory", VIDEOS_DIR, "--bind", "::"],
-        "ports": [{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
-        "readinessProbe": {**http, "periodSeconds": 10, "timeoutSeconds": 5},
-        "livenessProbe": {**http, "periodSeconds": 30, "timeoutSeconds": 10,
-                          "failureThreshold": 5},
-        "resources": _resources("250m", "256Mi", "512Mi", "1"),
-        "securityContext": READ_ONLY_ROOT,
-        "volumeMounts": [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
-    }
+    server = _container(
+        "main", settings.image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
+                                 "--directory", VIDEOS_DIR, "--bind", "::"],
+        resources("250m", "256Mi", "1", "512Mi"),
+        [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
+        ports=[{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
+        readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
+        livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
     maker = _runner_container("videos", videos_args(settings), settings,
-                              _resources("2", "2Gi", "4Gi", "4"),
+                              resources("2", "2Gi", "4", "4Gi"),
                               [{"name": "videos", "mountPath": VIDEOS_DIR}])
-    volumes = [WORK_VOLUME, _code_volume(code),
-               {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
-    annotations = {**(DO_NOT_DISRUPT if protected else {}),
-                   CODE_ANNOTATION: code["metadata"]["annotations"][CODE_ANNOTATION]}
-    meta = _meta(run.namespace, video_server_name(run.stack), selector)
-
-    def awaited() -> dict[str, Any]:
-        return {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
-
+    volumes = [WORK_VOLUME, code["volume"], {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
+    annotations = {**(DO_NOT_DISRUPT if protected else {}), CODE_ANNOTATION: code["hash"]}
+    meta = metadata(run.namespace, video_server_name(run.stack), selector)
+    awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
     out = {
-        "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited(),
+        "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,
                          "spec": {
-            "replicas": 1,
-            # Making the videos takes minutes: don't call the rollout stuck before the
-            # timeout the user chose.
-            "progressDeadlineSeconds": wait,
+            # Making the videos takes minutes: not stuck before the user's timeout.
+            "replicas": 1, "progressDeadlineSeconds": wait,
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": selector, "annotations": annotations},
                          "spec": _pod_spec(run, [server], volumes, "Always",
                                            initContainers=[maker])}}},
-        "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": awaited(), "spec": {
+        "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": dict(awaited),
+                          "spec": {
             "selector": selector, "ipFamilyPolicy": "PreferDualStack",
             "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}]}},
     }
@@ -453,30 +388,28 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings, code: dic
     return out
 
 
-# ---------------------------------------------------------------------------------------
-# Jobs
+# --- Jobs ----------------------------------------------------------------------------------
 
 
 def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
-         resources: dict[str, Any], then: str, volumes: list[dict[str, Any]],
+         limits: dict[str, Any], then: str, volumes: list[dict[str, Any]],
          mounts: list[dict[str, Any]], annotations: dict[str, str], **spec: Any
          ) -> dict[str, Any]:
     """A Job running one command within its deadline (`benchmark<Role>TimeoutSecs`), awaited
     a little longer. Its pod template carries the deployment's hash: a new deployment is a
-    new template. A stopped pod says what that means: its deadline passed, the Job was
-    deleted, or the pod evicted; `then` what to do."""
+    new template. A stopped pod says what a stop means and, `then`, what to do."""
     run, deadline_secs = target.run, getattr(settings, f"{role}_timeout_secs")
     on_stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline_secs} s)) "
                "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
                "evicted; " + then)
-    job_labels = labels(f"benchmark-{role}", run.stack, run.run_id)
-    container = _runner_container("main", args, settings, resources, mounts, on_stop)
+    job_labels = labels(run.stack, f"benchmark-{role}", run.run_id)
+    container = _runner_container("main", args, settings, limits, mounts, on_stop)
     pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
     timeout = {TIMEOUT_SECONDS: str(deadline_secs + AWAIT_MARGIN_SECS)}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": _meta(run.namespace, run.smoke_job if role == "smoke" else run.sweep_job,
-                          job_labels, annotations={**timeout, **annotations}),
+        "metadata": metadata(run.namespace, run.smoke_job if role == "smoke" else run.sweep_job,
+                             job_labels, annotations={**timeout, **annotations}),
         "spec": {"activeDeadlineSeconds": deadline_secs, **spec, "template": {
             "metadata": {"labels": job_labels, "annotations": pod_annotations},
             "spec": _pod_spec(run, [container], [WORK_VOLUME, *volumes], "Never")}},
@@ -486,28 +419,26 @@ def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: 
 def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
               ) -> dict[str, Any]:
     """One video, one question; passes only on a non-empty answer. No retries: a failure
-    is a finding, and its reason is what `pulumi up` shows. After a failed smoke test, the
-    next `up` runs it again (replaceUnready)."""
+    is a finding. After a failed smoke test, the next `up` runs it again (replaceUnready)."""
     return _job(target, settings, "smoke", smoke_args(target, settings),
-                _resources("500m", "1Gi", "2Gi", "2"),
+                resources("500m", "1Gi", "2", "2Gi"),
                 "if the deadline passed, raise it, then `pulumi up`",
-                [_code_volume(code)], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
+                [code["volume"]], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
 
 
 def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
               rerun: bool = False) -> dict[str, Any]:
     """The AIPerf sweep. A pod lost to the cluster (eviction, node drain) is retried and
-    resumes the same run; a failing sweep fails the Job at once with its reason.
-
-    `rerun` (the live Job failed) lets the next `up` replace it, resuming the run; a sweep
-    still running is never replaced (`replaceUnready` would take it for a failed one)."""
+    resumes the same run; a failing sweep fails the Job at once with its reason. `rerun`
+    (the live Job failed) lets the next `up` replace it; a running sweep never is
+    (`replaceUnready` would take it for a failed one)."""
     claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
     return _job(
         target, settings, "sweep", sweep_args(target, settings),
-        _resources("2", "4Gi", "8Gi", "8"),
+        resources("2", "4Gi", "8", "8Gi"),
         "finished levels stay on the claim; if the deadline passed, raise it, then `pulumi "
         "up` with the same benchmarkRunId resumes the run",
-        [_code_volume(code), claim], [{"name": "cache", "mountPath": CACHE_DIR}],
+        [code["volume"], claim], [{"name": "cache", "mountPath": CACHE_DIR}],
         {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
          **({REPLACE_UNREADY: "true"} if rerun else {})},
         backoffLimit=3, podFailurePolicy={"rules": [
@@ -521,15 +452,16 @@ def benchmark_objects(
     target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Every object the enabled parts need, by role, in the order they must come up.
-    The pods' code hash is part of what a run is bound to. Once the run's sweep has
-    finished (`sweep_done`, read from the cluster), the video server no longer holds off
-    node drains and consolidation: the next `up` drops its budget and annotations."""
+    """Every object the enabled parts need, by role, in the order they must come up. Once
+    the run's sweep has finished (`sweep_done`, read from the cluster), the video server
+    no longer holds off drains and consolidation: its budget and annotations go."""
     if not settings.any_enabled:
         return {}
-    code = code_config_map(target.run.namespace, target.run.stack, sources)
-    target = replace(target, deployment=(*target.deployment, ("code", code_hash(sources))))
-    out = {"code": code, **video_server(target, settings, code, not sweep_done)}
+    config_map = code_config_map(target.run.namespace, target.run.stack, sources)
+    code = {"hash": code_hash(sources),
+            "volume": _code_volume(config_map["metadata"]["name"], sources)}
+    target = replace(target, deployment=(*target.deployment, ("code", code["hash"])))
+    out = {"code": config_map, **video_server(target, settings, code, not sweep_done)}
     if settings.smoke:
         out["smoke"] = smoke_job(target, settings, code)
     if settings.sweep:
@@ -537,36 +469,27 @@ def benchmark_objects(
     return out
 
 
-# ---------------------------------------------------------------------------------------
-# Results reader (made and removed by the hook or `collect`, never by the stack)
+# --- Results reader (made and removed by the hook or `collect`, never by the stack) --------
 
 
 def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = None
                        ) -> dict[str, Any]:
-    """A short-lived pod that mounts the cache claim read-only so results can be copied out.
-
-    The Jobs' image, user, pull secrets and placement (a cluster whose every node is
-    tainted runs it too), bounded CPU and memory (so namespaces that enforce the restricted
-    Pod Security profile or a quota admit it); it only sleeps (bounded) until the copy is
-    done and it is deleted. `owner_job` (name, uid) makes the sweep Job its owner, so a
-    reader left by a killed hook goes when `pulumi destroy` deletes that Job.
-    """
-    container = {
-        "name": "main", "image": run.image, "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-c", "import time; time.sleep(3600)"],
-        # Ready (and alive) while the results are mounted: the copy reads them.
-        **{probe: {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
-           for probe in ("readinessProbe", "livenessProbe")},
-        "resources": _resources("100m", "256Mi", "1Gi", "1"),
-        "securityContext": READ_ONLY_ROOT,
-        "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
-    }
+    """A short-lived pod that mounts the cache claim read-only so results can be copied out:
+    the Jobs' image, user, pull secrets and placement, bounded resources; it sleeps
+    (bounded) until it is deleted. `owner_job` (name, uid) makes the sweep Job its owner,
+    so a reader left by a killed hook goes when `pulumi destroy` deletes that Job."""
+    # Ready (and alive) while the results are mounted: the copy reads them.
+    probe = {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
+    container = _container("main", run.image, ["python", "-c", "import time; time.sleep(3600)"],
+                           resources("100m", "256Mi", "1", "1Gi"),
+                           [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
+                           readinessProbe=probe, livenessProbe=probe)
     claim = {"claimName": run.cache_claim, "readOnly": True}
     owner = {} if owner_job is None else {"ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": owner_job[0], "uid": owner_job[1]}]}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _meta(run.namespace, name, labels("benchmark-results-reader", run.stack),
-                              **owner),
+            "metadata": metadata(run.namespace, name,
+                                 labels(run.stack, "benchmark-results-reader"), **owner),
             "spec": _pod_spec(run, [container],
                               [{"name": "cache", "persistentVolumeClaim": claim}], "Never",
                               activeDeadlineSeconds=3600)}

@@ -14,7 +14,7 @@ vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra import names
@@ -48,6 +48,7 @@ SKIP_AWAIT = "pulumi.com/skipAwait"
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 
 PROFILE_LABEL = "cosmos3-routing/profile"
+RUN_ID_LABEL = "cosmos3-routing/run-id"
 # What a pod of ours is (download, videos, smoke, sweep...): NetworkPolicies select on it.
 COMPONENT_LABEL = "app.kubernetes.io/component"
 CACHE_VOLUME = "model-cache"
@@ -79,13 +80,10 @@ NIM_DYNAMO_ENV = {
     "VLLM_EARLY_UUID_LOOKUPS": "1",
     "VLLM_UUID_AUTO_DERIVE": "1",
 }
-# The frontend routes and tokenizes, it runs no model: a few cores, bounded so that a
-# namespace quota that requires limits accepts it.
-FRONTEND_RESOURCES = {"requests": {"cpu": "2", "memory": "4Gi"},
-                      "limits": {"cpu": "8", "memory": "16Gi"}}
-# The download only fetches files (NIM: plus a GPU where the profile is chosen on one).
-DOWNLOAD_RESOURCES = {"requests": {"cpu": "1", "memory": "4Gi"},
-                      "limits": {"cpu": "4", "memory": "16Gi"}}
+# The frontend routes and tokenizes, it runs no model: a few cores, bounded. The download
+# only fetches files (NIM: plus a GPU where the profile is chosen on one).
+FRONTEND_RESOURCES = ("2", "4Gi", "8", "16Gi")
+DOWNLOAD_RESOURCES = ("1", "4Gi", "4", "16Gi")
 
 
 def common_labels() -> dict[str, str]:
@@ -97,12 +95,28 @@ def common_labels() -> dict[str, str]:
     }
 
 
-def profile_labels(settings: Settings) -> dict[str, str]:
-    return {**common_labels(), PROFILE_LABEL: settings.profile}
+def labels(profile: str, component: str | None = None, run_id: str | None = None
+           ) -> dict[str, str]:
+    """The profile label keeps two stacks' objects (and selectors) apart in one namespace."""
+    extra = {PROFILE_LABEL: profile, COMPONENT_LABEL: component, RUN_ID_LABEL: run_id}
+    return {**common_labels(), **{k: v for k, v in extra.items() if v is not None}}
 
 
-def _metadata(settings: Settings, name: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "namespace": settings.namespace.name, "labels": common_labels(), **extra}
+def metadata(namespace: str, name: str, object_labels: Mapping[str, str] | None = None,
+             **more: Any) -> dict[str, Any]:
+    """An object's metadata; the common labels unless told."""
+    return {"name": name, "namespace": namespace,
+            "labels": dict(object_labels or common_labels()), **more}
+
+
+def env(values: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> dict[str, Any]:
+    """Requests and limits both, so a namespace quota that requires limits admits the pod."""
+    return {"requests": {"cpu": cpu, "memory": memory},
+            "limits": {"cpu": cpu_limit, "memory": memory_limit}}
 
 
 def namespace(settings: Settings) -> dict[str, Any]:
@@ -114,7 +128,8 @@ def token_secret(settings: Settings, config_key: str, value: Any) -> dict[str, A
     """The Secret of a token the runtime needs (`ngcApiKey`, `hfToken`); `value` passes
     through untouched (a Pulumi secret Output)."""
     name, key = settings.secrets.refs[config_key]
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": _metadata(settings, name),
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": metadata(settings.namespace.name, name),
             "type": "Opaque", "stringData": {key: value}}
 
 
@@ -129,7 +144,8 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(settings, cache.claim_name, annotations={SKIP_AWAIT: "true"}),
+        "metadata": metadata(settings.namespace.name, cache.claim_name,
+                             annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": cache.storage_class,
@@ -142,11 +158,8 @@ def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     """What the NIM reads to pick the model profile (shared by download Job and workers)."""
     workers = settings.workers
     model = served_by_nim_environment(workers.serving, workers.nim_tags_selector)
-    return [
-        *({"name": k, "value": v} for k, v in model.items()),
-        {"name": "NIM_CACHE_PATH", "value": names.NIM_CACHE_PATH},
-        _token_env(settings, NGC_API_KEY),
-    ]
+    return [*env({**model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}),
+            _token_env(settings, NGC_API_KEY)]
 
 
 def _hf_env(settings: Settings) -> list[dict[str, Any]]:
@@ -188,9 +201,12 @@ def container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _pull_secrets(settings: Settings) -> dict[str, Any]:
-    names = settings.secrets.image_pull_secrets
-    return {"imagePullSecrets": [{"name": n} for n in names]} if names else {}
+def pod_spec(containers: list[dict[str, Any]], pull_secrets: Sequence[str],
+             nim_user: bool = True, **more: Any) -> dict[str, Any]:
+    """Every pod's spec: `pod_security`, the pull secrets (where there are any), `more`."""
+    secrets = {"imagePullSecrets": [{"name": n} for n in pull_secrets]} if pull_secrets else {}
+    return {"securityContext": pod_security(nim_user), **more, **secrets,
+            "containers": containers}
 
 
 def download_pod_labels(settings: Settings) -> dict[str, str]:
@@ -207,7 +223,8 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
     vllm, serving = _runs_vllm(settings), settings.workers.serving
-    profile = settings.workers.nim_model_profile
+    profile, timeouts = settings.workers.nim_model_profile, settings.timeouts
+    on_gpu = not vllm and profile is None
     container: dict[str, Any] = {
         "name": "download",
         "image": settings.images.vllm if vllm else settings.images.nim,
@@ -216,62 +233,43 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
         "env": _hf_env(settings) if vllm else _nim_model_env(settings),
         "volumeMounts": [_cache_mount(settings)],
         "securityContext": container_security(),
-        "resources": {k: dict(v) for k, v in DOWNLOAD_RESOURCES.items()},
+        "resources": resources(*DOWNLOAD_RESOURCES),
     }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "securityContext": pod_security(),
-        # It never calls the Kubernetes API.
-        "automountServiceAccountToken": False,
-        **_pull_secrets(settings),
-        "containers": [container],
-        "volumes": [_cache_volume(settings)],
-    }
-    if not vllm and profile is None:
+    if on_gpu:
         container["resources"]["limits"][GPU_RESOURCE] = serving.gpus_per_replica
-        pod_spec.update(settings.placement.pod_spec)
-    timeouts = settings.timeouts
+    # It never calls the Kubernetes API.
+    spec = pod_spec([container], settings.secrets.image_pull_secrets, restartPolicy="Never",
+                    automountServiceAccountToken=False, volumes=[_cache_volume(settings)],
+                    **(settings.placement.pod_spec if on_gpu else {}))
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(settings, settings.download_job_name,
-                              annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)}),
+        "metadata": metadata(settings.namespace.name, settings.download_job_name,
+                             annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)}),
         "spec": {
             "backoffLimit": timeouts.download_retries,
             "activeDeadlineSeconds": timeouts.download_secs,
-            "template": {"metadata": {"labels": download_pod_labels(settings)},
-                         "spec": pod_spec},
+            "template": {"metadata": {"labels": download_pod_labels(settings)}, "spec": spec},
         },
     }
+
+
+def _component(settings: Settings, name: str, kind: str, replicas: int,
+               spec: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """A graph component; its pods keep their service-account token: the operator binds it
+    to the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata)."""
+    return {"name": name, "type": kind, "replicas": replicas, **more,
+            "podTemplate": {"metadata": {"labels": labels(settings.profile)}, "spec": spec}}
 
 
 def frontend_component(settings: Settings) -> dict[str, Any]:
     """Routing lives here: the arguments come from `infra.routing.frontend_args`."""
-    return {
-        "name": names.FRONTEND_COMPONENT,
-        "type": "frontend",
-        "replicas": 1,
-        "podTemplate": {
-            "metadata": {"labels": profile_labels(settings)},
-            "spec": {
-                # The frontend keeps its service-account token: the operator binds it to
-                # the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata).
-                "securityContext": pod_security(nim_user=False),
-                **_pull_secrets(settings),
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": settings.images.frontend,
-                        "command": frontend_command(),
-                        "args": frontend_args(settings.routing, port=names.FRONTEND_PORT),
-                        "env": [REQUEST_PLANE_ENV],
-                        "resources": FRONTEND_RESOURCES,
-                        "securityContext": container_security(),
-                    }
-                ],
-            },
-        },
-    }
+    main = {"name": "main", "image": settings.images.frontend, "command": frontend_command(),
+            "args": frontend_args(settings.routing, port=names.FRONTEND_PORT),
+            "env": [REQUEST_PLANE_ENV], "resources": resources(*FRONTEND_RESOURCES),
+            "securityContext": container_security()}
+    return _component(settings, names.FRONTEND_COMPONENT, "frontend", 1, pod_spec(
+        [main], settings.secrets.image_pull_secrets, nim_user=False))
 
 
 def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
@@ -295,10 +293,9 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
     else:
         container = {
             "image": settings.images.nim, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
-            "env": [*_nim_model_env(settings), {"name": "NIM_DYNAMO_WORKER", "value": "true"},
-                    {"name": "NIM_DISCOVERY_BACKEND", "value": NIM_DISCOVERY_BACKEND},
-                    system_port, REQUEST_PLANE_ENV,
-                    *({"name": k, "value": v} for k, v in NIM_DYNAMO_ENV.items())],
+            "env": [*_nim_model_env(settings), *env({"NIM_DYNAMO_WORKER": "true",
+                    "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
+                    REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
             "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
                       {"name": "system", "containerPort": port}]}
         ready = live = NIM_HEALTH_PATH
@@ -314,40 +311,23 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
 
 def worker_component(settings: Settings) -> dict[str, Any]:
     workers = settings.workers
-    return {
-        "name": names.WORKER_COMPONENT,
-        "type": "worker",
-        "replicas": workers.serving.replicas,
-        "sharedMemorySize": workers.shared_memory,
-        "runtimeVersionOverride": settings.images.worker_runtime_version,
-        "podTemplate": {
-            "metadata": {"labels": profile_labels(settings)},
-            "spec": {
-                # Like the frontend, the workers keep the discovery service account's token.
-                "securityContext": pod_security(),
-                **_pull_secrets(settings),
-                **settings.placement.pod_spec,
-                "containers": [_worker_container(settings)],
-                "volumes": [_cache_volume(settings)],
-            },
-        },
-    }
+    spec = pod_spec([_worker_container(settings)], settings.secrets.image_pull_secrets,
+                    **settings.placement.pod_spec, volumes=[_cache_volume(settings)])
+    return _component(settings, names.WORKER_COMPONENT, "worker", workers.serving.replicas,
+                      spec, sharedMemorySize=workers.shared_memory,
+                      runtimeVersionOverride=settings.images.worker_runtime_version)
 
 
 def graph(settings: Settings) -> dict[str, Any]:
     """The DynamoGraphDeployment: Frontend at components[0], Worker at components[1]."""
+    # The wait's bound is the resource's customTimeouts (they take precedence over
+    # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
+    # 00658428), so graphTimeoutSecs changes nothing declared here.
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
-        "metadata": {
-            "name": settings.graph_name,
-            "namespace": settings.namespace.name,
-            "labels": profile_labels(settings),
-            # The wait's bound is the resource's customTimeouts (they take precedence over
-            # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/
-            # overrides.go at 00658428), so graphTimeoutSecs changes nothing declared here.
-            "annotations": {WAIT_FOR: "condition=Ready"},
-        },
+        "metadata": metadata(settings.namespace.name, settings.graph_name,
+                             labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
             "backendFramework": BACKEND_FRAMEWORK,
             "env": [ALLOW_INTERNAL_MEDIA],

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra import names
-from infra.benchmark_manifests import VIDEO_SERVER_PORT, labels
-from infra.manifests import COMPONENT_LABEL, PROFILE_LABEL, common_labels, download_pod_labels
+from infra.benchmark_manifests import VIDEO_SERVER_PORT
+from infra.manifests import COMPONENT_LABEL, PROFILE_LABEL, download_pod_labels, labels, metadata
 from infra.names import cidr
 from infra.settings import Settings
 
@@ -77,9 +77,9 @@ def _policy(settings: Settings, name: str, selector: dict[str, Any],
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": names.stack_object_name(settings.graph_name, name),
-                     "namespace": settings.namespace.name,
-                     "labels": {**common_labels(), PROFILE_LABEL: settings.profile}},
+        "metadata": metadata(settings.namespace.name,
+                             names.stack_object_name(settings.graph_name, name),
+                             labels(settings.profile)),
         "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],
                  "ingress": ingress},
     }
@@ -95,7 +95,7 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
     def from_sources(port: int) -> list[dict[str, Any]]:
         return [{"from": sources, "ports": _tcp(port)}] if sources else []
 
-    videos = {"podSelector": {"matchLabels": labels("benchmark-videos", settings.profile)}}
+    videos = {"podSelector": {"matchLabels": labels(settings.profile, "benchmark-videos")}}
     ingress = {
         "frontend": (graph_pods(settings, frontend=True), [
             {"from": [_our_pods(settings, CLIENT_COMPONENTS)],
