@@ -1,10 +1,6 @@
-"""`plan`: a stack's sweep before `pulumi up`: each level's wall time, the sweep's hours and
-GPU-hours (download, graph start and sweep), sending every video (full, the seed's way) and
-as the adaptive sweep stops (infra/calibration.py), from the stack's benchmark settings.
-With `--measured RR_RUN SA_RUN` (a real sweep of both profiles, as `collect` brought them
-home) it first says how far the prediction was from what was measured, then plans again on
-the hardware those runs measured; with `--spread RUN...`, at the spread between chunks
-those runs measured.
+"""`plan`: a stack's sweep before `pulumi up` (infra/calibration.py). `--measured RR_RUN
+SA_RUN` (a real sweep of both profiles, as `collect` brought them home) first says how far the
+prediction was, then plans on the hardware they measured; `--spread RUN...`, at their spread.
 """
 
 from __future__ import annotations
@@ -23,17 +19,10 @@ from infra.calibration import (
     REPLICATE_CV,
     Hardware,
     predicted_req_s,
-    recalibrate,
-    relative_error,
+    solve_hardware,
     stack_plan,
 )
 from infra.settings import Settings
-
-
-def measured_levels(run_dir: Path) -> dict[int, float]:
-    """Concurrency -> req/s of a sweep's finished levels, as its manifest records them."""
-    run = read_run(run_dir / MANIFEST_NAME)
-    return {c: summary.request_throughput for c, summary in run.levels.items()}
 
 
 def measured_spread(run_dirs: Sequence[Path]) -> float:
@@ -56,7 +45,8 @@ def measured_spread(run_dirs: Sequence[Path]) -> float:
 def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str], Hardware]:
     """How far the seed-calibrated prediction was from a real run, and the hardware that
     run implies (from the lowest level both profiles finished)."""
-    rr, sa = measured_levels(rr_run), measured_levels(sa_run)
+    rr, sa = ({c: summary.request_throughput for c, summary in
+               read_run(run / MANIFEST_NAME).levels.items()} for run in (rr_run, sa_run))
     common = sorted(set(rr) & set(sa))
     if not common:
         raise ValueError(f"{rr_run} and {sa_run} share no finished level")
@@ -66,8 +56,8 @@ def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str],
         for name, runs, sticky in (("round-robin", rr, False), ("session-affinity", sa, True)):
             predicted = predicted_req_s(H200, c, workers, questions, sticky)
             lines.append(f"  {name} at {c}: predicted {predicted:.2f}, measured {runs[c]:.2f} "
-                         f"({relative_error(predicted, runs[c]):+.0%})")
-    return lines, recalibrate(common[0], rr[common[0]], sa[common[0]], workers, questions)
+                         f"({predicted / runs[c] - 1 if runs[c] else math.nan:+.0%})")
+    return lines, solve_hardware(common[0], rr[common[0]], sa[common[0]], workers, questions)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,10 +1,6 @@
-"""`report DIR [DIR ...] --out OUT`: the side-by-side comparison of routing profiles.
-
-Reads the sweeps' manifests (a run directory, or a folder of them): each finished level's
-summary (the mean over its replicate chunks), the chunks' own summaries, whose spread gives
-each figure's 95% interval, and the level's routing evidence. The first run is the baseline;
-the seed's table (infra/calibration.py) is set beside the run. Writes report.md/.csv/.json
-and throughput.png, ttft.png (docs/benchmark-toolkit.md).
+"""`report DIR [DIR ...] --out OUT`: routing profiles side by side, from the sweeps' manifests
+(each level's summary, its chunks' spread as 95% intervals, its routing evidence), the first
+run as baseline and the seed's table beside it (docs/benchmark-toolkit.md).
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from scipy.stats import t as student_t
 
 from benchmarks import sweep
 from benchmarks.aiperf_run import LevelSummary
-from infra.calibration import SEED_TABLE
+from infra.calibration import SEED_TABLE, SeedRow
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
@@ -38,8 +34,7 @@ METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "request_latency_
 
 @dataclass
 class ProfileRun:
-    """The finished levels of one sweep run (one profile), as its manifest records them:
-    each level's summary and its replicate chunks' summaries."""
+    """One sweep run (one profile): its manifest and each finished level's summaries."""
 
     label: str
     source: Path
@@ -50,8 +45,8 @@ class ProfileRun:
 
 
 def read_run(manifest_path: Path) -> ProfileRun:
-    """A run as its sweep recorded it: each finished level's summary and its chunks' (parsed
-    once, by the sweep) and, where workers were attributed, how sticky routing was."""
+    """A run as its sweep recorded it: each finished level's summary, its chunks' and, where
+    workers were attributed, how sticky routing was."""
     manifest = json.loads(manifest_path.read_text())
     run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
                      manifest_path.parent, manifest)
@@ -67,8 +62,7 @@ def read_run(manifest_path: Path) -> ProfileRun:
 
 
 def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
-    """Every sweep run under `dirs` (a run directory, or a folder of them), in the order the
-    directories were given."""
+    """Every sweep run under `dirs` (a run directory, or a folder of them), in their order."""
     runs = []
     for root in dirs:
         if not root.is_dir():
@@ -91,9 +85,8 @@ ROUTING_FACTS = ("routing", "graph_uid", "frontend_command")
 
 
 def binding(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What runs must share to be compared: the workload and the deployment, routing aside.
-    The dataset by what its sidecar says it holds (each stack serves the same videos from
-    its own server, so their URLs differ), else by its contents' hash."""
+    """What runs must share to be compared: the workload and the deployment, routing aside;
+    the dataset by what its sidecar says it holds (URLs differ per stack), else its hash."""
     dataset = manifest.get("dataset") or {}
     return {
         "model": manifest.get("model"),
@@ -114,8 +107,7 @@ def binding_changes(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def check_comparable(runs: Sequence[ProfileRun]) -> None:
-    """Refuse a comparison of runs of different workloads or deployments: its gains would
-    measure the difference, not the routing."""
+    """Refuse runs of other workloads or deployments: gains would measure that, not routing."""
     problems = [f"{run.label} ({run.source}) differs from {runs[0].label} "
                 f"({runs[0].source}) in {c}"
                 for run in runs[1:] for c in binding_changes(runs[0].manifest, run.manifest)]
@@ -132,10 +124,9 @@ def gain_pct(value: float | None, baseline: float | None) -> float | None:
 
 
 def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float, float] | None:
-    """95% interval (in %) of the gain mean(other) / mean(base) - 1: the delta method on the
-    log of the ratio, Student t with Welch-Satterthwaite degrees of freedom, over whole
-    replicates (they vary with what moves a run, which a resample of one run's requests
-    cannot see). None unless each side has two replicates and a mean."""
+    """95% interval (in %) of the gain mean(other) / mean(base) - 1 over whole replicates:
+    delta method on the log ratio, Student t with Welch-Satterthwaite degrees of freedom.
+    None unless each side has two replicates and a mean."""
     means = [statistics.fmean(side) if len(side) >= 2 else 0.0 for side in (base, other)]
     if not all(means):
         return None
@@ -202,13 +193,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
     return rows
 
 
-# The seed's two profiles, and the goal the run is held to beside them (issue 28): each
-# req/s (and request latency) within 25% of the seed's, affinity's gain within 10 points of
-# the seed's, TTFT in the seed's direction (a figure's tolerance None).
+# The goal beside the seed (issue 28): req/s and request latency within 25%, affinity's gain
+# within 10 points, TTFT in the seed's direction (tolerance None) unless near the mock's floor.
 ROUND_ROBIN, AFFINITY = "round-robin", "session-affinity"
 GAIN_POINTS = 10.0
-# A TTFT at most this factor above the mock's floor is the floor's (the mock's own
-# overhead: tokenizing the prompt, the frontend's hop), not the routing's.
 NEAR_FLOOR = 1.25
 SEED_FIGURES = (("req/s", "request_throughput", 2, 0.25), ("TTFT p50", "ttft_p50_ms", 0, None),
                 ("request latency p50", "request_latency_p50_ms", 0, 0.25),
@@ -217,14 +205,12 @@ SEED_FIGURES = (("req/s", "request_throughput", 2, 0.25), ("TTFT p50", "ttft_p50
 
 def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None
                     ) -> dict[str, Any]:
-    """The run's figures beside the seed's table at each seed level it ran, and one verdict
-    line per figure: req/s and request latency within 25%, affinity's gain within 10 points
-    of the seed's, and TTFT in the seed's direction (affinity's at or below round robin's)
-    where it is above the mock's floor."""
+    """The run's figures beside the seed's at each seed level it ran, and one verdict line
+    per figure (the goal above)."""
     seed = {row.concurrency: row for row in SEED_TABLE}
     mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
     cells = [{"concurrency": c, "profile": p, "figure": figure, "run": mine[(c, p)][key],
-              "seed": seed[c].figures(p)[figure]}
+              "seed": _seed(seed[c], p, key)}
              for c, p in sorted(mine) if p in (ROUND_ROBIN, AFFINITY)
              for figure, key, _, _ in SEED_FIGURES]
     gains = [{"concurrency": c, "run": gain_pct(mine[(c, AFFINITY)]["request_throughput"],
@@ -242,6 +228,12 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
                                     len(gains), misses, "levels"))
     return {"cells": cells, "gains": gains, "ttft_floor_ms": ttft_floor_ms,
             "verdicts": [v for v in verdicts if v]}
+
+
+def _seed(row: SeedRow, profile: str, key: str) -> float | None:
+    """The seed's figure by the report's name (req/s is the table's `req_s`)."""
+    name = "req_s" if key == "request_throughput" else key
+    return getattr(row, f"{'rr' if profile == ROUND_ROBIN else 'sa'}_{name}")
 
 
 def _verdict(rule: str, judged: int, misses: Sequence[str], unit: str) -> str:
@@ -264,9 +256,8 @@ def _within_verdict(cells: Sequence[dict[str, Any]], figure: str, tolerance: flo
 
 def _ttft_verdict(cells: Sequence[dict[str, Any]], figure: str, floor: float | None
                   ) -> str | None:
-    """The seed's TTFT direction (affinity's at or below round robin's, at every level),
-    judged only where a TTFT rises above the mock's floor: at the floor it is the mock's
-    own overhead, and a few milliseconds either way say nothing about routing."""
+    """Affinity's TTFT at or below round robin's, judged only above the mock's floor: there
+    it is the mock's own overhead (tokenizing, the frontend's hop), not routing."""
     by_level: dict[int, dict[str, float]] = {}
     for c in _judged(cells, figure):
         by_level.setdefault(c["concurrency"], {})[c["profile"]] = c["run"]
@@ -293,9 +284,8 @@ def _cell(run: float | None, seed: float | None, digits: int) -> str:
 
 
 def seed_lines(report: Mapping[str, Any]) -> list[str]:
-    """The "Beside the seed" section of a report.json: per seed level and profile the run's
-    figures / the seed's (relative error), affinity's gain / the seed's (points off), then
-    one verdict line per figure. Empty when the run has no seed level of a seed profile."""
+    """A report.json's "Beside the seed" section: the run's figures / the seed's, then the
+    verdicts. Empty when the run has no seed level of a seed profile."""
     comparison = report.get("seed_comparison") or {}
     if not comparison.get("cells"):
         return []
@@ -318,7 +308,6 @@ def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
 
 
 def _rate_cell(row: dict[str, Any]) -> str:
-    """req/s with its 95% interval over the level's chunks, where it has two or more."""
     low, high = row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
     return _fmt(row["request_throughput"]) + ("" if low is None else
                                               f" [{low:,.2f}, {high:,.2f}]")
@@ -333,8 +322,7 @@ def _gain_cell(row: dict[str, Any]) -> str:
     return f"{gain:+.0f}% [{low:+.0f}%, {high:+.0f}%]{words}"
 
 
-# The per-row sections after the comparison: a heading, the words under it, and each
-# (level, profile) row's cells under their column names.
+# The per-row sections after the comparison: heading, words, and each row's cells by column.
 DETAILS = (
     ("## Requests, latency and token throughput", "", {
         "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
@@ -362,10 +350,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> str:
-    rows = report["rows"]
+def render_markdown(report: Mapping[str, Any]) -> str:
+    rows, labels = report["rows"], report["profiles"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
-    labels = [r.label for r in runs]
     method = next((r["interval_method"] for r in rows if r["interval_method"]), None)
 
     def cells(c: int, profiles: Sequence[str], cell: Any) -> list[str]:
@@ -395,11 +382,11 @@ def render_markdown(runs: Sequence[ProfileRun], report: Mapping[str, Any]) -> st
     if report["notes"]:
         out += ["", "## What this run shows", "", *(f"- {n}" for n in report["notes"])]
     out += ["", "## Runs", ""]
-    for run in runs:
-        m = run.manifest
+    for run in report["runs"]:
+        m = run["manifest"]
         routing = (m.get("deployment") or {}).get("routing")
         out.append(
-            f"- **{run.label}**: `{run.source}` endpoint {m.get('endpoint')}, model "
+            f"- **{run['label']}**: `{run['dir']}` endpoint {m.get('endpoint')}, model "
             f"{m.get('model')}, session header {m.get('session_header') or 'none'}"
             + (f", frontend `{routing}`" if routing else "")
             + f"; a dataset of {m.get('requests_per_level')} requests "
@@ -418,8 +405,7 @@ PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
 
 
 def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> None:
-    """Throughput and TTFT against concurrency (log axis, a tick per level), each point
-    with its 95% interval over the level's chunks as error bars."""
+    """Throughput and TTFT against concurrency (log axis), 95% intervals as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -447,10 +433,8 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
                  notes: Sequence[str] = (), ttft_floor_ms: float | None = None) -> Path:
-    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path.
-    `notes`: what the caller concluded across the runs (the rehearsal's direction);
-    `ttft_floor_ms`: the mock's own TTFT (the rehearsal measures it), below which TTFT says
-    nothing about routing."""
+    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path. `notes`:
+    the caller's conclusions; `ttft_floor_ms`: the mock's own TTFT (the rehearsal's)."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
         raise InputError(BAD_INPUT, [
@@ -472,7 +456,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     }
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
-    markdown.write_text(render_markdown(runs, report))
+    markdown.write_text(render_markdown(report))
     with open(out / "report.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -28,7 +28,7 @@ from infra.calibration import (
     mock_calibration,
     plan_sweep,
     predicted_req_s,
-    recalibrate,
+    solve_hardware,
 )
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
@@ -96,7 +96,7 @@ def _run_dir(tmp_path: Path, name: str, levels: dict[int, float]) -> Path:
 
 def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
         tmp_path: Path) -> None:
-    slower = recalibrate(1, 0.8, 1.0, 8, 20)
+    slower = solve_hardware(1, 0.8, 1.0, 8, 20)
     assert slower.miss_secs == pytest.approx((1 / 0.8 - 1 / 1.0) * 20 / 7)
     assert predicted_req_s(slower, 1, 8, 20, True) == pytest.approx(1.0)
     rr = _run_dir(tmp_path, "rr", {1: 0.8, 16: 11.0})
