@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.report import read_run
+from benchmarks.report import AFFINITY, ROUND_ROBIN, read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.calibration import (
     H200,
@@ -53,7 +53,7 @@ def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str],
     lines = ["the previous prediction against what was measured (req/s):"]
     workers, questions = settings.workers.replicas, settings.benchmark.questions_per_video
     for c in common:
-        for name, runs, sticky in (("round-robin", rr, False), ("session-affinity", sa, True)):
+        for name, runs, sticky in ((ROUND_ROBIN, rr, False), (AFFINITY, sa, True)):
             predicted = predicted_req_s(H200, c, workers, questions, sticky)
             lines.append(f"  {name} at {c}: predicted {predicted:.2f}, measured {runs[c]:.2f} "
                          f"({predicted / runs[c] - 1 if runs[c] else math.nan:+.0%})")

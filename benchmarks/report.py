@@ -468,12 +468,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "report",
-        help="compare sweep results: Markdown, CSV, JSON and plots",
-        description="Compare runs side by side per concurrency, each figure with its 95% "
-        "interval over the level's replicate chunks, gains over the first directory's profile, "
-        "and the run beside the seed's table.",
-    )
+        "report", help="compare sweep results: Markdown, CSV, JSON and plots", description=__doc__)
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
     p.add_argument("--out", type=Path, required=True, help="report directory")
     p.set_defaults(func=_run)
