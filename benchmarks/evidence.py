@@ -1,13 +1,12 @@
 """Server-side evidence of a level: why it came out as it did, from the server's side.
 
-- The frontend's Prometheus `/metrics` on its HTTP port (reachable wherever the sweep
-  reaches the frontend; names as Dynamo 1.6.1 exports them): read before and after a chunk,
-  they give the share of prompt tokens the workers served from their prefix caches.
-- Which worker served each request: the router's counters carry its own id, not the
-  workers', so every request asks for the worker in its response
-  (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export keeps the responses by conversation
-  (video). From that, per chunk and level: the share of videos whose questions all went to
-  one worker (1.0 under session affinity), workers per video, requests per worker.
+- The frontend's Prometheus `/metrics` (Dynamo 1.6.1's names), read before and after a
+  chunk: the share of prompt tokens the workers served from their prefix caches.
+- The worker of each request: the router's counters name only the router, so every request
+  asks for its worker in the response (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export
+  keeps the responses by video. From that, per chunk and level: the share of videos whose
+  questions all went to one worker (1.0 under session affinity), workers per video,
+  requests per worker.
 """
 
 from __future__ import annotations
@@ -77,22 +76,15 @@ ATTRIBUTION_FILE = "worker_attribution.json"
 
 def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
     """The worker id in one response body or stream chunk, if the frontend put one there.
-
-    Dynamo 1.6.1 reports `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N
-    for an aggregated worker); the decode worker is the one that holds the session.
-    """
+    Dynamo 1.6.1 sends `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N for an
+    aggregated worker); the decode worker is the one that holds the session."""
     nvext = body.get("nvext")
-    if not isinstance(nvext, Mapping):
-        return None
-    worker = nvext.get("worker_id")
+    worker = nvext.get("worker_id") if isinstance(nvext, Mapping) else None
     if isinstance(worker, Mapping):
         worker = worker.get("decode_worker_id", worker.get("prefill_worker_id"))
-    if isinstance(worker, bool) or not isinstance(worker, int | str):
-        return None
-    try:
-        return int(worker)
-    except ValueError:
-        return None
+    if isinstance(worker, str) and worker.isdecimal():
+        worker = int(worker)
+    return worker if isinstance(worker, int) and not isinstance(worker, bool) else None
 
 
 def worker_of_record(record: Mapping[str, Any]) -> int | None:
@@ -100,14 +92,14 @@ def worker_of_record(record: Mapping[str, Any]) -> int | None:
     for response in record.get("responses") or []:
         texts = [packet.get("value") for packet in response.get("packets") or []]
         for text in [*texts, response.get("text")]:
-            if not isinstance(text, str) or "worker_id" not in text:
-                continue
-            try:
-                body = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(body, Mapping) and (worker := worker_id_from_body(body)) is not None:
-                return worker
+            if isinstance(text, str) and "worker_id" in text:
+                try:
+                    body = json.loads(text)
+                except ValueError:
+                    continue
+                worker = worker_id_from_body(body) if isinstance(body, Mapping) else None
+                if worker is not None:
+                    return worker
     return None
 
 
