@@ -1,26 +1,17 @@
 """AIPerf 0.13 for one run (a chunk of a concurrency level): its command line (pure:
-settings in, argv out) and its summary export read back, the same way for the sweep's line
-and the report.
+settings in, argv out) and its exports read back, for the sweep and the report.
 
 Why each choice of the command:
-- Dataset: `--custom-dataset-type mooncake_trace` with pre-built `messages` (see
-  benchmarks/dataset.py): sent verbatim by the chat endpoint, so the video stays first.
-- `--num-sessions` = videos in the chunk's dataset, no `--request-count`: every session
-  (video) is sent exactly once with all its questions, one after another; concurrency N
-  keeps N videos in flight.
-- Exact output length: each line's `output_length` becomes `max_completion_tokens`;
-  `--extra-inputs` adds `min_tokens` = the same number and `ignore_eos: true`.
-- Session affinity: `--session-header X-Dynamo-Session-ID` renames AIPerf's per-session
-  `X-Correlation-ID` to the header Dynamo routes on. Round robin sends no such header.
-  AIPerf's default extra `X-Session-Affinity` header is switched off (see `aiperf_env`).
-- No warm-up (as the seed): AIPerf's would ask about measured videos.
-- Token counts come from the server's `usage` (`--use-server-token-count`), so the
-  tokenizer only has to load (offline: a local directory).
-- `--export-level raw`, always: every request and response (SSE chunks verbatim, e.g. a
-  Dynamo `nvext.worker_id`) in `profile_export_raw.jsonl`; each record's
-  `metadata.conversation_id` is the dataset's session id (`video-0000`...) and
-  `metadata.benchmark_phase` is `warmup` or `profiling`. Session header values there are
-  redacted by AIPerf; `metadata.x_correlation_id` holds the value.
+- `mooncake_trace` lines with pre-built `messages` (benchmarks/dataset.py) are sent verbatim,
+  so the video stays first; `--num-sessions` = the chunk's videos, no `--request-count`:
+  each video is sent once with all its questions in turn, concurrency N keeps N in flight.
+- Exact output length: `output_length` becomes `max_completion_tokens`, `--extra-inputs`
+  adds `min_tokens` (the same) and `ignore_eos`. No warm-up: it would ask measured videos.
+- `--session-header` renames AIPerf's per-session `X-Correlation-ID` to Dynamo's routing
+  header (round robin sends none); its extra `X-Session-Affinity` is off (`aiperf_env`).
+- Token counts from the server's `usage`, so the tokenizer only has to load.
+- `--export-level raw`: every response verbatim (e.g. Dynamo's `nvext.worker_id`), each
+  record's `metadata.conversation_id` the dataset's session id, `benchmark_phase` its phase.
 """
 
 from __future__ import annotations
@@ -144,14 +135,24 @@ def _stat(export: dict[str, Any], metric: str, stat: str) -> float | None:
     return None
 
 
+# Each LevelSummary figure: its AIPerf metric and statistic in the summary export.
+FIGURES = {"requests": ("request_count", "avg"), "errors": ("error_request_count", "avg"),
+           "request_throughput": ("request_throughput", "avg"),
+           "ttft_p50_ms": ("time_to_first_token", "p50"),
+           "ttft_p90_ms": ("time_to_first_token", "p90"),
+           "request_latency_p50_ms": ("request_latency", "p50"),
+           "output_token_throughput": ("output_token_throughput", "avg"),
+           "prompt_cache_read_pct": ("overall_usage_prompt_cache_read_pct", "avg")}
+
+
 def summarize_file(path: Path) -> LevelSummary:
     """A run's figures from its summary export; ExportError names the file and what lacks."""
     try:
         export = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ExportError(f"{path}: not a readable AIPerf export ({exc})") from exc
-    throughput = _stat(export, "request_throughput", "avg")
-    if throughput is None:
+    figures = {name: _stat(export, *where) for name, where in FIGURES.items()}
+    if figures["request_throughput"] is None:
         raise ExportError(f"{path}: no request_throughput in the export (no request "
                           "succeeded?)")
     # The run's concurrency from the export's own `input_config` (its profiling phase).
@@ -162,61 +163,57 @@ def summarize_file(path: Path) -> LevelSummary:
     if concurrency is None:
         raise ExportError(f"{path}: no concurrency in input_config (not a concurrency-mode "
                           "AIPerf run?)")
-    return LevelSummary(
-        concurrency=concurrency,
-        requests=int(_stat(export, "request_count", "avg") or 0),
-        errors=int(_stat(export, "error_request_count", "avg") or 0),
-        request_throughput=throughput,
-        ttft_p50_ms=_stat(export, "time_to_first_token", "p50"),
-        ttft_p90_ms=_stat(export, "time_to_first_token", "p90"),
-        request_latency_p50_ms=_stat(export, "request_latency", "p50"),
-        output_token_throughput=_stat(export, "output_token_throughput", "avg"),
-        prompt_cache_read_pct=_stat(export, "overall_usage_prompt_cache_read_pct", "avg"),
-    )
+    return LevelSummary(**{**figures, "requests": int(figures["requests"] or 0),
+                           "errors": int(figures["errors"] or 0)}, concurrency=concurrency)
 
 
 def measured_records(records: Path) -> Iterator[dict[str, Any]]:
     """AIPerf's per-request records (the records or the raw export) of the measured phase,
-    warm-up excluded, one at a time (a raw export is large). A line still being written
-    (AIPerf 0.13 appends records as requests end, flushed about every second) is skipped."""
-    with open(records) as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if (record.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling":
-                yield record
+    one at a time (a raw export is large). A line still being written (AIPerf 0.13 appends
+    records as requests end) is skipped; no file yet is no records."""
+    try:
+        with open(records) as lines:
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if (record.get("metadata") or {}).get("benchmark_phase",
+                                                      "profiling") == "profiling":
+                    yield record
+    except FileNotFoundError:
+        return
+
+
+def _lengths(records: Path) -> tuple[list[int | None], int]:
+    """The measured output lengths of the answered requests (None: no count), the failed."""
+    lengths, failed = [], 0
+    for record in measured_records(records):
+        if record.get("error"):
+            failed += 1
+        else:
+            lengths.append(((record.get("metrics") or {}).get("output_sequence_length")
+                            or {}).get("value"))
+    return lengths, failed
 
 
 def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
     """How many answered measured requests got other than `wanted` output tokens, or no
     count at all (a server that sends no `usage`); None: all got it, or the run kept no
-    per-request records. Failed requests are left out."""
-    records = chunk_dir / RECORDS_EXPORT
-    lengths, missing = [], 0
-    for record in measured_records(records) if records.is_file() else ():
-        if not record.get("error"):
-            value = ((record.get("metrics") or {}).get("output_sequence_length") or {}).get(
-                "value")
-            missing += value is None
-            lengths += [] if value is None else [int(value)]
-    other = [n for n in lengths if n != wanted]
+    per-request records."""
+    lengths = _lengths(chunk_dir / RECORDS_EXPORT)[0]
+    counted = [int(n) for n in lengths if n is not None]
+    other, missing = sum(n != wanted for n in counted), len(lengths) - len(counted)
     if not other and not missing:
         return None
-    return {"requests": len(lengths) + missing, "other": len(other),
-            **({"missing": missing} if missing else {}),
-            "min": min(lengths, default=0), "max": max(lengths, default=0)}
+    return {"requests": len(lengths), "other": other, **({"missing": missing} if missing else {}),
+            "min": min(counted, default=0), "max": max(counted, default=0)}
 
 
 def progress_counts(records: Path) -> tuple[int, int]:
-    """(answered, failed) measured requests so far, from the records export as it is
-    written."""
-    try:
-        failed = [bool(record.get("error")) for record in measured_records(records)]
-    except OSError:
-        return 0, 0
-    return len(failed) - sum(failed), sum(failed)
+    """(answered, failed) measured requests so far, from the records export as written."""
+    lengths, failed = _lengths(records)
+    return len(lengths), failed
 
 
 def failure_cause(log: Path) -> str:

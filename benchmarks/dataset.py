@@ -1,32 +1,20 @@
 """What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first.
 
-The seed sends 20 fixed, varied questions per video (appearance, motion, counting,
-timing...), each request [video, question]: answers differ while all questions about one
-video share its prefix (the video).
+The seed's 20 varied questions per video, each request [video, question]: answers differ
+while all questions about a video share its prefix. Each line is an AIPerf `mooncake_trace`
+entry with a pre-built chat `messages` array, sent verbatim (AIPerf 0.13's `single_turn`
+renderer would put the text first; its `template` endpoint counts `[DONE]` as output), with
+only its own message; a video's questions share its `session_id`, so AIPerf sends them in
+turn as one session.
 
-Each line is an AIPerf `mooncake_trace` entry with a pre-built chat `messages` array:
-`{"session_id", "messages": [{"role": "user", "content": [video_url part, text part]}],
-"output_length"}`. AIPerf sends such messages verbatim through its chat endpoint, which
-is what keeps the video BEFORE the question on the wire (AIPerf 0.13's `single_turn`
-renderer always puts text parts first; its `template` endpoint counts the stream's
-`[DONE]` marker as output text). Chat parsing, `--extra-inputs`, `stream_options` and
-the session header all still apply. Each request carries only its own message (no
-accumulated history). All questions about one video share its `session_id`, so AIPerf
-sends them one after another as one session. Lines are ordered video by video.
+- Video datasets reference each video by URL (an in-cluster video server) or carry a local
+  file inline as a data URL (fine for a few small videos).
+- Text stand-ins (the rehearsal's text-only mock): a deterministic block of about
+  `text_standin_tokens` words, distinct per video, then the question; the mock's prefix
+  cache then models what session affinity saves. Each word is one token for the tiny
+  tokenizer (benchmarks/tiny_model.py).
 
-Two kinds of datasets:
-- video (the seed's): each line references a video by URL (`video_base_url` + file name,
-  for an in-cluster video server) or carries a local file inline as a data URL (fine for
-  a few small videos; use a URL for the full set);
-- text stand-in (the local rehearsal's text-only mock model): the content is a plain
-  string, a deterministic block of about `text_standin_tokens` words, distinct per video,
-  then a blank line, then the question. The mock's prefix cache then models the per-video
-  work that session affinity saves. Every stand-in word is one token for the tiny
-  tokenizer (benchmarks/tiny_model.py), so "N tokens" is exact there and close to N for
-  common BPE tokenizers.
-
-A sidecar `<name>.meta.json` records what the dataset holds; the sweep copies it into
-its run manifest.
+A sidecar `<name>.meta.json` records what the dataset holds, for the run manifest.
 """
 
 from __future__ import annotations
@@ -112,9 +100,6 @@ class DatasetInfo:
     text_standin_tokens: int | None = None
     video_source: str | None = None
     video_settings: dict | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def meta_path(dataset: Path) -> Path:
@@ -242,7 +227,7 @@ def build_dataset(
         questions_per_video=questions_per_video, requests=len(lines),
         output_tokens=output_tokens, seed=seed, text_standin_tokens=text_standin_tokens,
         video_source=video_source, video_settings=video_settings)
-    meta_path(out).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
+    meta_path(out).write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
 
 

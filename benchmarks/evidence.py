@@ -1,20 +1,18 @@
 """Server-side evidence of a level: why it came out as it did, from the server's side.
 
-- The frontend's Prometheus `/metrics` on its HTTP port (reachable wherever the sweep
-  reaches the frontend; names as Dynamo 1.6.1 exports them): read before and after a chunk,
-  they give the share of prompt tokens the workers served from their prefix caches.
-- Which worker served each request: the router's counters carry its own id, not the
-  workers', so every request asks for the worker in its response
-  (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export keeps the responses by conversation
-  (video). From that, per chunk and level: the share of videos whose questions all went to
-  one worker (1.0 under session affinity), workers per video, requests per worker.
+- The frontend's Prometheus `/metrics` (Dynamo 1.6.1's names), read before and after a
+  chunk: the share of prompt tokens the workers served from their prefix caches.
+- The worker of each request: the router's counters name only the router, so every request
+  asks for its worker in the response (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export
+  keeps the responses by video. From that, per chunk and level: the share of videos whose
+  questions all went to one worker (1.0 under session affinity), workers per video,
+  requests per worker.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,11 +22,11 @@ from typing import Any
 
 from benchmarks.aiperf_run import RAW_EXPORT, measured_records
 
-CACHED_TOKENS = "dynamo_frontend_cached_tokens_sum"
-# How many responses reported a cached count at all: none means the workers report
-# nothing, so the share is unknown (n/a), not 0%.
-CACHED_REPORTS = "dynamo_frontend_cached_tokens_count"
-INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens_sum"
+# Each FrontendCounts field: its frontend counter. `cached_reports` counts the responses
+# that reported a cached count: none means the share is unknown (n/a), not 0%.
+COUNTERS = {"cached_tokens": "dynamo_frontend_cached_tokens_sum",
+            "input_tokens": "dynamo_frontend_input_sequence_tokens_sum",
+            "cached_reports": "dynamo_frontend_cached_tokens_count"}
 SCRAPE_TIMEOUT_SECS = 10.0
 
 
@@ -42,12 +40,12 @@ class FrontendCounts:
 def frontend_counts(text: str) -> FrontendCounts:
     """The counters we use from a /metrics page (summed over models); read with the
     standard library, so the smoke Job (no AIPerf, no Prometheus client) reads them too."""
-    sums = dict.fromkeys((CACHED_TOKENS, INPUT_TOKENS, CACHED_REPORTS), 0.0)
+    sums = dict.fromkeys(COUNTERS.values(), 0.0)
     for line in text.splitlines():
         sample = re.match(r"^([A-Za-z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)", line)
         if sample and sample.group(1) in sums:
             sums[sample.group(1)] += float(sample.group(2))
-    return FrontendCounts(sums[CACHED_TOKENS], sums[INPUT_TOKENS], sums[CACHED_REPORTS])
+    return FrontendCounts(**{field: sums[counter] for field, counter in COUNTERS.items()})
 
 
 def scrape_frontend(base_url: str) -> FrontendCounts | None:
@@ -56,7 +54,7 @@ def scrape_frontend(base_url: str) -> FrontendCounts | None:
         with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics",  # noqa: S310
                                     timeout=SCRAPE_TIMEOUT_SECS) as response:
             return frontend_counts(response.read().decode())
-    except (OSError, ValueError, urllib.error.URLError):
+    except (OSError, ValueError):  # URLError is an OSError
         return None
 
 
@@ -77,22 +75,15 @@ ATTRIBUTION_FILE = "worker_attribution.json"
 
 def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
     """The worker id in one response body or stream chunk, if the frontend put one there.
-
-    Dynamo 1.6.1 reports `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N
-    for an aggregated worker); the decode worker is the one that holds the session.
-    """
+    Dynamo 1.6.1 sends `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N for an
+    aggregated worker); the decode worker is the one that holds the session."""
     nvext = body.get("nvext")
-    if not isinstance(nvext, Mapping):
-        return None
-    worker = nvext.get("worker_id")
+    worker = nvext.get("worker_id") if isinstance(nvext, Mapping) else None
     if isinstance(worker, Mapping):
         worker = worker.get("decode_worker_id", worker.get("prefill_worker_id"))
-    if isinstance(worker, bool) or not isinstance(worker, int | str):
-        return None
-    try:
-        return int(worker)
-    except ValueError:
-        return None
+    if isinstance(worker, str) and worker.isdecimal():
+        worker = int(worker)
+    return worker if isinstance(worker, int) and not isinstance(worker, bool) else None
 
 
 def worker_of_record(record: Mapping[str, Any]) -> int | None:
@@ -100,14 +91,14 @@ def worker_of_record(record: Mapping[str, Any]) -> int | None:
     for response in record.get("responses") or []:
         texts = [packet.get("value") for packet in response.get("packets") or []]
         for text in [*texts, response.get("text")]:
-            if not isinstance(text, str) or "worker_id" not in text:
-                continue
-            try:
-                body = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(body, Mapping) and (worker := worker_id_from_body(body)) is not None:
-                return worker
+            if isinstance(text, str) and "worker_id" in text:
+                try:
+                    body = json.loads(text)
+                except ValueError:
+                    continue
+                worker = worker_id_from_body(body) if isinstance(body, Mapping) else None
+                if worker is not None:
+                    return worker
     return None
 
 
@@ -148,16 +139,10 @@ class Stickiness:
 
 def stickiness(workers_by_video: Mapping[str, Iterable[int]]) -> Stickiness:
     """Share of videos served by a single worker, mean distinct workers per video."""
-    distinct = [set(workers) for workers in workers_by_video.values()]
-    distinct = [d for d in distinct if d]
-    if not distinct:
-        return Stickiness(0, 0.0, 0.0, 0)
-    return Stickiness(
-        videos=len(distinct),
-        share_single_worker=sum(len(d) == 1 for d in distinct) / len(distinct),
-        mean_workers_per_video=sum(len(d) for d in distinct) / len(distinct),
-        workers_seen=len(set().union(*distinct)),
-    )
+    distinct = [d for workers in workers_by_video.values() if (d := set(workers))]
+    videos = len(distinct)
+    return Stickiness(videos, sum(len(d) == 1 for d in distinct) / (videos or 1),
+                      sum(len(d) for d in distinct) / (videos or 1), len(set().union(*distinct)))
 
 
 def level_attribution(level_dir: Path) -> Attribution:
@@ -165,21 +150,22 @@ def level_attribution(level_dir: Path) -> Attribution:
     (then saved beside it, so the large raw export may go); FileNotFoundError: neither."""
     saved = level_dir / ATTRIBUTION_FILE
     if saved.is_file():
-        data = json.loads(saved.read_text())
-        return Attribution(data["workers_by_video"], data["unattributed"])
+        return Attribution(**json.loads(saved.read_text()))
     raw = level_dir / RAW_EXPORT
     if not raw.is_file():
-        raise FileNotFoundError(
-            f"{raw} is missing: this level ran without AIPerf's raw export, so the worker of "
-            "each request is unknown (rerun the level with --attribute-workers)"
-        )
+        raise FileNotFoundError(f"{raw} is missing: this level ran without AIPerf's raw "
+                                "export, so the worker of each request is unknown (rerun the "
+                                "level with --attribute-workers)")
     attribution = attribute_raw_export(raw)
     saved.write_text(json.dumps(asdict(attribution)) + "\n")
     return attribution
 
 
-def worker_spread(attribution: Attribution) -> dict[str, Any]:
-    """A level's routing evidence: stickiness, and how many requests each worker got."""
+def worker_spread(*parts: Attribution) -> dict[str, Any]:
+    """The routing evidence over attributions (a chunk's, or a level's chunks'): stickiness,
+    and how many requests each worker got."""
+    attribution = Attribution({v: w for part in parts for v, w in part.workers_by_video.items()},
+                              sum(part.unattributed for part in parts))
     counts = Counter(w for workers in attribution.workers_by_video.values() for w in workers)
     return {**asdict(stickiness(attribution.workers_by_video)),
             "requests_per_worker_min": min(counts.values(), default=0),
@@ -211,10 +197,7 @@ def level_evidence(chunk_dirs: Sequence[Path], chunks: Sequence[Mapping[str, Any
         hits = [h for chunk in chunks if (h := chunk.get("prefix_cache_hit_pct")) is not None]
         evidence["prefix_cache_hit_pct"] = sum(hits) / len(hits) if hits else None
     if any("routing" in chunk for chunk in chunks):
-        parts = [level_attribution(d) for d in chunk_dirs]
-        evidence["routing"] = worker_spread(Attribution(
-            {v: w for part in parts for v, w in part.workers_by_video.items()},
-            sum(part.unattributed for part in parts)))
+        evidence["routing"] = worker_spread(*map(level_attribution, chunk_dirs))
     return evidence
 
 

@@ -360,7 +360,7 @@ def manifest_base(config: SweepConfig, data: Dataset) -> dict[str, Any]:
         "stop_within_pct": config.stop_within_pct, "full": config.full,
         "dataset": {"path": str(Path(config.dataset).resolve()), "sha256": data.sha256,
                     "requests": data.requests, "videos": len(data.sessions),
-                    "info": info.to_dict() if info else None},
+                    "info": asdict(info) if info else None},
         "video_settings": info.video_settings if info else None,
         "extra_body": dict(config.extra_body), "tokenizer": config.tokenizer,
         "deployment": dict(config.deployment), "notes": list(config.notes),

@@ -1,16 +1,11 @@
 """`videos`: synthetic videos made with FFmpeg, deterministic for a seed, distinct per video.
 
-Each video is a moving color gradient (colors, kind and speed drawn from a generator
-seeded by (seed, index)), a test-pattern inset with its own hue gliding across it, and a
-strip of boxes along the bottom that spells the video's index in binary. The index strip
-alone makes every frame of one video differ from every frame of another, so no cache can
-alias two videos. Files are encoded single-threaded with bit-exact flags: the same FFmpeg
-and settings give the same bytes. FFmpeg is the system's if it is on PATH, else the
-pinned imageio-ffmpeg wheel's static binary (the tests read videos with it too).
-
-`videos.json` in the output directory records the settings, the FFmpeg version and each
-file's SHA-256: a rerun reuses every listed file whose bytes still match and makes the
-rest, so an interrupted run resumes where it stopped.
+Each video: a moving gradient and a test-pattern inset drawn from a generator seeded by
+(seed, index), over a strip of boxes spelling the index in binary, so no two videos share a
+frame and no cache can alias them. Single-threaded bit-exact encodes: same FFmpeg and
+settings, same bytes. FFmpeg is the system's, else the pinned imageio-ffmpeg wheel's.
+`videos.json` records the settings, the FFmpeg version and each file's SHA-256: a rerun
+reuses every intact listed file and makes the rest.
 """
 
 from __future__ import annotations
@@ -50,10 +45,15 @@ def ffmpeg_exe() -> str:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
+def ffmpeg(exe: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """One FFmpeg run, quiet (no banner), its output captured."""
+    return subprocess.run([exe, "-hide_banner", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def ffmpeg_version(exe: str) -> str:
     """First line of `ffmpeg -version`, e.g. 'ffmpeg version 5.1.9-0+deb12u1 ...'."""
-    out = subprocess.run([exe, "-hide_banner", "-version"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
+    out = ffmpeg(exe, "-version").stdout
     return out.splitlines()[0].strip() if out else "unknown"
 
 
@@ -82,37 +82,19 @@ def filter_graph(shape: VideoShape, index: int) -> str:
     colors = ":".join(f"c{i}=0x{rng.randrange(0x1000000):06x}" for i in range(3))
     kind = rng.choice(GRADIENT_KINDS)
     speed = rng.uniform(0.005, 0.05)
-    background = (
-        f"gradients=s={w}x{h}:r={fps}:{colors}:n=3:type={kind}:"
-        f"speed={speed:.4f}:seed={rng.randrange(2**32)}"
-    )
+    background = (f"gradients=s={w}x{h}:r={fps}:{colors}:n=3:type={kind}:"
+                  f"speed={speed:.4f}:seed={rng.randrange(2**32)}")
     iw, ih = w // 4 // 2 * 2, h // 4 // 2 * 2
     inset = f"testsrc2=s={iw}x{ih}:r={fps},hue=h={rng.randrange(360)}:s={rng.uniform(0.5, 2):.2f}"
     vx, vy = rng.uniform(10, 60), rng.uniform(5, 40)
     x0, y0 = rng.randrange(w - iw), rng.randrange(h - ih)
-    move = (
-        f"overlay=x='mod({x0}+{vx:.1f}*t,{w - iw})':y='mod({y0}+{vy:.1f}*t,{h - ih})'"
-        ":eval=frame:shortest=1"
-    )
+    move = (f"overlay=x='mod({x0}+{vx:.1f}*t,{w - iw})':y='mod({y0}+{vy:.1f}*t,{h - ih})'"
+            ":eval=frame:shortest=1")
     cell = max(4, h // 24)
-    bits = [
-        f"drawbox=x={4 + b * cell}:y={h - cell - 4}:w={cell}:h={cell}:t=fill:"
-        f"color={'white' if index >> (INDEX_BITS - 1 - b) & 1 else 'black'}"
-        for b in range(INDEX_BITS)
-    ]
+    bits = [f"drawbox=x={4 + b * cell}:y={h - cell - 4}:w={cell}:h={cell}:t=fill:"
+            f"color={'white' if index >> (INDEX_BITS - 1 - b) & 1 else 'black'}"
+            for b in range(INDEX_BITS)]
     return f"{background}[bg];{inset}[fg];[bg][fg]{move}," + ",".join(bits) + ",format=yuv420p"
-
-
-def ffmpeg_command(exe: str, shape: VideoShape, index: int, out: Path) -> list[str]:
-    """Command that writes video `index` to `out` (MP4, H.264, exact frame count)."""
-    return [
-        exe, "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
-        "-filter_complex", filter_graph(shape, index),
-        "-frames:v", str(shape.duration_secs * shape.fps), "-r", str(shape.fps),
-        "-c:v", "libx264", "-preset", "veryfast", "-threads", "1",
-        "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1",
-        "-movflags", "+faststart", "-f", "mp4", str(out),
-    ]
 
 
 def load_manifest(out_dir: Path) -> dict | None:
@@ -127,8 +109,7 @@ def _sha256(path: Path) -> str:
 
 
 def _reusable(out_dir: Path, shape: VideoShape) -> dict[str, dict]:
-    """Entries of an earlier run with the same settings (the count aside) whose files are
-    intact."""
+    """Entries of an earlier run with the same settings (count aside), their files intact."""
     manifest = load_manifest(out_dir) or {}
     if {**manifest.get("settings", {}), "count": 0} != {**asdict(shape), "count": 0}:
         return {}
@@ -140,8 +121,14 @@ def _reusable(out_dir: Path, shape: VideoShape) -> dict[str, dict]:
 def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path) -> dict:
     name = video_name(index)
     tmp = out_dir / f".{name}.partial"
-    result = subprocess.run(ffmpeg_command(exe, shape, index, tmp), capture_output=True,
-                            text=True, timeout=FFMPEG_TIMEOUT_SECS)
+    # MP4, H.264, the exact frame count.
+    result = ffmpeg(exe, "-nostdin", "-loglevel", "error", "-y",
+                    "-filter_complex", filter_graph(shape, index),
+                    "-frames:v", str(shape.duration_secs * shape.fps), "-r", str(shape.fps),
+                    "-c:v", "libx264", "-preset", "veryfast", "-threads", "1",
+                    "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1",
+                    "-movflags", "+faststart", "-f", "mp4", str(tmp),
+                    timeout=FFMPEG_TIMEOUT_SECS)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"FFmpeg failed on {name}: {result.stderr.strip()[-500:]}")
@@ -156,23 +143,18 @@ def make_videos(
     jobs: int | None = None,
     exe: str | None = None,
 ) -> list[Path]:
-    """Make (or reuse) `shape.count` videos in `out_dir`; returns their paths in order.
-
-    `exe` overrides which FFmpeg binary runs (default: `ffmpeg_exe()`).
-    """
+    """Make (or reuse) `shape.count` videos in `out_dir` with FFmpeg `exe` (default:
+    `ffmpeg_exe()`); returns their paths in order."""
     validate_shape(shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = exe or ffmpeg_exe()
     version = ffmpeg_version(exe)
     reusable = _reusable(out_dir, shape)
-    entries = {i: {**reusable[video_name(i)], "index": i}
-               for i in range(shape.count) if video_name(i) in reusable}
+    entries = {i: entry for i in range(shape.count) if (entry := reusable.get(video_name(i)))}
     todo = [i for i in range(shape.count) if i not in entries]
-    progress(
-        f"videos: {shape.count} wanted in {out_dir} ({len(entries)} reused, {len(todo)} to make, "
-        f"{shape.duration_secs} s at {shape.fps} FPS, {shape.width}x{shape.height}, "
-        f"seed {shape.seed}) with {version.split(' Copyright')[0]}"
-    )
+    progress(f"videos: {shape.count} wanted in {out_dir} ({len(entries)} reused, {len(todo)} "
+             f"to make, {shape.duration_secs} s at {shape.fps} FPS, {shape.width}x{shape.height}, "
+             f"seed {shape.seed}) with {version.split(' Copyright')[0]}")
 
     def save() -> None:
         manifest = {"settings": asdict(shape), "ffmpeg": version,
@@ -207,12 +189,10 @@ def make_videos(
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "videos",
-        help="make synthetic videos with FFmpeg",
+        "videos", help="make synthetic videos with FFmpeg",
         description="Make deterministic, mutually distinct synthetic videos with FFmpeg "
         "(system ffmpeg, else the one imageio-ffmpeg ships). Valid files from an earlier "
-        "run with the same settings are reused.",
-    )
+        "run with the same settings are reused.")
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
     # One option per VideoShape field, its default the seed's.
     for flag, field, what in (("--count", "count", "videos"),
