@@ -1,14 +1,8 @@
-"""`collect`: bring a cluster run's results home and print its report.
-
-What `pulumi up`'s results hook runs after the sweep Job, and what you run when `up` could
-not (README, "After deploy"): copies `benchmarks/<stack>/<run-id>/` from the cache claim to
-`results/<stack>/<run-id>/`, with `report/` beside it. The cluster sits behind `ClusterIO`, so
-the tests run the rest on real files.
-
-The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the `kubernetes`
-client's exec stream: it loads the stack's kubeconfig as content (kubectl needs a file), a
-refused exec becomes one line naming the missing permission, and the exec's closing exit
-status is checked, so a stream cut short (kubernetes/kubernetes#60140) is an error.
+"""`collect`: bring a cluster run's results home (`results/<stack>/<run-id>/`) and print its
+report; what `pulumi up`'s results hook runs after the sweep Job, and what you run when it
+could not. The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the client's
+exec stream: it takes the kubeconfig as content, a refused exec becomes one line naming the
+permission, and a stream cut short (kubernetes/kubernetes#60140) is an error.
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_manifests import CACHE_DIR, results_reader_pod, run_of
 from infra.cluster import JobState, JobStatus, api_client, job_status_of
 from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
-from infra.settings import REPO_ROOT, SettingsError, kubectl_prefix, stack_settings
+from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]
@@ -51,10 +45,10 @@ class CollectError(RuntimeError):
 
 
 class ClusterIO(Protocol):
-    """The only cluster access `collect` needs. `wait_job`: until the Job ends or the timeout
-    passes (then RUNNING); `copy_dir_from_pvc`: `<claim>/<results_path>/` into `dest`."""
+    """The only cluster access `collect` needs (tests put a folder behind it). `wait_job`: the
+    Job's state once it ends or `timeout_secs` passes (0: now); `copy_dir_from_pvc`:
+    `<claim>/<results_path>/` into `dest`."""
 
-    def job_status(self, namespace: str, job: str) -> JobStatus: ...
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus: ...
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
     def copy_dir_from_pvc(self, location: Run, dest: Path) -> None: ...
@@ -89,10 +83,7 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
     to collect later). A failed sweep still brings home the levels it finished.
     """
     job, namespace = location.sweep_job, location.namespace
-    status = cluster.job_status(namespace, job)
-    if status.state is JobState.RUNNING and wait_secs > 0:
-        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {namespace}")
-        status = cluster.wait_job(namespace, job, wait_secs, say)
+    status = cluster.wait_job(namespace, job, wait_secs, say)
     if status.state is JobState.RUNNING:
         tail = cluster.read_logs(namespace, job, 5)
         say(f"The sweep (Job {job} in namespace {namespace}) is still running"
@@ -207,20 +198,21 @@ class KubernetesClusterIO:
             ) from None
         self._core, self._batch = client.CoreV1Api(self._api), client.BatchV1Api(self._api)
 
-    def job_status(self, namespace: str, job: str) -> JobStatus:
-        try:
-            return job_status_of(self._batch.read_namespaced_job_status(job, namespace))
-        except ApiException as error:
-            if error.status == 404:
-                return job_status_of(None)
-            raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
-
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
-        deadline, last = time.monotonic() + timeout_secs, ""
+        deadline, last = time.monotonic() + timeout_secs, None
         while True:
-            status = self.job_status(namespace, job)
+            try:
+                status = job_status_of(self._batch.read_namespaced_job_status(job, namespace))
+            except ApiException as error:
+                if error.status != 404:
+                    raise CollectError(f"cannot read Job {job} in {namespace}: "
+                                       f"{error.reason}") from None
+                status = job_status_of(None)
             if status.state is not JobState.RUNNING or time.monotonic() >= deadline:
                 return status
+            if last is None:
+                say(f"waiting up to {timeout_secs:.0f} s for Job {job} in {namespace}")
+                last = ""
             lines = self.read_logs(namespace, job, 1)
             if lines and lines[-1] != last:
                 last = lines[-1]
@@ -246,12 +238,9 @@ class KubernetesClusterIO:
                 location.sweep_job, namespace).metadata.uid)
         except ApiException:
             owner = None
-        step = (f"create pod {name} in {namespace}", "`create` on pods")
-        try:
+        try:  # each step names what it needs, should the API refuse it
+            step = (f"create pod {name} in {namespace}", "`create` on pods")
             self._core.create_namespaced_pod(namespace, results_reader_pod(location, name, owner))
-        except ApiException as error:
-            raise CollectError(refusal(error, *step)) from None
-        try:
             step = (f"read pod {name} in {namespace}", "`get` on pods")
             self._wait_running(location, name)
             step = (f"exec in pod {name} in {namespace}", "`create` on pods/exec")
@@ -327,16 +316,12 @@ def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
     return outputs if isinstance(outputs, dict) else None
 
 
-def resolve_location(root: Path, stack: str, run_id: str | None,
-                     context: str | None = None) -> Run:
+def resolve_location(root: Path, stack: str, run_id: str | None) -> Run:
     """Where the run is: the stack's `benchmark` output (what was really deployed), else its
-    config files. `run_id` and `context`, when given, override the stack's."""
+    config files; `run_id`, when given, overrides the stack's."""
     info = (pulumi_stack_outputs(root, stack) or {}).get(OUTPUT_KEY)
     location = Run.from_output(info) if isinstance(info, dict) \
         else location_from_config(root, stack)
-    if context is not None:
-        location = replace(location, kube_context=context,
-                           kubectl=kubectl_prefix(location.namespace, context))
     return replace(location, run_id=run_id) if run_id else location
 
 
@@ -359,25 +344,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="local results folder (default: results)")
     p.add_argument("--wait", type=float, default=0.0, metavar="SECS",
                    help="wait up to SECS for a sweep still running (default: don't wait)")
-    p.add_argument("--context", default=None,
-                   help="kubeconfig context (default: the stack's kubernetes:context, else "
-                   "the current context)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         location = Run.from_output(args.run) if args.run else \
-            resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
+            resolve_location(REPO_ROOT, args.stack, args.run_id)
         cluster = KubernetesClusterIO(location.kube_context or None,
                                       os.environ.get(KUBECONFIG_ENV))
         run_dir = bring_results_home(cluster, location, args.results,
                                      lambda line: print(line, flush=True), args.wait)
-    except CollectError as error:
-        print(f"collect: error: {error}", file=sys.stderr)
-        return 2
-    except (OSError, HTTPError) as error:
-        print(f"collect: error: cannot reach the cluster ({type(error).__name__}: {error}); "
-              "check your kubeconfig context (--context) and network", file=sys.stderr)
+    except (CollectError, OSError, HTTPError) as error:
+        why = error if isinstance(error, CollectError) else (
+            f"cannot reach the cluster ({type(error).__name__}: {error}); check the stack's "
+            "kubeconfig and context (kubernetes:kubeconfig, kubernetes:context) and network")
+        print(f"collect: error: {why}", file=sys.stderr)
         return 2
     return 0 if run_dir is not None else SWEEP_RUNNING_EXIT_CODE

@@ -99,7 +99,6 @@ def test_the_run_id_option_picks_another_run(tmp_path, monkeypatch) -> None:
     assert (location.run_id, location.namespace) == ("run-3", "vision-bench")
     assert location.sweep_job.endswith("-round-robin-run-3")
     assert location.kube_context == "h200-cluster"
-    assert resolve_location(root, "round-robin", None, "other").kube_context == "other"
 
 
 def collect_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
