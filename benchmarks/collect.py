@@ -77,12 +77,10 @@ def other_runs(results_root: Path, location: Run) -> list[Path]:
 
 def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, say: Say,
                        wait_secs: float = 0) -> Path | None:
-    """Copy the run's results to `results/<stack>/<run-id>/` and print its report.
-
-    Returns the local run folder, or None when the sweep is still running (it says how
-    to collect later). A failed sweep still brings home the levels it finished.
-    """
+    """The local run folder with its report, or None while the sweep runs (said with how to
+    collect later); a failed sweep still brings home the levels it finished."""
     job, namespace = location.sweep_job, location.namespace
+    source = f"{location.cache_claim}:{location.results_path}/"
     status = cluster.wait_job(namespace, job, wait_secs, say)
     if status.state is JobState.RUNNING:
         tail = cluster.read_logs(namespace, job, 5)
@@ -102,14 +100,13 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
     final = results_root / location.stack / location.run_id
     staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
-    say(f"copying {location.cache_claim}:{location.results_path}/ to {final}/")
+    say(f"copying {source} to {final}/")
     try:
         cluster.copy_dir_from_pvc(location, staged)
         levels = finished_levels(staged)
         if not levels:
-            raise CollectError(
-                f"the sweep finished no level in {location.cache_claim}:{location.results_path}/. "
-                f"Check its log: {location.kubectl} logs job/{job}")
+            raise CollectError(f"the sweep finished no level in {source}. Check its log: "
+                               f"{location.kubectl} logs job/{job}")
         if final.exists():
             shutil.rmtree(final)
         staged.replace(final)
@@ -121,9 +118,6 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
         say(f"Compare with the other profile(s): ./run.sh report "
             f"{' '.join(str(p) for p in [*others, final])} --out {results_root / 'comparison'}")
     return final
-
-
-# The copy: the reader pod's own `tar` of the run folder, as the exec's stdout
 
 
 def pack_command(root: str) -> list[str]:
@@ -291,8 +285,6 @@ class KubernetesClusterIO:
         check_pack(code, err.decode(errors="replace"), root)
 
 
-# The command: the stack output the Pulumi program exports for it.
-OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
 
 
@@ -304,24 +296,24 @@ def location_from_config(root: Path, stack: str) -> Run:
         raise CollectError("; ".join(error.problems)) from None
 
 
-def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
-    """`pulumi stack output --json`, or None where the CLI or the stack's state is absent."""
+def pulumi_benchmark_output(root: Path, stack: str) -> dict[str, Any] | None:
+    """The stack's `benchmark` output (the run the program exported), or None where the CLI,
+    the stack's state or that output is absent."""
     try:
-        result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack],
-                                cwd=root, capture_output=True, text=True, check=True,
-                                timeout=PULUMI_TIMEOUT_SECS)
-        outputs = json.loads(result.stdout or "{}")
+        result = subprocess.run(
+            ["pulumi", "stack", "output", "benchmark", "--json", "--stack", stack], cwd=root,
+            capture_output=True, text=True, check=True, timeout=PULUMI_TIMEOUT_SECS)
+        output = json.loads(result.stdout or "null")
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
         return None
-    return outputs if isinstance(outputs, dict) else None
+    return output if isinstance(output, dict) else None
 
 
 def resolve_location(root: Path, stack: str, run_id: str | None) -> Run:
     """Where the run is: the stack's `benchmark` output (what was really deployed), else its
     config files; `run_id`, when given, overrides the stack's."""
-    info = (pulumi_stack_outputs(root, stack) or {}).get(OUTPUT_KEY)
-    location = Run.from_output(info) if isinstance(info, dict) \
-        else location_from_config(root, stack)
+    info = pulumi_benchmark_output(root, stack)
+    location = Run.from_output(info) if info else location_from_config(root, stack)
     return replace(location, run_id=run_id) if run_id else location
 
 
