@@ -237,11 +237,7 @@ def download_differs(settings: Settings, job: client.V1Job) -> bool:
     return not _covers(live, {**wanted, "spec": spec})
 
 
-class JobState(enum.Enum):
-    MISSING = "missing"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+JobState = enum.StrEnum("JobState", "MISSING RUNNING SUCCEEDED FAILED")  # values: lower case
 
 
 @dataclass(frozen=True)
