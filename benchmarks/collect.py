@@ -61,18 +61,16 @@ def finished_levels(run_dir: Path) -> list[int]:
 
 
 def other_runs(results_root: Path, location: Run) -> list[Path]:
-    """Results of other stacks already at home, newest first: candidates to compare with
-    (only runs of this run's workload and deployment, routing aside: report.binding_changes)."""
+    """Each other stack's newest run at home that compares with this one (same workload and
+    deployment, routing aside: report.binding_changes)."""
     mine = read_run(results_root / location.stack / location.run_id / MANIFEST_NAME).manifest
-    found = []
-    for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
-        if stack_dir.name == location.stack or not stack_dir.is_dir():
-            continue
-        runs = [r for r in stack_dir.iterdir() if r.is_dir() and finished_levels(r)
-                and not binding_changes(mine, read_run(r / MANIFEST_NAME).manifest)]
-        if runs:
-            found.append(max(runs, key=lambda r: r.stat().st_mtime))
-    return found
+    newest: dict[str, Path] = {}
+    for run in sorted((m.parent for m in results_root.glob(f"*/*/{MANIFEST_NAME}")),
+                      key=lambda r: r.stat().st_mtime):
+        if run.parent.name != location.stack and finished_levels(run) \
+                and not binding_changes(mine, read_run(run / MANIFEST_NAME).manifest):
+            newest[run.parent.name] = run
+    return [newest[stack] for stack in sorted(newest)]
 
 
 def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, say: Say,
