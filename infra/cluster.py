@@ -265,9 +265,8 @@ def completed(job: client.V1Job | None) -> bool:
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """What would fail hours into `up`, found now, one line each with the setting and the
-    fix; nothing when the cluster was not read. A read the API refused (`unreadable`) is
-    no verdict: the checks that need it are skipped."""
+    """What would fail hours into `up`, one line each with the setting and the fix; a read
+    the API refused (`unreadable`) is no verdict: the checks that need it are skipped."""
     if live is None or settings.preflight.skip:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
@@ -378,9 +377,8 @@ def _gpu_count(quantities: dict[str, Any] | None) -> float:
 
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
-    """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
-    GPUs minus what running pods other than this stack's request; a replica can't span
-    nodes."""
+    """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
+    minus what running pods other than this stack's request (a replica can't span nodes)."""
     serving, placement = settings.workers.serving, settings.placement
     nodes = [
         n for n in live.nodes
