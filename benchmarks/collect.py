@@ -1,14 +1,8 @@
-"""`collect`: bring a cluster run's results home and print its report.
-
-What `pulumi up`'s results hook runs after the sweep Job, and what you run when `up` could
-not (README, "After deploy"): copies `benchmarks/<stack>/<run-id>/` from the cache claim to
-`results/<stack>/<run-id>/`, with `report/` beside it. The cluster sits behind `ClusterIO`, so
-the tests run the rest on real files.
-
-The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the `kubernetes`
-client's exec stream: it loads the stack's kubeconfig as content (kubectl needs a file), a
-refused exec becomes one line naming the missing permission, and the exec's closing exit
-status is checked, so a stream cut short (kubernetes/kubernetes#60140) is an error.
+"""`collect`: bring a cluster run's results home (`results/<stack>/<run-id>/`) and print its
+report; what `pulumi up`'s results hook runs after the sweep Job, and what you run when it
+could not. The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the client's
+exec stream: it takes the kubeconfig as content, a refused exec becomes one line naming the
+permission, and a stream cut short (kubernetes/kubernetes#60140) is an error.
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_manifests import CACHE_DIR, results_reader_pod, run_of
 from infra.cluster import JobState, JobStatus, api_client, job_status_of
 from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
-from infra.settings import REPO_ROOT, SettingsError, kubectl_prefix, stack_settings
+from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
 Say = Callable[[str], None]
@@ -51,10 +45,10 @@ class CollectError(RuntimeError):
 
 
 class ClusterIO(Protocol):
-    """The only cluster access `collect` needs. `wait_job`: until the Job ends or the timeout
-    passes (then RUNNING); `copy_dir_from_pvc`: `<claim>/<results_path>/` into `dest`."""
+    """The only cluster access `collect` needs (tests put a folder behind it). `wait_job`: the
+    Job's state once it ends or `timeout_secs` passes (0: now); `copy_dir_from_pvc`:
+    `<claim>/<results_path>/` into `dest`."""
 
-    def job_status(self, namespace: str, job: str) -> JobStatus: ...
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus: ...
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...
     def copy_dir_from_pvc(self, location: Run, dest: Path) -> None: ...
@@ -67,32 +61,25 @@ def finished_levels(run_dir: Path) -> list[int]:
 
 
 def other_runs(results_root: Path, location: Run) -> list[Path]:
-    """Results of other stacks already at home, newest first: candidates to compare with
-    (only runs of this run's workload and deployment, routing aside: report.binding_changes)."""
+    """Each other stack's newest run at home that compares with this one (same workload and
+    deployment, routing aside: report.binding_changes)."""
     mine = read_run(results_root / location.stack / location.run_id / MANIFEST_NAME).manifest
-    found = []
-    for stack_dir in sorted(results_root.iterdir()) if results_root.is_dir() else []:
-        if stack_dir.name == location.stack or not stack_dir.is_dir():
-            continue
-        runs = [r for r in stack_dir.iterdir() if r.is_dir() and finished_levels(r)
-                and not binding_changes(mine, read_run(r / MANIFEST_NAME).manifest)]
-        if runs:
-            found.append(max(runs, key=lambda r: r.stat().st_mtime))
-    return found
+    newest: dict[str, Path] = {}
+    for run in sorted((m.parent for m in results_root.glob(f"*/*/{MANIFEST_NAME}")),
+                      key=lambda r: r.stat().st_mtime):
+        if run.parent.name != location.stack and finished_levels(run) \
+                and not binding_changes(mine, read_run(run / MANIFEST_NAME).manifest):
+            newest[run.parent.name] = run
+    return [newest[stack] for stack in sorted(newest)]
 
 
 def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, say: Say,
                        wait_secs: float = 0) -> Path | None:
-    """Copy the run's results to `results/<stack>/<run-id>/` and print its report.
-
-    Returns the local run folder, or None when the sweep is still running (it says how
-    to collect later). A failed sweep still brings home the levels it finished.
-    """
+    """The local run folder with its report, or None while the sweep runs (said with how to
+    collect later); a failed sweep still brings home the levels it finished."""
     job, namespace = location.sweep_job, location.namespace
-    status = cluster.job_status(namespace, job)
-    if status.state is JobState.RUNNING and wait_secs > 0:
-        say(f"waiting up to {wait_secs:.0f} s for Job {job} in {namespace}")
-        status = cluster.wait_job(namespace, job, wait_secs, say)
+    source = f"{location.cache_claim}:{location.results_path}/"
+    status = cluster.wait_job(namespace, job, wait_secs, say)
     if status.state is JobState.RUNNING:
         tail = cluster.read_logs(namespace, job, 5)
         say(f"The sweep (Job {job} in namespace {namespace}) is still running"
@@ -111,14 +98,13 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
     final = results_root / location.stack / location.run_id
     staged = final.with_name(f".{final.name}.partial-{uuid.uuid4().hex[:8]}")
     started = time.monotonic()
-    say(f"copying {location.cache_claim}:{location.results_path}/ to {final}/")
+    say(f"copying {source} to {final}/")
     try:
         cluster.copy_dir_from_pvc(location, staged)
         levels = finished_levels(staged)
         if not levels:
-            raise CollectError(
-                f"the sweep finished no level in {location.cache_claim}:{location.results_path}/. "
-                f"Check its log: {location.kubectl} logs job/{job}")
+            raise CollectError(f"the sweep finished no level in {source}. Check its log: "
+                               f"{location.kubectl} logs job/{job}")
         if final.exists():
             shutil.rmtree(final)
         staged.replace(final)
@@ -130,9 +116,6 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
         say(f"Compare with the other profile(s): ./run.sh report "
             f"{' '.join(str(p) for p in [*others, final])} --out {results_root / 'comparison'}")
     return final
-
-
-# The copy: the reader pod's own `tar` of the run folder, as the exec's stdout
 
 
 def pack_command(root: str) -> list[str]:
@@ -207,20 +190,21 @@ class KubernetesClusterIO:
             ) from None
         self._core, self._batch = client.CoreV1Api(self._api), client.BatchV1Api(self._api)
 
-    def job_status(self, namespace: str, job: str) -> JobStatus:
-        try:
-            return job_status_of(self._batch.read_namespaced_job_status(job, namespace))
-        except ApiException as error:
-            if error.status == 404:
-                return job_status_of(None)
-            raise CollectError(f"cannot read Job {job} in {namespace}: {error.reason}") from None
-
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus:
-        deadline, last = time.monotonic() + timeout_secs, ""
+        deadline, last = time.monotonic() + timeout_secs, None
         while True:
-            status = self.job_status(namespace, job)
+            try:
+                status = job_status_of(self._batch.read_namespaced_job_status(job, namespace))
+            except ApiException as error:
+                if error.status != 404:
+                    raise CollectError(f"cannot read Job {job} in {namespace}: "
+                                       f"{error.reason}") from None
+                status = job_status_of(None)
             if status.state is not JobState.RUNNING or time.monotonic() >= deadline:
                 return status
+            if last is None:
+                say(f"waiting up to {timeout_secs:.0f} s for Job {job} in {namespace}")
+                last = ""
             lines = self.read_logs(namespace, job, 1)
             if lines and lines[-1] != last:
                 last = lines[-1]
@@ -246,12 +230,9 @@ class KubernetesClusterIO:
                 location.sweep_job, namespace).metadata.uid)
         except ApiException:
             owner = None
-        step = (f"create pod {name} in {namespace}", "`create` on pods")
-        try:
+        try:  # each step names what it needs, should the API refuse it
+            step = (f"create pod {name} in {namespace}", "`create` on pods")
             self._core.create_namespaced_pod(namespace, results_reader_pod(location, name, owner))
-        except ApiException as error:
-            raise CollectError(refusal(error, *step)) from None
-        try:
             step = (f"read pod {name} in {namespace}", "`get` on pods")
             self._wait_running(location, name)
             step = (f"exec in pod {name} in {namespace}", "`create` on pods/exec")
@@ -302,8 +283,6 @@ class KubernetesClusterIO:
         check_pack(code, err.decode(errors="replace"), root)
 
 
-# The command: the stack output the Pulumi program exports for it.
-OUTPUT_KEY = "benchmark"
 PULUMI_TIMEOUT_SECS = 120
 
 
@@ -315,28 +294,24 @@ def location_from_config(root: Path, stack: str) -> Run:
         raise CollectError("; ".join(error.problems)) from None
 
 
-def pulumi_stack_outputs(root: Path, stack: str) -> dict[str, Any] | None:
-    """`pulumi stack output --json`, or None where the CLI or the stack's state is absent."""
+def pulumi_benchmark_output(root: Path, stack: str) -> dict[str, Any] | None:
+    """The stack's `benchmark` output (the run the program exported), or None where the CLI,
+    the stack's state or that output is absent."""
     try:
-        result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack],
-                                cwd=root, capture_output=True, text=True, check=True,
-                                timeout=PULUMI_TIMEOUT_SECS)
-        outputs = json.loads(result.stdout or "{}")
+        result = subprocess.run(
+            ["pulumi", "stack", "output", "benchmark", "--json", "--stack", stack], cwd=root,
+            capture_output=True, text=True, check=True, timeout=PULUMI_TIMEOUT_SECS)
+        output = json.loads(result.stdout or "null")
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
         return None
-    return outputs if isinstance(outputs, dict) else None
+    return output if isinstance(output, dict) else None
 
 
-def resolve_location(root: Path, stack: str, run_id: str | None,
-                     context: str | None = None) -> Run:
+def resolve_location(root: Path, stack: str, run_id: str | None) -> Run:
     """Where the run is: the stack's `benchmark` output (what was really deployed), else its
-    config files. `run_id` and `context`, when given, override the stack's."""
-    info = (pulumi_stack_outputs(root, stack) or {}).get(OUTPUT_KEY)
-    location = Run.from_output(info) if isinstance(info, dict) \
-        else location_from_config(root, stack)
-    if context is not None:
-        location = replace(location, kube_context=context,
-                           kubectl=kubectl_prefix(location.namespace, context))
+    config files; `run_id`, when given, overrides the stack's."""
+    info = pulumi_benchmark_output(root, stack)
+    location = Run.from_output(info) if info else location_from_config(root, stack)
     return replace(location, run_id=run_id) if run_id else location
 
 
@@ -359,25 +334,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="local results folder (default: results)")
     p.add_argument("--wait", type=float, default=0.0, metavar="SECS",
                    help="wait up to SECS for a sweep still running (default: don't wait)")
-    p.add_argument("--context", default=None,
-                   help="kubeconfig context (default: the stack's kubernetes:context, else "
-                   "the current context)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         location = Run.from_output(args.run) if args.run else \
-            resolve_location(REPO_ROOT, args.stack, args.run_id, args.context)
+            resolve_location(REPO_ROOT, args.stack, args.run_id)
         cluster = KubernetesClusterIO(location.kube_context or None,
                                       os.environ.get(KUBECONFIG_ENV))
         run_dir = bring_results_home(cluster, location, args.results,
                                      lambda line: print(line, flush=True), args.wait)
-    except CollectError as error:
-        print(f"collect: error: {error}", file=sys.stderr)
-        return 2
-    except (OSError, HTTPError) as error:
-        print(f"collect: error: cannot reach the cluster ({type(error).__name__}: {error}); "
-              "check your kubeconfig context (--context) and network", file=sys.stderr)
+    except (CollectError, OSError, HTTPError) as error:
+        why = error if isinstance(error, CollectError) else (
+            f"cannot reach the cluster ({type(error).__name__}: {error}); check the stack's "
+            "kubeconfig and context (kubernetes:kubeconfig, kubernetes:context) and network")
+        print(f"collect: error: {why}", file=sys.stderr)
         return 2
     return 0 if run_dir is not None else SWEEP_RUNNING_EXIT_CODE

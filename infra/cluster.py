@@ -1,9 +1,6 @@
-"""The preflight: what the program reads from the cluster before it declares anything.
-
-The provider finds what already exists only when it applies, hours into `up`; so the few
-objects this stack would create or adopt are read first (read-only, short timeouts) to
-decide what to adopt as it is and what to refuse with the fix. `observe` is the I/O (no
-Pulumi); the decisions below it are pure, tested with the client's own model objects.
+"""The preflight: the provider finds what exists only when it applies, hours into `up`; so the
+objects this stack would create or adopt are read first (`observe`, read-only, short timeouts),
+and pure decisions below it adopt them as they are or refuse with the fix.
 """
 
 from __future__ import annotations
@@ -90,6 +87,10 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
     def read() -> None:
         try:
             outcome.append(_read(settings, kubeconfig))
+        except ApiException as err:
+            outcome.append(f"the API refused a read ({err.status} {err.reason})")
+        except (HTTPError, OSError) as err:
+            outcome.append(f"the cluster is not reachable ({type(err).__name__})")
         except Exception as err:  # noqa: BLE001 (said below, not lost in the thread)
             outcome.append(f"the read failed ({type(err).__name__})")
 
@@ -113,7 +114,7 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
 
 
 def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
-    """The reads themselves: the objects, or why they could not be read."""
+    """The reads themselves: the objects, or why the kubeconfig is of no use."""
     try:
         api = api_client(kubeconfig, settings.kube_context)
     except (ConfigException, OSError, yaml.YAMLError, TypeError, ValueError) as err:
@@ -136,40 +137,35 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
     def items(what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         return tuple(getattr(read(what, call, *args, **kwargs), "items", ()))
 
-    try:
-        claim = read("claim", core.read_namespaced_persistent_volume_claim,
-                     settings.cache.claim_name, ns)
-        # The class the claim will use: the setting's, or an existing claim's own.
-        storage_class = settings.cache.storage_class or (
-            claim.spec.storage_class_name if claim is not None else None)
-        return LiveObjects(
-            namespace=read("namespace", core.read_namespace, ns),
-            claim=claim,
-            download_job=read("download Job", batch.read_namespaced_job,
-                              settings.download_job_name, ns),
-            sweep_job=read("sweep Job", batch.read_namespaced_job,
-                           sweep_job_name(settings.profile, settings.benchmark.run_id), ns),
-            graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
-                       GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
-            crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
-                     GRAPH_CRD),
-            operators=items(
-                "operator", *((apps.list_namespaced_deployment, operator_ns) if operator_ns
-                              else (apps.list_deployment_for_all_namespaces,)),
-                label_selector=OPERATOR_SELECTOR),
-            storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
-                               storage_class) if storage_class else None,
-            nodes=items("nodes", core.list_node),
-            pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
-            pull_secrets=tuple(
-                name for name in settings.secrets.image_pull_secrets
-                if read("pull secrets", core.read_namespaced_secret, name, ns) is not None),
-            unreadable=frozenset(refused),
-        )
-    except ApiException as err:
-        return f"the API refused a read ({err.status} {err.reason})"
-    except (HTTPError, OSError) as err:
-        return f"the cluster is not reachable ({type(err).__name__})"
+    claim = read("claim", core.read_namespaced_persistent_volume_claim,
+                 settings.cache.claim_name, ns)
+    # The class the claim will use: the setting's, or an existing claim's own.
+    storage_class = settings.cache.storage_class or (
+        claim.spec.storage_class_name if claim is not None else None)
+    return LiveObjects(
+        namespace=read("namespace", core.read_namespace, ns),
+        claim=claim,
+        download_job=read("download Job", batch.read_namespaced_job,
+                          settings.download_job_name, ns),
+        sweep_job=read("sweep Job", batch.read_namespaced_job,
+                       sweep_job_name(settings.profile, settings.benchmark.run_id), ns),
+        graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
+                   GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
+        crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
+                 GRAPH_CRD),
+        operators=items(
+            "operator", *((apps.list_namespaced_deployment, operator_ns) if operator_ns
+                          else (apps.list_deployment_for_all_namespaces,)),
+            label_selector=OPERATOR_SELECTOR),
+        storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
+                           storage_class) if storage_class else None,
+        nodes=items("nodes", core.list_node),
+        pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
+        pull_secrets=tuple(
+            name for name in settings.secrets.image_pull_secrets
+            if read("pull secrets", core.read_namespaced_secret, name, ns) is not None),
+        unreadable=frozenset(refused),
+    )
 
 
 def _ours(metadata: client.V1ObjectMeta | None) -> bool:
@@ -241,11 +237,7 @@ def download_differs(settings: Settings, job: client.V1Job) -> bool:
     return not _covers(live, {**wanted, "spec": spec})
 
 
-class JobState(enum.Enum):
-    MISSING = "missing"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+JobState = enum.StrEnum("JobState", "MISSING RUNNING SUCCEEDED FAILED")  # values: lower case
 
 
 @dataclass(frozen=True)
@@ -273,9 +265,8 @@ def completed(job: client.V1Job | None) -> bool:
 
 
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """What would fail hours into `up`, found now, one line each with the setting and the
-    fix; nothing when the cluster was not read. A read the API refused (`unreadable`) is
-    no verdict: the checks that need it are skipped."""
+    """What would fail hours into `up`, one line each with the setting and the fix; a read
+    the API refused (`unreadable`) is no verdict: the checks that need it are skipped."""
     if live is None or settings.preflight.skip:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
@@ -386,9 +377,8 @@ def _gpu_count(quantities: dict[str, Any] | None) -> float:
 
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
-    """Enough schedulable GPUs of the workers' class: per matching node, its allocatable
-    GPUs minus what running pods other than this stack's request; a replica can't span
-    nodes."""
+    """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
+    minus what running pods other than this stack's request (a replica can't span nodes)."""
     serving, placement = settings.workers.serving, settings.placement
     nodes = [
         n for n in live.nodes

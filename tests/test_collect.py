@@ -20,7 +20,7 @@ from benchmarks.collect import (
     CollectError,
     KubernetesClusterIO,
     location_from_config,
-    pulumi_stack_outputs,
+    pulumi_benchmark_output,
     resolve_location,
 )
 from infra.names import Run
@@ -93,13 +93,12 @@ def test_a_bad_setting_is_named(tmp_path) -> None:
 
 def test_the_run_id_option_picks_another_run(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no Pulumi CLI here
-    assert pulumi_stack_outputs(tmp_path, "round-robin") is None
+    assert pulumi_benchmark_output(tmp_path, "round-robin") is None
     root = project(tmp_path, "round-robin", STACK_SETTINGS)
     location = resolve_location(root, "round-robin", "run-3")
     assert (location.run_id, location.namespace) == ("run-3", "vision-bench")
     assert location.sweep_job.endswith("-round-robin-run-3")
     assert location.kube_context == "h200-cluster"
-    assert resolve_location(root, "round-robin", None, "other").kube_context == "other"
 
 
 def collect_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
