@@ -71,10 +71,8 @@ SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
 STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
-# The rehearsal's stop rule, looser than the cluster's 3%: each chunk here pays AIPerf's
-# start-up (15-30 s on two shared cores, more than a chunk's requests at low levels), and
-# the mock's chunks differ by about 4% in req/s, so three chunks give about +-10% while +-3%
-# takes ten or more per level (measured: 14 for round robin at 4), beyond the 12 minutes.
+# Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
+# +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
 REHEARSAL_STOP_WITHIN_PCT = 10.0
 
 Say = Callable[[str], None]
@@ -198,10 +196,8 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
 
 
 def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
-    """Levels where round robin kept videos on under three quarters of the fleet: the mock's
-    near-identical request times let its rotation fall into step with in-flight videos at
-    any concurrency (measured at 8: 80% of videos on one worker uncalibrated, 19% and 0% in
-    two calibrated runs). Real workers' jitter breaks that lockstep."""
+    """Levels where round robin kept videos on under three quarters of the fleet (measured
+    at 8: 80% of videos on one worker uncalibrated, 19% and 0% in two calibrated runs)."""
     notes = []
     for level, state in sorted((manifest.get("levels") or {}).items(), key=lambda i: int(i[0])):
         spread = state.get("routing") or {}
