@@ -362,7 +362,7 @@ class Rehearsal:
                                   ttft_floor_ms=floor)
         manifests = self.manifests()
         # Levels a resume kept: those the sweep left as an earlier attempt finished them.
-        kept = sum(m["levels"][str(level)]["attempt"] < len(m["attempts"]) - 1
+        kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
                    for m in manifests.values() for level in cfg.concurrencies)
         notes = [note for p, manifest in manifests.items()
                  if self.stacks[p].routing.router_mode == "round-robin"
