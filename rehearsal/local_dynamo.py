@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +92,10 @@ def listeners(pids: set[int]) -> list[Listener]:
     """Every listening TCP socket owned by one of `pids`."""
     found: list[Listener] = []
     for pid in sorted(pids):
-        try:
-            connections = psutil.Process(pid).net_connections("tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        found += [Listener(pid, c.laddr.ip, c.laddr.port) for c in connections
-                  if c.status == psutil.CONN_LISTEN]
+        with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            found += [Listener(pid, c.laddr.ip, c.laddr.port)
+                      for c in psutil.Process(pid).net_connections("tcp")
+                      if c.status == psutil.CONN_LISTEN]
     return found
 
 
@@ -232,16 +231,13 @@ class PeakMemory:
         self.sample()
 
 
-try:  # Linux's prctl, looked up here: a child forked beside other threads must not import
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
+# (1: PR_SET_PDEATHSIG) is looked up here: a child forked beside threads must not import.
+_set_parent_death_signal: Callable[[], object] | None
+try:
+    _set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def _set_parent_death_signal() -> None:
-    """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    _set_parent_death_signal = None
 
 
 @dataclass(frozen=True)

@@ -305,8 +305,8 @@ class Rehearsal:
 
     def manifests(self) -> dict[str, dict[str, Any]]:
         """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
-        paths = {p: self.run_dir / p / MANIFEST_NAME for p in self.config.profiles}
-        return {p: json.loads(path.read_text()) for p, path in paths.items() if path.is_file()}
+        return {p: json.loads(path.read_text()) for p in self.config.profiles
+                if (path := self.run_dir / p / MANIFEST_NAME).is_file()}
 
     def sweep_profile(self, profile: str, dataset: Path) -> None:
         try:
@@ -382,15 +382,13 @@ def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int
     """What the run cost and measured beyond the sweeps (their numbers are in the report).
     `kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
     return {
-        "settings": {k: (str(v) if isinstance(v, Path) else v)
-                     for k, v in asdict(config).items()},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
         "levels_kept": kept,
         "levels_total": len(config.profiles) * len(config.concurrencies),
         "ttft_floor_ms": ttft_floor_ms,
-        "schedule": [{"concurrency": level, "profiles": list(group)}
-                     for level, group in schedule.batches],
+        "schedule": [{"concurrency": lv, "profiles": list(g)} for lv, g in schedule.batches],
         "notes": list(notes),
     }
 
