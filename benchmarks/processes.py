@@ -21,10 +21,7 @@ def log_tail(path: Path, lines: int = 15) -> str:
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Treat SIGTERM like Ctrl-C while inside, so `finally` blocks stop what was started."""
-    def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, _raise)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:

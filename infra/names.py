@@ -1,17 +1,15 @@
-"""The one place of the recipe's names, the names the Dynamo operator derives from them,
-the benchmark's object names and its run (`Run`), the rules input must follow, the one
-error type for bad input, and the seed's benchmark shape.
+"""The recipe's names and those the Dynamo operator derives, the benchmark's object names
+and its run (`Run`), input rules and their one error type, and the seed's benchmark shape.
+Standard library only: the benchmark pods and the rehearsal import it.
 
-Standard library only: the benchmark pods and the rehearsal import it. The operator's
-derived names (ai-dynamo/dynamo `deploy/operator`), checked before anything is created
-since a name over a limit fails only after the download and `graphTimeoutSecs`:
-- `ComputeDynamoNamespace` (api/v1beta1/dynamocomponentdeployment_types.go at 50820f5b):
-  `<k8s-namespace>-<graph>` (dots become '-'), the label `nvidia.com/dynamo-namespace`
-  (internal/consts/consts.go at 0367e404): a label value, at most 63 characters.
-- `GetDCDResourceName` (internal/dynamo/graph.go at d4872d7e): `<graph>-<component>`,
-  lowercase, workers with `-<8-character spec hash>`: a DNS label (63).
+The operator's derived names (ai-dynamo/dynamo `deploy/operator`) are checked before anything
+is created: one over its limit fails only after the download and `graphTimeoutSecs`.
+- `ComputeDynamoNamespace` (dynamocomponentdeployment_types.go at 50820f5b): the label
+  `nvidia.com/dynamo-namespace` = `<k8s-namespace>-<graph>` (dots become '-'), at most 63.
+- `GetDCDResourceName` (graph.go at d4872d7e): `<graph>-<component>`, lowercase, workers
+  with `-<8-character spec hash>`: a DNS label (63).
 - Grove (`MaxCombinedGroveResourceNameLength`, consts.go at 0367e404): len(graph) +
-  len(component) <= 45. Checked always, so a stack deploys whichever way the platform runs.
+  len(component) <= 45, checked always, whichever way the platform runs.
 """
 
 from __future__ import annotations
@@ -57,9 +55,8 @@ def graph_name(profile: str) -> str:
 
 
 def stack_object_name(graph: str, what: str) -> str:
-    """A stack's own object (NGC secret, token secret, download Job), named after its graph:
-    neither the recipe's kubectl steps nor another stack own it, so one stack's
-    `pulumi destroy` never deletes what another still uses."""
+    """A stack's own object (NGC secret, token secret, download Job): named after its graph,
+    one stack's `pulumi destroy` never deletes what another still uses."""
     return f"{graph}-{what}"
 
 
@@ -105,11 +102,10 @@ def max_namespace_len(graph: str) -> int:
 
 # Folder of the cache claim that holds benchmark results, beside the model files.
 RESULTS_FOLDER = "benchmarks"
-# `collect`'s exit code when the sweep is still running: it said how to collect later,
-# and the results hook (with `benchmarkWaitForSweep: false`) must not call that a failure.
+# `collect`'s exit code while the sweep runs: not a failure for the results hook.
 SWEEP_RUNNING_EXIT_CODE = 3
-# Where the results hook puts the stack's `kubernetes:kubeconfig` (a path or the file's
-# content) for `collect`: the environment, never argv or a log line.
+# The results hook hands `collect` the stack's kubeconfig (path or content) in the
+# environment, never argv or a log line.
 KUBECONFIG_ENV = "COSMOS3_ROUTING_KUBECONFIG"
 
 
@@ -155,10 +151,8 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class Run:
-    """One stack's run: where its Jobs run and its results live, and how to reach them.
-    The program builds it once (`benchmark_manifests.run_of`), exports it as the stack's
-    `benchmark` output (`output()`, its one serialised form), the results hook hands that
-    to `collect`, and `collect` reads it back (`from_output`)."""
+    """One stack's run: where its Jobs run and its results live. The program builds it once
+    and exports `output()`, its one serialised form; `collect` reads it back (`from_output`)."""
 
     stack: str
     run_id: str
@@ -166,11 +160,10 @@ class Run:
     cache_claim: str
     image: str
     image_pull_secrets: tuple[str, ...] = ()
-    # The stack's `kubernetes:context` ("" for the current one), and the kubectl prefix
-    # every printed command starts with.
+    # The stack's `kubernetes:context` ("": the current one); every printed command's prefix.
     kube_context: str = ""
     kubectl: str = "kubectl"
-    # Where every benchmark pod (the results reader too) may run: nodeSelector, tolerations.
+    # nodeSelector and tolerations of every benchmark pod (the results reader too).
     pod_placement: dict[str, Any] = field(default_factory=dict)
     smoke: bool = True
     sweep: bool = True
@@ -193,8 +186,7 @@ class Run:
 
     @property
     def collect_command(self) -> str:
-        """`./run.sh`: the project's own environment, from the repository root (plain
-        `python` lacks the pinned packages)."""
+        """`./run.sh`: plain `python` lacks the pinned packages."""
         return f"./run.sh collect --stack {self.stack} --run-id {self.run_id}"
 
     def output(self) -> dict[str, Any]:
@@ -217,8 +209,8 @@ class Run:
 
 # --- Rules input follows, and the one error type -----------------------------------------
 
-# The seed's placeholder shape (`<your-rwx-storage-class>`); Pulumi.yaml ships it as the
-# default so a stack that forgot its storage class fails here, not in the cluster.
+# The seed's placeholder (`<your-rwx-storage-class>`), Pulumi.yaml's default: a stack that
+# forgot its storage class fails here, not in the cluster.
 PLACEHOLDER = re.compile(r"[<>]|^your-|^changeme$|^todo$", re.IGNORECASE)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -242,8 +234,8 @@ MAX_CONCURRENCY = 1024
 
 
 def levels_problems(levels: Sequence[int]) -> list[str]:
-    """What is wrong with a sweep's concurrency levels (the stack's, the sweep's and the
-    rehearsal's alike): at least one, each 1..MAX_CONCURRENCY, none twice."""
+    """What is wrong with concurrency levels (stack, sweep, rehearsal): at least one, each
+    1..MAX_CONCURRENCY, none twice."""
     problems = [] if levels else ["needs at least one level"]
     if any(not 1 <= c <= MAX_CONCURRENCY for c in levels):
         problems.append(f"levels must be >= 1 and at most {MAX_CONCURRENCY} (got {list(levels)})")
@@ -253,8 +245,8 @@ def levels_problems(levels: Sequence[int]) -> list[str]:
 
 
 class InputError(ValueError):
-    """Bad input, found before anything started: every problem, one line each, naming the
-    setting and the fix. The one error type of every check (stack, sweep, rehearsal)."""
+    """Bad input, found before anything started: every problem on its line, naming the
+    setting and the fix (every check's one error type)."""
 
     def __init__(self, heading: str, problems: list[str]) -> None:
         self.heading, self.problems = heading, problems
@@ -294,8 +286,8 @@ class SweepShape:
     concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
     random_seed: int = 0
     videos: VideoShape = field(default_factory=VideoShape)
-    # The adaptive sweep's stop rule: a level ends once at least `min_replicates` chunks gave
-    # a request-throughput interval within +-`stop_within_pct` % (or the videos ran out).
+    # Stop rule: a level ends once `min_replicates` chunks or more give a req/s interval
+    # within +-`stop_within_pct` % (or the videos run out).
     min_replicates: int = 3
     stop_within_pct: float = 3.0
 

@@ -1,5 +1,7 @@
-"""`python -m rehearsal` (what `./run.sh` runs): every routing profile on a local Dynamo
-frontend with CPU mock workers, the same adaptive AIPerf sweep as the cluster, the report."""
+"""Local rehearsal (`./run.sh`): for each stack, a real dynamo.frontend with the stack's
+routing flags and dynamo.mocker with its worker count, on 127.0.0.1; the cluster's adaptive
+AIPerf sweep (scaled down), profiles side by side; worker attribution per video; the
+comparison report beside the seed's table. Needs no cluster and no GPU."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 from benchmarks.sweep import SweepError
 from infra.names import SEED_SHAPE, InputError
 from rehearsal.local_dynamo import LocalDynamoError
-from rehearsal.rehearse import IN_FLIGHT_BUDGET, Rehearsal, RehearsalConfig
+from rehearsal.rehearse import Rehearsal, RehearsalConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,11 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = RehearsalConfig()
     p = argparse.ArgumentParser(
         prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Local rehearsal: for each stack, a real dynamo.frontend with the stack's "
-        "routing flags and dynamo.mocker with its worker count, on 127.0.0.1; the same "
-        "adaptive AIPerf sweep as the cluster (scaled down), profiles side by side while at "
-        f"most {IN_FLIGHT_BUDGET} requests are in flight; worker attribution per video; the "
-        "comparison report beside the seed's table. Needs no cluster and no GPU.")
+        description=__doc__)
     p.add_argument("--profiles", nargs="+", metavar="STACK", default=d.profiles,
                    help="stacks to rehearse, baseline first (kv-routing too, for example)")
     p.add_argument("--videos", type=int, default=d.videos,

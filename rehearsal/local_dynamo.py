@@ -1,9 +1,8 @@
 """A real Dynamo frontend with CPU mock workers on 127.0.0.1: check, start, wait ready, stop.
 
-NATS is the event plane (Dynamo's default ZMQ plane binds 0.0.0.0); `dynamo.frontend` gets
-the very arguments the graph's Frontend renders; discovery is a fresh directory of files.
-`LocalDynamo` stops all it started on success, error, timeout, Ctrl-C and its parent's
-death, and refuses to run if anything listens beyond 127.0.0.1.
+NATS is the event plane (Dynamo's default ZMQ plane binds 0.0.0.0); discovery is a fresh
+directory of files. `LocalDynamo` stops all it started however it ends (its parent's death
+too), and refuses to run if anything listens beyond 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +92,10 @@ def listeners(pids: set[int]) -> list[Listener]:
     """Every listening TCP socket owned by one of `pids`."""
     found: list[Listener] = []
     for pid in sorted(pids):
-        try:
-            connections = psutil.Process(pid).net_connections("tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        found += [Listener(pid, c.laddr.ip, c.laddr.port) for c in connections
-                  if c.status == psutil.CONN_LISTEN]
+        with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            found += [Listener(pid, c.laddr.ip, c.laddr.port)
+                      for c in psutil.Process(pid).net_connections("tcp")
+                      if c.status == psutil.CONN_LISTEN]
     return found
 
 
@@ -138,16 +136,15 @@ def mock_model_dir(path: Path) -> Path:
 def dynamo_import_error(python: str, env: Mapping[str, str] | None) -> str | None:
     """Why Dynamo does not import for `python` (None: it does). Imported in a subprocess: a
     module that is there but fails to import (a missing library) passes `find_spec`."""
-    code = ("import importlib.util, sys\nif importlib.util.find_spec('dynamo') is None: "
-            f"sys.exit(3)\nfor m in {DYNAMO_MODULES!r}: __import__(m)\n")
     try:
-        result = subprocess.run([python, "-c", code], env=None if env is None else dict(env),
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"],
+                                env=None if env is None else dict(env), capture_output=True,
+                                text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot import Dynamo with {python} ({exc})"
-    if result.returncode == 3:
-        return f"Dynamo is not installed for {python} (no module 'dynamo')"
     last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
+    if last.endswith("No module named 'dynamo'"):
+        return f"Dynamo is not installed for {python} (no module 'dynamo')"
     return (f"Dynamo is installed for {python} but broken: importing "
             f"{', '.join(DYNAMO_MODULES)} fails with: {last}") if result.returncode else None
 
@@ -234,16 +231,13 @@ class PeakMemory:
         self.sample()
 
 
-try:  # Linux's prctl, looked up here: a child forked beside other threads must not import
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
+# (1: PR_SET_PDEATHSIG) is looked up here: a child forked beside threads must not import.
+_set_parent_death_signal: Callable[[], object] | None
+try:
+    _set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def _set_parent_death_signal() -> None:
-    """In the child before exec: get SIGTERM if the rehearsal itself dies (even SIGKILL)."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    _set_parent_death_signal = None
 
 
 @dataclass(frozen=True)
@@ -253,10 +247,6 @@ class ManagedProcess:
     name: str
     log: Path
     popen: subprocess.Popen[bytes]
-
-    def members(self) -> set[int]:
-        """The server and everything it started."""
-        return tree_pids(self.popen.pid)
 
     def error(self, what: str) -> LocalDynamoError:
         return LocalDynamoError(f"{what}; the log of {self.name}, {self.log}, ends with:\n"
@@ -298,10 +288,8 @@ class LocalDynamo:
         self.stop()
 
     def pids(self) -> set[int]:
-        return set().union(*(p.members() for p in self.processes))
-
-    def listeners(self) -> list[Listener]:
-        return listeners(self.pids())
+        """Every server and everything it started."""
+        return set().union(*(tree_pids(p.popen.pid) for p in self.processes))
 
     def start(self) -> None:
         cfg = self.config
@@ -311,7 +299,7 @@ class LocalDynamo:
         # NATS opens no monitoring, cluster or leaf port unless asked to.
         nats = self._launch("nats-server", [cfg.nats_binary, "--addr", LOOPBACK, "--port",
                                             str(nats_port)], os.environ)
-        self._wait(lambda: nats_port in {lst.port for lst in listeners(nats.members())}, nats,
+        self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.popen.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
         mocker = self._launch("dynamo.mocker", mocker_command(
@@ -325,14 +313,14 @@ class LocalDynamo:
         self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
                    f"requests to reach all {cfg.fleet.workers} mock workers")
         self.worker_ids = tuple(sorted(seen))
-        found = self.listeners()
+        found = listeners(self.pids())
         exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
         if exposed:
             raise LocalDynamoError(
                 f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
                 "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
         record = {"processes": [{"name": p.name, "pid": p.popen.pid, "argv": p.popen.args,
-                                 "log": str(p.log), "members": sorted(p.members())}
+                                 "log": str(p.log), "members": sorted(tree_pids(p.popen.pid))}
                                 for p in self.processes],
                   "listeners": [asdict(lst) for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
@@ -391,7 +379,7 @@ class LocalDynamo:
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
-            stop_processes(process.members(), self.config.stop_timeout_secs)
+            stop_processes(tree_pids(process.popen.pid), self.config.stop_timeout_secs)
             process.popen.poll()
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)

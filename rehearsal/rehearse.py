@@ -30,7 +30,6 @@ from benchmarks.sweep import (
     SweepConfig,
     SweepError,
     dist_version,
-    level_complete,
     open_run,
     run_sweep,
     write_json,
@@ -72,10 +71,8 @@ SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
 STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
-# The rehearsal's stop rule, looser than the cluster's 3%: each chunk here pays AIPerf's
-# start-up (15-30 s on two shared cores, more than a chunk's requests at low levels), and
-# the mock's chunks differ by about 4% in req/s, so three chunks give about +-10% while +-3%
-# takes ten or more per level (measured: 14 for round robin at 4), beyond the 12 minutes.
+# Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
+# +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
 REHEARSAL_STOP_WITHIN_PCT = 10.0
 
 Say = Callable[[str], None]
@@ -199,10 +196,8 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
 
 
 def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
-    """Levels where round robin kept videos on under three quarters of the fleet: the mock's
-    near-identical request times let its rotation fall into step with in-flight videos at
-    any concurrency (measured at 8: 80% of videos on one worker uncalibrated, 19% and 0% in
-    two calibrated runs). Real workers' jitter breaks that lockstep."""
+    """Levels where round robin kept videos on under three quarters of the fleet (measured
+    at 8: 80% of videos on one worker uncalibrated, 19% and 0% in two calibrated runs)."""
     notes = []
     for level, state in sorted((manifest.get("levels") or {}).items(), key=lambda i: int(i[0])):
         spread = state.get("routing") or {}
@@ -235,6 +230,7 @@ class Rehearsal:
         self.config, self.say = config, say
         run_id = config.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         self.run_dir = config.results_root / run_id
+        self.model = self.run_dir / "model"  # built by `run`, after the checks
         self.nats = find_nats_server()
         self.stacks: dict[str, Settings] = {}
         self.schedule = Schedule(config.profiles, config.concurrencies)
@@ -260,14 +256,14 @@ class Rehearsal:
             text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
             video_source="text stand-in (local rehearsal)")
 
-    def sweep_config(self, stack: Settings, model: Path, dataset: Path) -> SweepConfig:
+    def sweep_config(self, stack: Settings, dataset: Path) -> SweepConfig:
         cfg = self.config
         return SweepConfig(
             url=f"http://{LOOPBACK}", dataset=dataset,
             profile=stack.profile, affinity=stack.routing.affinity,
             concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
             stop_within_pct=cfg.stop_within_pct, full=cfg.full,
-            tokenizer=str(model.resolve()), run_dir=self.run_dir / stack.profile,
+            tokenizer=str(self.model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
@@ -278,47 +274,43 @@ class Rehearsal:
                 "cold_caches_per_level": True,
                 "shape": cfg.shape(),
             },
-            level_target=lambda level, _dir: self.local_stack(stack, model, level),
+            level_target=lambda level, _dir: self.local_stack(stack, level),
         )
 
-    def stack_config(self, stack: Settings, model: Path, workers: int, work_dir: Path
-                     ) -> LocalDynamoConfig:
-        cfg = self.config
-        return LocalDynamoConfig(
-            routing=stack.routing, model_dir=model, nats_binary=str(self.nats),
-            fleet=MockFleet(workers, cfg.speedup_ratio, cfg.decode_speedup_ratio),
-            work_dir=work_dir)
+    def stack_config(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamoConfig:
+        fleet = MockFleet(workers, self.config.speedup_ratio, self.config.decode_speedup_ratio)
+        return LocalDynamoConfig(routing=stack.routing, model_dir=self.model, fleet=fleet,
+                                 work_dir=work_dir, nats_binary=str(self.nats))
 
     @contextmanager
-    def local_stack(self, stack: Settings, model: Path, level: int) -> Iterator[LevelRun]:
+    def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
         """The sweep's target for one level, once the schedule says so: a fresh frontend and
         mocker (cold caches) on its own port."""
         self.schedule.wait_turn(stack.profile, level)
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers.replicas} mock "
                  f"workers for concurrency {level}")
-        config = self.stack_config(stack, model, stack.workers.replicas,
-                                   self.run_dir / stack.profile / "stack" / f"concurrency-{level}")
-        with LocalDynamo(config) as local:
+        work_dir = self.run_dir / stack.profile / "stack" / f"concurrency-{level}"
+        with LocalDynamo(self.stack_config(stack, stack.workers.replicas, work_dir)) as local:
             yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
-    def ttft_floor_ms(self, model: Path, dataset: Path) -> float:
+    def ttft_floor_ms(self, dataset: Path) -> float:
         """The mock stack's own time to a first token: the median over a few cache hits of
         the dataset's first request on one idle mock worker. A rehearsed TTFT near it is the
         frontend's and the mocker's overhead on this machine, not serving."""
         first = json.loads(dataset.read_text().splitlines()[0])["messages"]
         stack = self.stacks[self.config.profiles[0]]
-        with LocalDynamo(self.stack_config(stack, model, 1, self.run_dir / "ttft-floor")) as one:
+        with LocalDynamo(self.stack_config(stack, 1, self.run_dir / "ttft-floor")) as one:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
     def manifests(self) -> dict[str, dict[str, Any]]:
         """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
-        paths = {p: self.run_dir / p / MANIFEST_NAME for p in self.config.profiles}
-        return {p: json.loads(path.read_text()) for p, path in paths.items() if path.is_file()}
+        return {p: json.loads(path.read_text()) for p in self.config.profiles
+                if (path := self.run_dir / p / MANIFEST_NAME).is_file()}
 
-    def sweep_profile(self, profile: str, model: Path, dataset: Path) -> None:
+    def sweep_profile(self, profile: str, dataset: Path) -> None:
         try:
-            run_sweep(self.sweep_config(self.stacks[profile], model, dataset),
+            run_sweep(self.sweep_config(self.stacks[profile], dataset),
                       say=lambda line: self.say(f"{profile}: {line}"))
         except BaseException:
             self.schedule.stop()  # before `finish` lets another profile's level start
@@ -326,13 +318,12 @@ class Rehearsal:
         finally:
             self.schedule.finish(profile)
 
-    def sweep_side_by_side(self, model: Path, dataset: Path) -> None:
+    def sweep_side_by_side(self, dataset: Path) -> None:
         """Every profile's sweep in its own thread, paced by the schedule. On the first
         failure or Ctrl-C every process the rehearsal started is stopped (a thread cannot be
         interrupted), twice: the second catches what a thread started meanwhile."""
         with ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep") as pool:
-            futures = [pool.submit(self.sweep_profile, p, model, dataset)
-                       for p in self.config.profiles]
+            futures = [pool.submit(self.sweep_profile, p, dataset) for p in self.config.profiles]
             try:
                 for future in wait(futures, return_when=FIRST_EXCEPTION).done:
                     future.result()
@@ -353,25 +344,27 @@ class Rehearsal:
             self.say(f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):")
             for level, group in self.schedule.batches:
                 self.say(f"  concurrency {level}: {' + '.join(group)}")
-            model = mock_model_dir(self.run_dir / "model")
-            if earlier := self.manifests():
+            mock_model_dir(self.model)
+            if self.manifests():
                 # A resume: its settings are checked on datasets built aside, so a refusal
                 # leaves the earlier run as it was (the sweep's CLI does the same).
                 with tempfile.TemporaryDirectory() as aside:
                     built = self.datasets(Path(aside))
                     for p in cfg.profiles:
-                        open_run(self.sweep_config(self.stacks[p], model, built))
-            kept = sum(level_complete(self.run_dir / p, manifest, level)
-                       for p, manifest in earlier.items() for level in cfg.concurrencies)
+                        open_run(self.sweep_config(self.stacks[p], built))
             dataset = self.datasets(self.run_dir)
-            floor = round(self.ttft_floor_ms(model, dataset), 1)
+            floor = round(self.ttft_floor_ms(dataset), 1)
             self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
                      f"{FLOOR_REQUESTS} cache hits on one idle worker)")
-            self.sweep_side_by_side(model, dataset)
+            self.sweep_side_by_side(dataset)
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        notes = [note for p, manifest in self.manifests().items()
+        manifests = self.manifests()
+        # Levels a resume kept: those the sweep left as an earlier attempt finished them.
+        kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
+                   for m in manifests.values() for level in cfg.concurrencies)
+        notes = [note for p, manifest in manifests.items()
                  if self.stacks[p].routing.router_mode == "round-robin"
                  and not self.stacks[p].routing.affinity
                  for note in lockstep_notes(manifest, self.stacks[p].workers.replicas)]
@@ -389,15 +382,13 @@ def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int
     """What the run cost and measured beyond the sweeps (their numbers are in the report).
     `kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
     return {
-        "settings": {k: (str(v) if isinstance(v, Path) else v)
-                     for k, v in asdict(config).items()},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
         "levels_kept": kept,
         "levels_total": len(config.profiles) * len(config.concurrencies),
         "ttft_floor_ms": ttft_floor_ms,
-        "schedule": [{"concurrency": level, "profiles": list(group)}
-                     for level, group in schedule.batches],
+        "schedule": [{"concurrency": lv, "profiles": list(g)} for lv, g in schedule.batches],
         "notes": list(notes),
     }
 

@@ -31,10 +31,6 @@ def ensure_mutmut() -> None:
                         "-c", str(ROOT / "constraints.txt")], check=True)
 
 
-def toml_value(value: object) -> str:
-    return json.dumps(value)  # strings and lists of strings: JSON is valid TOML
-
-
 def workspace(module: str, plan: dict, pyproject: dict) -> Path:
     """work/mutate/<module>/: the repository's files (linked) and a pyproject.toml whose
     [tool.mutmut] mutates `module` alone against its tests."""
@@ -55,9 +51,10 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
         "pytest_add_cli_args_test_selection": plan["tests"],
     }
     pytest_ini = pyproject["tool"]["pytest"]["ini_options"]
+    # Strings and lists of strings, written as JSON: valid TOML.
     lines = ["[tool.pytest.ini_options]"]
-    lines += [f"{k} = {toml_value(v)}" for k, v in pytest_ini.items() if k != "addopts"]
-    lines += ["", "[tool.mutmut]"] + [f"{k} = {toml_value(v)}" for k, v in mutmut.items()]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in pytest_ini.items() if k != "addopts"]
+    lines += ["", "[tool.mutmut]"] + [f"{k} = {json.dumps(v)}" for k, v in mutmut.items()]
     (ws / "pyproject.toml").write_text("\n".join(lines) + "\n")
     return ws
 

@@ -104,7 +104,7 @@ def test_stack_starts_routes_as_profiled_and_stops_clean(tmp_path: Path) -> None
     with LocalDynamo(config) as stack:
         pids = stack.pids()
         assert len(stack.worker_ids) == 3
-        found = stack.listeners()
+        found = listeners(stack.pids())
         assert found and all(lst.address == LOOPBACK for lst in found), found
         assert stack.frontend_port in {lst.port for lst in found}
         # Affinity: one session stays on one worker; no session spreads round robin.
