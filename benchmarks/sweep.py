@@ -1,19 +1,15 @@
 """`sweep`: AIPerf at each concurrency level in replicate chunks of whole videos, resumable,
 with a manifest of what ran.
 
-A level brings up its target (`level_target`; the cluster's frontend needs none), runs its
-chunks (each its own AIPerf run, no warm-up, as the seed) and records each chunk's summary
-and evidence in the run's `manifest.json`, the one record the report, `collect` and the
-rehearsal read. A rerun of the same run directory keeps finished levels and chunks; a rerun
-with other settings is refused, so two setups' results never mix (docs/benchmark-toolkit.md).
+Each chunk is its own AIPerf run (no warm-up, as the seed), recorded in `manifest.json`, the
+one record the report, `collect` and the rehearsal read. A rerun keeps finished levels and
+chunks; one of other settings is refused, so two setups' results never mix.
 
 Chunks: at concurrency N, chunk k takes videos kN..kN+N-1 in dataset order (leftovers are
-not sent). AIPerf keeps N sessions in flight and sends a video's questions in turn, so N
-videos fill every slot from the first request and end within about a request of each other;
-more videos would only give fewer replicates. Disjoint chunks visit each video cold once
-per level, as the seed's sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once
-the Student t 95% interval of their req/s is within +-`stop_within_pct` % of the mean, or
-when the videos run out; `full` runs every chunk.
+not sent): N videos fill every slot from the first request and end within about a request
+of each other, and disjoint chunks visit each video cold once per level, as the seed's
+sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once the Student t 95% interval
+of their req/s is within +-`stop_within_pct` % of the mean, or when the videos run out.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -128,18 +124,15 @@ Say = Callable[[str], None]
 
 @dataclass
 class LevelRun:
-    """What a level's target gives the sweep: where to send, and what it saw (filled in
-    by the time the target's block ends; the manifest records it as `measured`)."""
+    """Where a level's target takes requests, and its bound where the target knows it
+    better than `level_timeout_secs`."""
 
     url: str
-    measured: dict[str, Any] = field(default_factory=dict)
-    # This level's bound, where the target knows it better than `level_timeout_secs`.
     timeout_secs: float | None = None
 
 
-# Brings up what one level measures (all its chunks), called with its concurrency and
-# folder. The rehearsal starts a fresh local Dynamo per level with it; a fixed endpoint
-# (the cluster's frontend) needs none.
+# Brings up what one level measures, called with its concurrency and folder: the rehearsal
+# starts a fresh local Dynamo per level; a fixed endpoint (the cluster's frontend) needs none.
 LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 
 
@@ -219,8 +212,7 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A dataset file (any origin) as the sweep sends it: each session's (video's) lines,
-    sessions in file order."""
+    """A dataset file (any origin): each session's (video's) lines, in file order."""
 
     sha256: str
     sessions: dict[str, list[bytes]]
@@ -268,9 +260,7 @@ def level_chunks(videos: Sequence[str], concurrency: int) -> list[list[str]]:
 
 
 def stopped_by(rates: Sequence[float], chunks_left: int, config: SweepConfig) -> str | None:
-    """Why a level ends after chunks that measured `rates` (req/s): `interval` once at
-    least `SEED_SHAPE.min_replicates` are within the bound, `videos` or `full` when no
-    chunk is left; None: run the next chunk."""
+    """Why a level ends after chunks that measured `rates` (req/s), None: run the next."""
     if not config.full and len(rates) >= SEED_SHAPE.min_replicates:
         interval = replicate_interval(rates)
         if interval and interval.relative_half_width <= config.stop_within_pct / 100:
@@ -281,8 +271,7 @@ def stopped_by(rates: Sequence[float], chunks_left: int, config: SweepConfig) ->
 
 
 def level_summary(chunks: Sequence[LevelSummary]) -> LevelSummary:
-    """A level's figures: the mean over its chunks (of those that have the figure), except
-    `requests` and `errors`, which are sums."""
+    """A level's figures: its chunks' mean (of those that have it); counts are sums."""
     def mean(name: str) -> float | None:
         values = [v for chunk in chunks if (v := getattr(chunk, name)) is not None]
         return statistics.fmean(values) if values else None
@@ -365,10 +354,8 @@ def dist_version(dist: str) -> str | None:
 
 def tool_versions() -> dict[str, str | None]:
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip() or None
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {"aiperf": dist_version("aiperf"), "openai": dist_version("openai"),
@@ -601,7 +588,6 @@ class _Sweep:
                     while stop is None:
                         self.chunk(level, planned, run.url, bound, deadline)
                         stop = self.stop(level, planned)
-                level.update({"measured": run.measured} if run.measured else {})
         except (SweepError, ExportError) as exc:
             level.update(status=STATUS_FAILED, error=str(exc))
             self.save()
@@ -647,8 +633,11 @@ class _Sweep:
                      f"other than {config.output_tokens} output tokens (min {lengths['min']}, "
                      f"max {lengths['max']})" + (f", {lengths['missing']} without a count"
                                                  if "missing" in lengths else ""))
+        facts = config.deployment  # how many workers serve the graph, where it says so
+        workers = next((int(facts[k]) for k in WORKER_COUNT_FACTS
+                        if str(facts.get(k, "")).isdigit()), None)
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
-            found.get("routing"), self.workers(), bool(config.affinity))
+            found.get("routing"), workers, bool(config.affinity))
         if problems:
             level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
             raise SweepError(f"{name}: {'; '.join(problems)}")
@@ -679,11 +668,9 @@ class _Sweep:
             try:
                 while True:
                     wait = min(self.config.heartbeat_secs, deadline - time.monotonic())
-                    try:
+                    with suppress(subprocess.TimeoutExpired):
                         code = process.wait(timeout=max(wait, 0.0))
                         break
-                    except subprocess.TimeoutExpired:
-                        pass
                     if time.monotonic() >= deadline:
                         raise SweepError(
                             f"{name} ran longer than {bound:g} s; raise --level-timeout or "
@@ -713,12 +700,6 @@ class _Sweep:
 
     def stop(self, level: Mapping[str, Any], planned: Sequence[list[str]]) -> str | None:
         return stopped_by(self.rates(level), len(planned) - len(level["chunks"]), self.config)
-
-    def workers(self) -> int | None:
-        """How many workers the deployment says serve it, where it says so."""
-        facts = self.config.deployment
-        return next((int(facts[k]) for k in WORKER_COUNT_FACTS
-                     if str(facts.get(k, "")).isdigit()), None)
 
     @staticmethod
     def rates(level: Mapping[str, Any]) -> list[float]:
