@@ -1,19 +1,15 @@
 """`sweep`: AIPerf at each concurrency level in replicate chunks of whole videos, resumable,
 with a manifest of what ran.
 
-A level brings up its target (`level_target`; the cluster's frontend needs none), runs its
-chunks (each its own AIPerf run, no warm-up, as the seed) and records each chunk's summary
-and evidence in the run's `manifest.json`, the one record the report, `collect` and the
-rehearsal read. A rerun of the same run directory keeps finished levels and chunks; a rerun
-with other settings is refused, so two setups' results never mix (docs/benchmark-toolkit.md).
+Each chunk is its own AIPerf run (no warm-up, as the seed), recorded in `manifest.json`, the
+one record the report, `collect` and the rehearsal read. A rerun keeps finished levels and
+chunks; one of other settings is refused, so two setups' results never mix.
 
 Chunks: at concurrency N, chunk k takes videos kN..kN+N-1 in dataset order (leftovers are
-not sent). AIPerf keeps N sessions in flight and sends a video's questions in turn, so N
-videos fill every slot from the first request and end within about a request of each other;
-more videos would only give fewer replicates. Disjoint chunks visit each video cold once
-per level, as the seed's sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once
-the Student t 95% interval of their req/s is within +-`stop_within_pct` % of the mean, or
-when the videos run out; `full` runs every chunk.
+not sent): N videos fill every slot from the first request and end within about a request
+of each other, and disjoint chunks visit each video cold once per level, as the seed's
+sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once the Student t 95% interval
+of their req/s is within +-`stop_within_pct` % of the mean, or when the videos run out.
 """
 
 from __future__ import annotations
@@ -31,8 +27,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field, fields, replace
+from contextlib import AbstractContextManager, nullcontext, suppress
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import partial
 from importlib import metadata
@@ -128,18 +124,15 @@ Say = Callable[[str], None]
 
 @dataclass
 class LevelRun:
-    """What a level's target gives the sweep: where to send, and what it saw (filled in
-    by the time the target's block ends; the manifest records it as `measured`)."""
+    """Where a level's target takes requests, and its bound where the target knows it
+    better than `level_timeout_secs`."""
 
     url: str
-    measured: dict[str, Any] = field(default_factory=dict)
-    # This level's bound, where the target knows it better than `level_timeout_secs`.
     timeout_secs: float | None = None
 
 
-# Brings up what one level measures (all its chunks), called with its concurrency and
-# folder. The rehearsal starts a fresh local Dynamo per level with it; a fixed endpoint
-# (the cluster's frontend) needs none.
+# Brings up what one level measures, called with its concurrency and folder: the rehearsal
+# starts a fresh local Dynamo per level; a fixed endpoint (the cluster's frontend) needs none.
 LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 
 
@@ -151,46 +144,75 @@ class LevelFailed(SweepError):
     """A level failed (or timed out): the run resumes from it, finished chunks kept."""
 
 
+def option(flag: str, default: Any = MISSING, factory: Any = MISSING, **argparse_kwargs: Any
+           ) -> Any:
+    """A SweepConfig field that is also the sweep's CLI option `flag` (`register` adds it
+    with the field's name and default): the option and the run object are one contract."""
+    return field(default=default, default_factory=factory,
+                 metadata={"flag": flag, **argparse_kwargs})
+
+
 @dataclass(frozen=True)
 class SweepConfig:
-    """One sweep, the CLI's options as they are (`config_from_args`); only `url` and
-    `dataset` are required. `affinity` None takes the profile's (infra.routing.PROFILES);
-    `tokenizer` None builds a tiny local one in the run directory (token counts come from
-    the server's usage); `run_dir` overrides `results_root/profile/run_id`; `extra_body` is
-    merged into every request body; `deployment` (facts about the target: images,
-    versions...) and `notes` (free text for the report) go into the manifest.
-    """
+    """One sweep; only `url` and `dataset` are required. `affinity` None takes the profile's
+    (infra.routing.PROFILES); `tokenizer` None builds a tiny local one in the run directory
+    (token counts come from the server's usage); `deployment` (what is measured) and
+    `notes` go into the manifest."""
 
-    url: str
-    dataset: Path
-    profile: str = "round-robin"
-    model: str = SERVED_MODEL_NAME
-    affinity: bool | None = None
-    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
-    output_tokens: int = SEED_SHAPE.output_tokens
-    random_seed: int = SEED_SHAPE.random_seed
-    stop_within_pct: float = SEED_SHAPE.stop_within_pct
-    full: bool = False
-    tokenizer: str | None = None
-    results_root: Path = Path("results")
-    run_id: str | None = None
-    run_dir: Path | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    request_timeout_secs: float = 600.0
-    level_timeout_secs: float = 8 * 3600.0
+    url: str = option("--url", required=True,
+                      help="endpoint base URL, e.g. http://127.0.0.1:8000")
+    dataset: Path  # the CLI builds it from the video options
+    profile: str = option("--profile", "round-robin",
+                          help=f"routing profile label ({', '.join(PROFILES)}, or your own)")
+    model: str = option("--model", SERVED_MODEL_NAME, help=f"default {SERVED_MODEL_NAME}")
+    affinity: bool | None = option(
+        "--session-affinity", None, action=argparse.BooleanOptionalAction,
+        help=f"send {SESSION_HEADER} per video (default: the profile's)")
+    concurrencies: tuple[int, ...] = option(
+        "--concurrency", SEED_SHAPE.concurrencies, type=int, nargs="+",
+        help=f"levels (default {' '.join(map(str, SEED_SHAPE.concurrencies))})")
+    output_tokens: int = option(
+        "--output-tokens", SEED_SHAPE.output_tokens, type=int,
+        help=f"exact output tokens per request (default {SEED_SHAPE.output_tokens})")
+    random_seed: int = option("--seed", SEED_SHAPE.random_seed, type=int,
+                              help=f"default {SEED_SHAPE.random_seed}")
+    stop_within_pct: float = option(
+        "--stop-within-pct", SEED_SHAPE.stop_within_pct, type=float,
+        help=f"a level stops once its req/s 95%% interval is within +- this %% (after "
+        f"{SEED_SHAPE.min_replicates} chunks; default {SEED_SHAPE.stop_within_pct:g})")
+    full: bool = option("--full", False, action="store_true",
+                        help="every level sends every whole chunk of videos (no stop rule)")
+    tokenizer: str | None = option(
+        "--tokenizer", None, help="tokenizer name or local directory (default: a tiny local one)")
+    results_root: Path = option("--results-root", Path("results"), type=Path)
+    run_id: str | None = option("--run-id", None, help="default: UTC time; reuse it to resume")
+    run_dir: Path | None = option("--out", None, type=Path,
+                                  help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
+    extra_body: Mapping[str, Any] = field(default_factory=dict)  # merged into every body
+    request_timeout_secs: float = option("--request-timeout", 600.0, type=float,
+                                         help="seconds per request")
+    level_timeout_secs: float = option("--level-timeout", 8 * 3600.0, type=float,
+                                       help="seconds per level (all its chunks)")
     heartbeat_secs: float = 60.0
-    notes: tuple[str, ...] = ()
-    deployment: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = option("--note", (), action="append",
+                                    help="free text for the report")
+    deployment: Mapping[str, Any] = option(
+        "--deployment", factory=dict, action="append", metavar="KEY=VALUE",
+        type=lambda fact: tuple(fact.partition("=")[::2]),
+        help="what the run measures (image, topology...): recorded, and a resume against "
+        "other values is refused")
     level_target: LevelTarget | None = None
     # Ask the frontend which worker served each request (AIPerf's raw export), and record
     # per chunk and level how sticky routing was and how requests spread over the workers.
-    attribute_workers: bool = False
+    attribute_workers: bool = option(
+        "--attribute-workers", False, action="store_true",
+        help="record which worker served each request (the frontend's nvext worker_id) and "
+        "per chunk and level the routing's stickiness and spread")
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """A dataset file (any origin) as the sweep sends it: each session's (video's) lines,
-    sessions in file order."""
+    """A dataset file (any origin): each session's (video's) lines, in file order."""
 
     sha256: str
     sessions: dict[str, list[bytes]]
@@ -238,9 +260,7 @@ def level_chunks(videos: Sequence[str], concurrency: int) -> list[list[str]]:
 
 
 def stopped_by(rates: Sequence[float], chunks_left: int, config: SweepConfig) -> str | None:
-    """Why a level ends after chunks that measured `rates` (req/s): `interval` once at
-    least `SEED_SHAPE.min_replicates` are within the bound, `videos` or `full` when no
-    chunk is left; None: run the next chunk."""
+    """Why a level ends after chunks that measured `rates` (req/s), None: run the next."""
     if not config.full and len(rates) >= SEED_SHAPE.min_replicates:
         interval = replicate_interval(rates)
         if interval and interval.relative_half_width <= config.stop_within_pct / 100:
@@ -251,8 +271,7 @@ def stopped_by(rates: Sequence[float], chunks_left: int, config: SweepConfig) ->
 
 
 def level_summary(chunks: Sequence[LevelSummary]) -> LevelSummary:
-    """A level's figures: the mean over its chunks (of those that have the figure), except
-    `requests` and `errors`, which are sums."""
+    """A level's figures: its chunks' mean (of those that have it); counts are sums."""
     def mean(name: str) -> float | None:
         values = [v for chunk in chunks if (v := getattr(chunk, name)) is not None]
         return statistics.fmean(values) if values else None
@@ -335,10 +354,8 @@ def dist_version(dist: str) -> str | None:
 
 def tool_versions() -> dict[str, str | None]:
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip() or None
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {"aiperf": dist_version("aiperf"), "openai": dist_version("openai"),
@@ -571,7 +588,6 @@ class _Sweep:
                     while stop is None:
                         self.chunk(level, planned, run.url, bound, deadline)
                         stop = self.stop(level, planned)
-                level.update({"measured": run.measured} if run.measured else {})
         except (SweepError, ExportError) as exc:
             level.update(status=STATUS_FAILED, error=str(exc))
             self.save()
@@ -617,8 +633,11 @@ class _Sweep:
                      f"other than {config.output_tokens} output tokens (min {lengths['min']}, "
                      f"max {lengths['max']})" + (f", {lengths['missing']} without a count"
                                                  if "missing" in lengths else ""))
+        facts = config.deployment  # how many workers serve the graph, where it says so
+        workers = next((int(facts[k]) for k in WORKER_COUNT_FACTS
+                        if str(facts.get(k, "")).isdigit()), None)
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
-            found.get("routing"), self.workers(), bool(config.affinity))
+            found.get("routing"), workers, bool(config.affinity))
         if problems:
             level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
             raise SweepError(f"{name}: {'; '.join(problems)}")
@@ -649,11 +668,9 @@ class _Sweep:
             try:
                 while True:
                     wait = min(self.config.heartbeat_secs, deadline - time.monotonic())
-                    try:
+                    with suppress(subprocess.TimeoutExpired):
                         code = process.wait(timeout=max(wait, 0.0))
                         break
-                    except subprocess.TimeoutExpired:
-                        pass
                     if time.monotonic() >= deadline:
                         raise SweepError(
                             f"{name} ran longer than {bound:g} s; raise --level-timeout or "
@@ -684,12 +701,6 @@ class _Sweep:
     def stop(self, level: Mapping[str, Any], planned: Sequence[list[str]]) -> str | None:
         return stopped_by(self.rates(level), len(planned) - len(level["chunks"]), self.config)
 
-    def workers(self) -> int | None:
-        """How many workers the deployment says serve it, where it says so."""
-        facts = self.config.deployment
-        return next((int(facts[k]) for k in WORKER_COUNT_FACTS
-                     if str(facts.get(k, "")).isdigit()), None)
-
     @staticmethod
     def rates(level: Mapping[str, Any]) -> list[float]:
         return [c["summary"]["request_throughput"] for c in level["chunks"]]
@@ -709,62 +720,30 @@ def _now() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """The sweep's options: each dest is a SweepConfig field, each default the field's."""
-    d, s = SweepConfig, SEED_SHAPE
+    """The sweep's options: SweepConfig's (`option`), then what builds its dataset."""
     p = subparsers.add_parser(
-        "sweep",
-        help="run AIPerf at each concurrency level (resumable)",
+        "sweep", help="run AIPerf at each concurrency level (resumable)",
         description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
         "level, in chunks of whole videos until the level's req/s is known: every video's "
         "questions as one session, video first, exact output length, no warm-up. Results: "
         "results/<profile>/<run-id>/ (or --out). Rerun with the same run id to resume.",
     )
-    p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--model", default=d.model, help=f"default {d.model}")
-    p.add_argument("--profile", default=d.profile,
-                   help=f"routing profile label ({', '.join(PROFILES)}, or your own)")
-    p.add_argument("--session-affinity", dest="affinity", action=argparse.BooleanOptionalAction,
-                   default=None, help=f"send {SESSION_HEADER} per video (default: the profile's)")
+    for f in fields(SweepConfig):
+        if "flag" in f.metadata:
+            kwargs = dict(f.metadata)
+            # argparse appends to a list of its own
+            default = [] if kwargs.get("action") == "append" else f.default
+            p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
     src = p.add_argument_group("dataset (built in the run directory)")
-    src.add_argument("--videos", type=Path, default=None, help="directory made by `videos`")
-    src.add_argument("--video-base-url", default=None, help="URL the videos are served from")
-    src.add_argument("--video-count", type=int, default=None, help="videos to use")
-    src.add_argument("--text-standin-tokens", type=int, default=None,
+    src.add_argument("--videos", type=Path, help="directory made by `videos`")
+    src.add_argument("--video-base-url", help="URL the videos are served from")
+    src.add_argument("--video-count", type=int, help="videos to use")
+    src.add_argument("--text-standin-tokens", type=int,
                      help="text-only: a ~N-token per-video block instead of the video")
-    src.add_argument("--questions-per-video", type=int, default=s.questions_per_video,
-                     help=f"default {s.questions_per_video}")
-    p.add_argument("--concurrency", dest="concurrencies", type=int, nargs="+",
-                   default=d.concurrencies,
-                   help=f"levels (default {' '.join(map(str, d.concurrencies))})")
-    p.add_argument("--output-tokens", type=int, default=d.output_tokens,
-                   help=f"exact output tokens per request (default {d.output_tokens})")
-    p.add_argument("--seed", dest="random_seed", type=int, default=d.random_seed,
-                   help=f"default {d.random_seed}")
-    p.add_argument("--stop-within-pct", type=float, default=d.stop_within_pct,
-                   help="a level stops once its req/s 95%% interval is within +- this %% "
-                   f"(after {s.min_replicates} chunks; default {d.stop_within_pct:g})")
-    p.add_argument("--full", action="store_true",
-                   help="every level sends every whole chunk of videos (no stop rule)")
-    p.add_argument("--tokenizer", default=None,
-                   help="tokenizer name or local directory (default: a tiny local one)")
-    p.add_argument("--results-root", type=Path, default=d.results_root)
-    p.add_argument("--run-id", default=None, help="default: UTC time; reuse it to resume")
-    p.add_argument("--out", dest="run_dir", type=Path, default=None,
-                   help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID)")
-    p.add_argument("--request-timeout", dest="request_timeout_secs", type=float,
-                   default=d.request_timeout_secs, help="seconds per request")
-    p.add_argument("--level-timeout", dest="level_timeout_secs", type=float,
-                   default=d.level_timeout_secs, help="seconds per level (all its chunks)")
-    p.add_argument("--note", dest="notes", action="append", default=[],
-                   help="free text for the report")
-    p.add_argument("--deployment", action="append", default=[], metavar="KEY=VALUE",
-                   type=lambda fact: tuple(fact.partition("=")[::2]),
-                   help="what the run measures (image, topology...): recorded, and a resume "
-                   "against other values is refused")
-    p.add_argument("--attribute-workers", action="store_true",
-                   help="record which worker served each request (the frontend's nvext "
-                   "worker_id) and per chunk and level the routing's stickiness and spread")
-    p.add_argument("--follow-command", default=None,
+    src.add_argument("--questions-per-video", type=int,
+                     default=SEED_SHAPE.questions_per_video,
+                     help=f"default {SEED_SHAPE.questions_per_video}")
+    p.add_argument("--follow-command",
                    help="the command that follows this sweep's log, printed at its start")
     p.set_defaults(func=_run)
 
