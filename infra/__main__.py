@@ -71,16 +71,14 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
            live: cluster.LiveObjects | None) -> dict[str, Any]:
-    """Declare the stack in order (namespace and Secrets, NetworkPolicies, model cache,
-    graph, benchmark); returns its outputs. `tokens`: the Pulumi secret of each required
-    key; `live`: what `cluster.observe` found (None: not read).
+    """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
+    required key; `live`: what `cluster.observe` found (None: not read).
 
-    Two providers, one cluster: creating an existing object fails unless the provider
-    upserts (pulumi-kubernetes 4.29+), so `cluster` (the old name, kept) upserts what
-    outlives a run (what `destroy` keeps, the Jobs an interrupted `up` leaves running);
-    `cluster-create` makes the rest. Explicit providers don't read `kubernetes:*` config,
-    so context and kubeconfig (a secret) are passed through.
+    Creating an existing object fails unless the provider upserts (pulumi-kubernetes
+    4.29+): `cluster` (the old name, kept) upserts what outlives a run (what `destroy`
+    keeps, the Jobs an interrupted `up` leaves running); `cluster-create` makes the rest.
     """
+    # Explicit providers don't read `kubernetes:*` config: context and kubeconfig passed on.
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
         k8s.Provider(name, context=settings.kube_context, kubeconfig=kubeconfig,
@@ -199,10 +197,9 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
 
 def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
-    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
-    succeeded, so a failure is a warning with the retry, never a failed deployment; a sweep
-    left running is neither (collect says how to fetch it later). The kubeconfig (it may
-    hold credentials) goes in the child's environment, never its argv."""
+    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. A failure
+    is a warning with the retry (the sweep succeeded), a sweep left running neither. The
+    kubeconfig (it may hold credentials) goes in the child's environment, never its argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
                "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
     env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
@@ -230,8 +227,8 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
 
 def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
                   ) -> dict[str, Any]:
-    """Where the frontend is and the commands to check it; the `benchmark` output (`collect`
-    reads it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
+    """Where the frontend is and how to check it; the `benchmark` output (`collect` reads
+    it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
     forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     out: dict[str, Any] = {

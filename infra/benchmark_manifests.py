@@ -30,10 +30,9 @@ CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-# A sweep not waited for is awaited until it has started (a jsonpath without a value
-# matches once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at
-# 1e54e342). Not skipAwait, which skips the delete await too: a replacement could land on
-# a Job still terminating.
+# A sweep not waited for is awaited until it started (a jsonpath without a value matches
+# once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at 1e54e342).
+# Not skipAwait: it skips the delete await too, so a replacement could meet a terminating Job.
 STARTED = "jsonpath={.status.startTime}"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
@@ -67,10 +66,9 @@ POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in COMMAND
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 # Every benchmark container's entry point (`sh -c RUNNER runner ARGS`): pip installs the
-# command's $PACKAGES at the pins (a no-op where the image has them) into the user site on
-# the work volume, then `python -m benchmarks ARGS`. A failed pod's log tail is its
-# termination message: the command's last line, pip's error and the fix, or what a stop
-# (SIGTERM: the deadline, a deletion, an eviction) means ($ON_STOP).
+# command's $PACKAGES at the pins (a no-op where the image has them), then `python -m
+# benchmarks ARGS`. A failed pod's log tail (its termination message) says why: the
+# command's last line, pip's error and the fix, or what a SIGTERM means ($ON_STOP).
 RUNNER = """\
 python -m pip install --disable-pip-version-check --no-cache-dir \
 -c "$PYTHONPATH/constraints.txt" $PACKAGES || { echo "runner: could not install $PACKAGES; \
@@ -234,11 +232,6 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def videos_args(settings: BenchmarkSettings) -> list[str]:
-    """The measured videos, then one for the smoke test alone."""
-    return argv("videos", {"out": VIDEOS_DIR, "count": names.smoke_video(settings.videos) + 1})
-
-
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     # Not a measured video: the smoke test leaves nothing cached for the sweep.
     video = target.video_base_url + names.video_name(names.smoke_video(settings.videos))
@@ -321,8 +314,10 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
         ports=[{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
         livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
-    maker = _runner_container("videos", videos_args(settings), settings,
-                              mf.resources("2", "2Gi", "4", "4Gi"),
+    # The measured videos, then one for the smoke test alone.
+    count = names.smoke_video(settings.videos) + 1
+    maker = _runner_container("videos", argv("videos", {"out": VIDEOS_DIR, "count": count}),
+                              settings, mf.resources("2", "2Gi", "4", "4Gi"),
                               [{"name": "videos", "mountPath": VIDEOS_DIR}])
     volumes = [WORK_VOLUME, code["volume"], {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
     # The code's hash rolls the server when the code changes.
