@@ -1,11 +1,11 @@
 """The Pulumi program (`main: infra/` in Pulumi.yaml): read config, check, declare, export.
 
-Every object is a manifest of `infra.manifests`, `infra.network_policies` or
-`infra.benchmark_manifests`, handed to the provider as it is (`declare`); this module adds
-what only Pulumi expresses: groups, order, waits, what outlives `pulumi destroy`, and the
-hook that brings the sweep's results home. The language host runs this directory as
-`__main__` with `infra/` on `sys.path`, so the root is added to import `infra`; the toolkit
-(`benchmarks/`) is never imported: the pods run it, and the hook runs `collect`.
+Every object is a manifest of `infra.manifests` or `infra.benchmark_manifests`, handed to
+the provider as it is; this module adds what only Pulumi expresses: groups, order, waits,
+what outlives `pulumi destroy`, and the hook that brings the sweep's results home. The
+language host runs this directory as `__main__` with `infra/` on `sys.path`, so the root is
+added to import `infra`; the toolkit (`benchmarks/`) is never imported: the pods run it,
+and the hook runs `collect`.
 """
 
 import json
@@ -28,7 +28,6 @@ if (_ROOT := str(Path(__file__).resolve().parent.parent)) not in sys.path:
 from infra import benchmark_manifests as bm  # noqa: E402
 from infra import cluster, manifests, names  # noqa: E402
 from infra.calibration import stack_plan  # noqa: E402
-from infra.network_policies import network_policies  # noqa: E402
 from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
 TYPE_PREFIX = "cosmos3-routing:infra"
@@ -72,26 +71,23 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
            live: cluster.LiveObjects | None) -> dict[str, Any]:
-    """Declare the stack in order (namespace and Secrets, NetworkPolicies, model cache,
-    graph, benchmark); returns its outputs. `tokens`: the Pulumi secret of each required
-    key; `live`: what `cluster.observe` found (None: not read).
+    """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
+    required key; `live`: what `cluster.observe` found (None: not read).
 
-    Two providers, one cluster: creating an existing object fails unless the provider
-    upserts (pulumi-kubernetes 4.29+), so `cluster` (the old name, kept) upserts what
-    outlives a run (what `destroy` keeps, the Jobs an interrupted `up` leaves running);
-    `cluster-create` makes the rest. Explicit providers don't read `kubernetes:*` config,
-    so context and kubeconfig (a secret) are passed through.
+    Creating an existing object fails unless the provider upserts (pulumi-kubernetes
+    4.29+): `cluster` (the old name, kept) upserts what outlives a run (what `destroy`
+    keeps, the Jobs an interrupted `up` leaves running); `cluster-create` makes the rest.
     """
+    # Explicit providers don't read `kubernetes:*` config: context and kubeconfig passed on.
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
         k8s.Provider(name, context=settings.kube_context, kubeconfig=kubeconfig,
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
-    keep, cache = settings.cache.keep_on_destroy, settings.cache
+    keep, cache, b = settings.cache.keep_on_destroy, settings.cache, settings.benchmark
     objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
 
-    # The namespace (created or existing) and the Secret of the token the workers read:
-    # the NGC key (runtime nim) or the Hugging Face token (runtime vllm).
+    # The namespace (created or existing) and the Secret of the token the workers read.
     # `destroy` keeps a namespace it created when the cache is kept: deleting it deletes the claim.
     namespace = group("RecipeNamespace", "namespace", providers=[creating])
     made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
@@ -99,9 +95,9 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     secrets = [declare(name, objects[name], namespace, depends_on=made)
                for name in objects if objects[name]["kind"] == "Secret"]
 
-    # Each pod takes only the traffic it needs (infra/network_policies.py), before any runs.
+    # Each pod takes only the traffic it needs, before any runs.
     policies = group("NetworkPolicies", "network-policies", providers=[creating])
-    for name, policy in network_policies(settings).items():
+    for name, policy in manifests.network_policies(settings).items():
         declare(name, policy, policies, depends_on=[namespace])
 
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
@@ -139,9 +135,54 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                     depends_on=[download],
                     custom_timeouts=_timeouts(settings.timeouts.graph_secs))
     target = bm.benchmark_target(settings, objects["graph"])
-    if settings.benchmark.any_enabled:
+    if b.any_enabled:
+        # The video server, the smoke Job and the sweep Job (each only when enabled). The
+        # sweep Job's state in the cluster decides what a change may do to it: one that
+        # failed is run again (resuming its run), one running or finished is kept.
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
-        _benchmark(settings, target, benchmark, namespace, graph, adopting, live)
+        state = cluster.job_status_of(live.sweep_job if live else None).state
+        given = (bm.shipped_sources(REPO_ROOT), state is cluster.JobState.FAILED,
+                 state is cluster.JobState.SUCCEEDED)
+        parts = bm.benchmark_objects(target, b, *given)
+        # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
+        # a new deployment even with the same settings.
+        jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(target, deployment=(
+            *target.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
+        # A started sweep is never replaced: the provider replaces a Job (deleting it first)
+        # on any template change, killing a running sweep or throwing a finished one away.
+        kept = state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+        if kept and b.sweep:
+            pulumi.log.info(
+                f"sweep Job {parts['sweep']['metadata']['name']} is {state.value} in the "
+                "cluster: kept as it is (a started sweep is never replaced); to measure this "
+                "deployment or code again, set a new benchmarkRunId", resource=benchmark)
+        code = declare("code", parts["code"], benchmark, depends_on=[namespace])
+        server = declare("video-server", parts["video-server"], benchmark,
+                         depends_on=[namespace, code])
+        # After the server: its endpoints exist only once a server pod is Ready.
+        ready: list[pulumi.Resource] = [graph, server, declare(
+            "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
+        if "video-budget" in parts:
+            declare("video-budget", parts["video-budget"], benchmark, depends_on=[namespace])
+
+        def job(role: str) -> dict[str, Any]:
+            return {**parts[role], "spec": jobs.apply(lambda o: o[role]["spec"])}
+
+        if b.smoke:
+            ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready,
+                             provider=adopting)]
+        if b.sweep:
+            # After the sweep Job is created (or replaced), never on preview: its results
+            # come home, from the cluster the provider deploys to (a path or the content).
+            config = pulumi.runtime.get_config("kubernetes:kubeconfig")
+            hook = pulumi.ResourceHook(
+                f"bring-results-home-{target.run.stack}",
+                lambda _: bring_results_home(target.run, config, pulumi.log.info,
+                                             pulumi.log.warn),
+                pulumi.ResourceHookOptions(on_dry_run=False))
+            declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
+                    hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
+                    ignore_changes=["spec"] if kept else None)
     graph_name = _name(graph)
     return {"namespace": _name(made[0]) if made else settings.namespace.name,
             "graphName": graph_name,
@@ -154,57 +195,11 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
     return resource.metadata.apply(lambda m: m["name"])
 
 
-def _benchmark(settings: Settings, target: bm.BenchmarkTarget, benchmark: pulumi.Resource,
-               namespace: pulumi.Resource, graph: pulumi.CustomResource,
-               adopting: k8s.Provider, live: cluster.LiveObjects | None) -> None:
-    """The video server, the smoke Job and the sweep Job (each only when enabled). The
-    sweep Job's state in the cluster (`live`) decides what a change may do to it: one that
-    failed is run again (resuming its run), one running or finished is kept."""
-    b, state = settings.benchmark, cluster.job_status_of(live.sweep_job if live else None).state
-    sources = bm.shipped_sources(REPO_ROOT)
-    failed, done = state is cluster.JobState.FAILED, state is cluster.JobState.SUCCEEDED
-    objects = bm.benchmark_objects(target, b, sources, failed, done)
-    # The Jobs are bound to this graph: a recreated graph (destroy, then up) is a new
-    # deployment even with the same settings.
-    jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(
-        replace(target, deployment=(*target.deployment, ("graph_uid", (m or {}).get("uid") or ""))),
-        b, sources, failed, done))
-    # A started sweep is never replaced: the provider replaces a Job (deleting it first) on
-    # any template change, killing a running sweep or throwing a finished one away.
-    kept = state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
-    if kept and b.sweep:
-        pulumi.log.info(
-            f"sweep Job {objects['sweep']['metadata']['name']} is {state.value} in the "
-            "cluster: kept as it is (a started sweep is never replaced); to measure this "
-            "deployment or code again, set a new benchmarkRunId", resource=benchmark)
-    code = declare("code", objects["code"], benchmark, depends_on=[namespace])
-    server = declare("video-server", objects["video-server"], benchmark,
-                     depends_on=[namespace, code])
-    # After the server: its endpoints exist only once a server pod is Ready.
-    service = declare("video-service", objects["video-service"], benchmark,
-                      depends_on=[namespace, server])
-    if "video-budget" in objects:
-        declare("video-budget", objects["video-budget"], benchmark, depends_on=[namespace])
-
-    def job(role: str) -> dict[str, Any]:
-        return {**objects[role], "spec": jobs.apply(lambda o: o[role]["spec"])}
-
-    ready: list[pulumi.Resource] = [graph, server, service]
-    if b.smoke:
-        ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready, provider=adopting)]
-    if b.sweep:
-        hook = results_home_hook(target.run)
-        declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
-                hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
-                ignore_changes=["spec"] if kept else None)
-
-
 def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
-    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. The sweep
-    succeeded, so a failure is a warning with the retry, never a failed deployment; a sweep
-    left running is neither (collect says how to fetch it later). The kubeconfig (it may
-    hold credentials) goes in the child's environment, never its argv."""
+    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. A failure
+    is a warning with the retry (the sweep succeeded), a sweep left running neither. The
+    kubeconfig (it may hold credentials) goes in the child's environment, never its argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
                "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
     env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}
@@ -230,22 +225,10 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def results_home_hook(run: names.Run) -> pulumi.ResourceHook:
-    """After the sweep Job is created (or replaced): bring its results home, print the
-    report. Never on preview; a sweep left running gets the command to collect it later."""
-    # The same cluster the provider deploys to (its default: the current context); the
-    # value may be a path or the kubeconfig's content.
-    kubeconfig = pulumi.runtime.get_config("kubernetes:kubeconfig")
-    return pulumi.ResourceHook(
-        f"bring-results-home-{run.stack}",
-        lambda _: bring_results_home(run, kubeconfig, pulumi.log.info, pulumi.log.warn),
-        pulumi.ResourceHookOptions(on_dry_run=False))
-
-
 def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
                   ) -> dict[str, Any]:
-    """Where the frontend is and the commands to check it; the `benchmark` output (`collect`
-    reads it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
+    """Where the frontend is and how to check it; the `benchmark` output (`collect` reads
+    it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
     forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     out: dict[str, Any] = {

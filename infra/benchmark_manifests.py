@@ -1,14 +1,11 @@
-"""Manifests of the post-deploy benchmark: code ConfigMap, video server (Deployment, Service,
-PodDisruptionBudget), smoke and sweep Jobs, and the results reader Pod.
+"""Manifests of the post-deploy benchmark: the code ConfigMap, the video server (Deployment,
+Service, PodDisruptionBudget), the smoke and sweep Jobs, and the results reader Pod.
 
-Pure (settings in, plain objects out), so the program, the tests and `collect` build the
-same things. The code (`benchmarks/`, `infra/`, the pins) ships in a ConfigMap and runs in a
-stock, pinned Python image through `RUNNER`: no image to build. The videos are made and
-served in the cluster. A run is bound to what it measures (the graph's hash and uid, the
-benchmark image, the pods' code): the smoke Job's pod template carries the binding's hash,
-so a new binding reruns it; the sweep records it and refuses to resume another one. The
-sweep writes to the cache claim under `benchmarks/<stack>/<run-id>/`; the run id is in both
-Job names, so a new one reruns both Jobs and leaves the graph alone.
+Pure, so the program, the tests and `collect` build the same things. The code ships in a
+ConfigMap and runs in a stock, pinned Python image through `RUNNER`: no image to build. A run
+is bound to what it measures (the graph's hash and uid, the benchmark image, the pods' code):
+the smoke Job's template carries the binding's hash, so a new binding reruns it; the sweep
+records it and refuses to resume another. The run id is in both Job names.
 """
 
 from __future__ import annotations
@@ -21,34 +18,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from infra import manifests as mf
 from infra import names
-from infra.manifests import (
-    REPLACE_UNREADY,
-    TIMEOUT_SECONDS,
-    WAIT_FOR,
-    container_security,
-    env,
-    labels,
-    metadata,
-    pod_spec,
-    resources,
-)
-from infra.names import Run, smoke_video, video_name, video_server_name
+from infra.manifests import REPLACE_UNREADY, TIMEOUT_SECONDS, VIDEO_SERVER_PORT, WAIT_FOR
+from infra.names import Run
 from infra.routing import routing_args
 from infra.settings import BenchmarkSettings, Settings
 
-VIDEO_SERVER_PORT = 8080
 VIDEO_SERVICE_PORT = 80
-
 CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
 CACHE_DIR = "/cache"
-
-# A sweep not waited for is awaited until it has started (a jsonpath without a value
-# matches once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at
-# 1e54e342). Not skipAwait, which skips the delete await too: a replacement could land on
-# a Job still terminating.
+# A sweep not waited for is awaited until it started (a jsonpath without a value matches
+# once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at 1e54e342).
+# Not skipAwait: it skips the delete await too, so a replacement could meet a terminating Job.
 STARTED = "jsonpath={.status.startTime}"
 # Margin so a Job's own deadline (with its reason) fires before the provider gives up.
 AWAIT_MARGIN_SECS = 120
@@ -58,11 +42,11 @@ DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                   "karpenter.sh/do-not-disrupt": "true"}
 DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
-READ_ONLY_ROOT = {**container_security(), "readOnlyRootFilesystem": True}
+READ_ONLY_ROOT = {**mf.container_security(), "readOnlyRootFilesystem": True}
 # The installed client and caches: a few GiB at most.
 WORK_VOLUME = {"name": "work", "emptyDir": {"sizeLimit": "8Gi"}}
-# By default the pods prefer nodes without GPUs, so the client never competes with a worker
-# for its node's CPUs (a preference: a cluster of GPU nodes only still runs it).
+# The pods prefer nodes without GPUs, so the client never competes with a worker for its
+# node's CPUs (a preference: a cluster of GPU nodes only still runs it).
 PREFER_NO_GPU = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
     {"weight": 100, "preference": {"matchExpressions": [
         {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}]}}]}}
@@ -82,10 +66,9 @@ POD_ENTRY_MODULES = ("benchmarks.__main__", *(f"benchmarks.{c}" for c in COMMAND
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 
 # Every benchmark container's entry point (`sh -c RUNNER runner ARGS`): pip installs the
-# command's $PACKAGES at the pins (a no-op where the image has them) into the user site on
-# the work volume, then `python -m benchmarks ARGS`. A failed pod's log tail is its
-# termination message: the command's last line, pip's error and the fix, or what a stop
-# (SIGTERM: the deadline, a deletion, an eviction) means ($ON_STOP).
+# command's $PACKAGES at the pins (a no-op where the image has them), then `python -m
+# benchmarks ARGS`. A failed pod's log tail (its termination message) says why: the
+# command's last line, pip's error and the fix, or what a SIGTERM means ($ON_STOP).
 RUNNER = """\
 python -m pip install --disable-pip-version-check --no-cache-dir \
 -c "$PYTHONPATH/constraints.txt" $PACKAGES || { echo "runner: could not install $PACKAGES; \
@@ -104,16 +87,14 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 
 @dataclass(frozen=True)
 class BenchmarkTarget:
-    """What the benchmark Jobs point at (the run, the frontend) and what the run records
-    about the deployment it measures (so a report can tell deployments apart)."""
+    """What the Jobs point at (the run, the frontend) and what the run records about the
+    deployment it measures (`notes` in words, `deployment` as key -> value)."""
 
     run: Run
     frontend_service: str
     session_affinity: bool
     model: str = names.SERVED_MODEL_NAME
-    # What produced the run (images, topology), recorded with its results.
     notes: tuple[str, ...] = ()
-    # The deployment the run measures, key -> value.
     deployment: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -123,28 +104,27 @@ class BenchmarkTarget:
     @property
     def video_base_url(self) -> str:
         # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
-        service = video_server_name(self.run.stack)
+        service = names.video_server_name(self.run.stack)
         return f"http://{service}.{self.run.namespace}.svc:{VIDEO_SERVICE_PORT}/"
 
 
 def run_of(settings: Settings) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it."""
-    b, pods = settings.benchmark, dict(settings.benchmark_placement.pod_spec)
+    b = settings.benchmark
     return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace.name,
                cache_claim=settings.cache.claim_name, image=b.image,
                image_pull_secrets=tuple(settings.secrets.image_pull_secrets),
                kube_context=settings.kube_context or "", kubectl=settings.kubectl,
-               pod_placement=pods, smoke=b.smoke, sweep=b.sweep)
+               pod_placement=dict(settings.benchmark_placement.pod_spec), smoke=b.smoke,
+               sweep=b.sweep)
 
 
 def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
-    """The stack's target: what a run measures in words (a refused resume and the report
-    show them), and what binds it: the hash of the graph as declared (`rendered_graph`),
-    so no setting that changes the graph can be missed."""
+    """What a run measures in words, and what binds it: the hash of the graph as declared
+    (`rendered_graph`), so no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
-        "worker_image": settings.worker_image,
-        "frontend_image": settings.images.frontend,
+        "worker_image": settings.worker_image, "frontend_image": settings.images.frontend,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.workers.served_model,
@@ -203,9 +183,8 @@ def code_hash(sources: Mapping[str, str]) -> str:
 
 
 def graph_hash(rendered: Mapping[str, Any], profile: str) -> str:
-    """What the graph is, routing aside: its rendered spec less the frontend's arguments
-    and the profile's name. Any change to it rolls the graph's pods (fresh caches), so a
-    run never spans two; two profiles' runs with one hash differ in routing only."""
+    """What the graph is, routing aside (less the frontend's arguments and the profile's
+    name): any change to it rolls the graph's pods, so a run never spans two."""
     spec = json.loads(json.dumps(rendered["spec"]).replace(profile, "<profile>"))
     for component in spec["components"]:
         if component["type"] == "frontend":
@@ -228,17 +207,10 @@ def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) ->
             f"the benchmark code is {size} bytes, over a ConfigMap's 1 MiB; keep generated "
             "or large files out of benchmarks/ and infra/")
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(namespace, names.code_config_map_name(profile),
-                                 labels(profile, "benchmark-code"),
-                                 annotations={CODE_ANNOTATION: code_hash(sources)}),
+            "metadata": mf.metadata(namespace, names.code_config_map_name(profile),
+                                    mf.labels(profile, "benchmark-code"),
+                                    annotations={CODE_ANNOTATION: code_hash(sources)}),
             "data": data}
-
-
-def _code_volume(config_map: str, sources: Mapping[str, str]) -> dict[str, Any]:
-    """The files the pods run as a source tree, each key back at its path; only those,
-    so an edit of the rest never touches a pod template."""
-    items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
-    return {"name": "code", "configMap": {"name": config_map, "items": items}}
 
 
 # --- The commands: one mapping of options each, rendered once by `argv` --------------------
@@ -260,14 +232,9 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def videos_args(settings: BenchmarkSettings) -> list[str]:
-    """The measured videos, then one for the smoke test alone."""
-    return argv("videos", {"out": VIDEOS_DIR, "count": smoke_video(settings.videos) + 1})
-
-
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
     # Not a measured video: the smoke test leaves nothing cached for the sweep.
-    video = target.video_base_url + video_name(smoke_video(settings.videos))
+    video = target.video_base_url + names.video_name(names.smoke_video(settings.videos))
     return argv("smoke", {"url": target.frontend_url, "model": target.model, "video-url": video})
 
 
@@ -291,7 +258,7 @@ def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str
     })
 
 
-# --- Pod pieces ----------------------------------------------------------------------------
+# --- Pods ----------------------------------------------------------------------------------
 
 
 def _container(name: str, image: str, command: list[str], limits: dict[str, Any],
@@ -302,70 +269,60 @@ def _container(name: str, image: str, command: list[str], limits: dict[str, Any]
             "securityContext": READ_ONLY_ROOT, "volumeMounts": mounts}
 
 
-def _env(settings: BenchmarkSettings) -> dict[str, str]:
-    """A writable home and caches on the work volume (the root filesystem is read-only; pip
-    installs into the user site there), the code on the path, and the package index,
-    where the user set one."""
-    out = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
-           "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1"}
-    if settings.pip_index_url:
-        out["PIP_INDEX_URL"] = settings.pip_index_url
-        # pip ignores a plain-http index unless its host is trusted; the user named it.
-        if settings.pip_index_url.startswith("http://"):
-            out["PIP_TRUSTED_HOST"] = settings.pip_index_url.split("/")[2]
-    return out
-
-
 def _runner_container(
     name: str, args: list[str], settings: BenchmarkSettings, limits: dict[str, Any],
     extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
 ) -> dict[str, Any]:
-    """`python -m benchmarks ARGS` through `RUNNER`, straight from the code ConfigMap; a
-    failed pod's log tail is what `pulumi up` shows: the command's own reason."""
-    packages = " ".join(COMMAND_PACKAGES[args[0]])
+    """`python -m benchmarks ARGS` through `RUNNER`, from the code ConfigMap. Home, caches
+    and pip's user site on the work volume (the root is read-only); the package index where
+    the user set one (a plain-http one trusted: pip ignores it otherwise)."""
+    url = settings.pip_index_url
+    values = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
+              "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+              "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1",
+              **({"PIP_INDEX_URL": url} if url else {}),
+              **({"PIP_TRUSTED_HOST": url.split("/")[2]} if url.startswith("http://") else {}),
+              "PACKAGES": " ".join(COMMAND_PACKAGES[args[0]]), "ON_STOP": on_stop}
     mounts = [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
               {"name": "work", "mountPath": WORK_DIR}, *(extra_mounts or [])]
     return _container(name, settings.image, ["sh", "-c", RUNNER, "runner", *args], limits,
-                      mounts, workingDir=WORK_DIR,
-                      env=env({**_env(settings), "PACKAGES": packages, "ON_STOP": on_stop}),
+                      mounts, workingDir=WORK_DIR, env=mf.env(values),
                       terminationMessagePolicy="FallbackToLogsOnError")
 
 
 def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
               restart_policy: str, **more: Any) -> dict[str, Any]:
     """Never root, no API token, the run's placement and pull secrets."""
-    return pod_spec(containers, run.image_pull_secrets, restartPolicy=restart_policy,
-                    automountServiceAccountToken=False, affinity=PREFER_NO_GPU,
-                    **run.pod_placement, **more, volumes=volumes)
-
-
-# --- Video server --------------------------------------------------------------------------
+    return mf.pod_spec(containers, run.image_pull_secrets, restartPolicy=restart_policy,
+                       automountServiceAccountToken=False, affinity=PREFER_NO_GPU,
+                       **run.pod_placement, **more, volumes=volumes)
 
 
 def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
                  code: dict[str, Any], protected: bool = True) -> dict[str, dict[str, Any]]:
     """Its Deployment, Service and (while `protected`, until the sweep finished: no drain
-    or consolidation evicts it) PodDisruptionBudget, by role. The Deployment makes the
-    videos (init container), then serves them over HTTP on `::` (Python's DualStackServer
-    takes IPv4 too). The code's hash rolls it when the code changes."""
+    or consolidation evicts it) PodDisruptionBudget. The Deployment makes the videos (init
+    container), then serves them on `::` (Python's DualStackServer takes IPv4 too)."""
     run, wait = target.run, settings.video_server_timeout_secs
-    selector = labels(run.stack, "benchmark-videos")
+    selector = mf.labels(run.stack, "benchmark-videos")
     http = {"httpGet": {"path": "/", "port": "http"}}
     server = _container(
         "main", settings.image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
                                  "--directory", VIDEOS_DIR, "--bind", "::"],
-        resources("250m", "256Mi", "1", "512Mi"),
+        mf.resources("250m", "256Mi", "1", "512Mi"),
         [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
         ports=[{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
         livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
-    maker = _runner_container("videos", videos_args(settings), settings,
-                              resources("2", "2Gi", "4", "4Gi"),
+    # The measured videos, then one for the smoke test alone.
+    count = names.smoke_video(settings.videos) + 1
+    maker = _runner_container("videos", argv("videos", {"out": VIDEOS_DIR, "count": count}),
+                              settings, mf.resources("2", "2Gi", "4", "4Gi"),
                               [{"name": "videos", "mountPath": VIDEOS_DIR}])
     volumes = [WORK_VOLUME, code["volume"], {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
+    # The code's hash rolls the server when the code changes.
     annotations = {**(DO_NOT_DISRUPT if protected else {}), CODE_ANNOTATION: code["hash"]}
-    meta = metadata(run.namespace, video_server_name(run.stack), selector)
+    meta = mf.metadata(run.namespace, names.video_server_name(run.stack), selector)
     awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
     out = {
         "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,
@@ -388,108 +345,92 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
     return out
 
 
-# --- Jobs ----------------------------------------------------------------------------------
-
-
 def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
          limits: dict[str, Any], then: str, volumes: list[dict[str, Any]],
          mounts: list[dict[str, Any]], annotations: dict[str, str], **spec: Any
          ) -> dict[str, Any]:
     """A Job running one command within its deadline (`benchmark<Role>TimeoutSecs`), awaited
-    a little longer. Its pod template carries the deployment's hash: a new deployment is a
-    new template. A stopped pod says what a stop means and, `then`, what to do."""
+    a little longer; its pod template carries the deployment's hash. A stopped pod says
+    what a stop means and, `then`, what to do."""
     run, deadline_secs = target.run, getattr(settings, f"{role}_timeout_secs")
     on_stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline_secs} s)) "
                "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
                "evicted; " + then)
-    job_labels = labels(run.stack, f"benchmark-{role}", run.run_id)
+    job_labels = mf.labels(run.stack, f"benchmark-{role}", run.run_id)
     container = _runner_container("main", args, settings, limits, mounts, on_stop)
     pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
     timeout = {TIMEOUT_SECONDS: str(deadline_secs + AWAIT_MARGIN_SECS)}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": metadata(run.namespace, run.smoke_job if role == "smoke" else run.sweep_job,
-                             job_labels, annotations={**timeout, **annotations}),
+        "metadata": mf.metadata(run.namespace, getattr(run, f"{role}_job"), job_labels,
+                                annotations={**timeout, **annotations}),
         "spec": {"activeDeadlineSeconds": deadline_secs, **spec, "template": {
             "metadata": {"labels": job_labels, "annotations": pod_annotations},
             "spec": _pod_spec(run, [container], [WORK_VOLUME, *volumes], "Never")}},
     }
 
 
-def smoke_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any]
-              ) -> dict[str, Any]:
-    """One video, one question; passes only on a non-empty answer. No retries: a failure
-    is a finding. After a failed smoke test, the next `up` runs it again (replaceUnready)."""
-    return _job(target, settings, "smoke", smoke_args(target, settings),
-                resources("500m", "1Gi", "2", "2Gi"),
-                "if the deadline passed, raise it, then `pulumi up`",
-                [code["volume"]], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
-
-
-def sweep_job(target: BenchmarkTarget, settings: BenchmarkSettings, code: dict[str, Any],
-              rerun: bool = False) -> dict[str, Any]:
-    """The AIPerf sweep. A pod lost to the cluster (eviction, node drain) is retried and
-    resumes the same run; a failing sweep fails the Job at once with its reason. `rerun`
-    (the live Job failed) lets the next `up` replace it; a running sweep never is
-    (`replaceUnready` would take it for a failed one)."""
-    claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
-    return _job(
-        target, settings, "sweep", sweep_args(target, settings),
-        resources("2", "4Gi", "8", "8Gi"),
-        "finished levels stay on the claim; if the deadline passed, raise it, then `pulumi "
-        "up` with the same benchmarkRunId resumes the run",
-        [code["volume"], claim], [{"name": "cache", "mountPath": CACHE_DIR}],
-        {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
-         **({REPLACE_UNREADY: "true"} if rerun else {})},
-        backoffLimit=3, podFailurePolicy={"rules": [
-            {"action": "Ignore",
-             "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            {"action": "FailJob",
-             "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}}]})
-
-
 def benchmark_objects(
     target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Every object the enabled parts need, by role, in the order they must come up. Once
-    the run's sweep has finished (`sweep_done`, read from the cluster), the video server
-    no longer holds off drains and consolidation: its budget and annotations go."""
+    """Every object the enabled parts need, by role, in the order they come up.
+
+    The smoke test (one video, one question, passes on a non-empty answer) has no retries:
+    a failure is a finding, and the next `up` runs it again (replaceUnready). A sweep pod
+    lost to the cluster (eviction, drain) is retried and resumes the run; a failing sweep
+    fails the Job at once. `rerun_sweep` (the live Job failed) lets the next `up` replace
+    it; a running sweep never is. Once it finished (`sweep_done`) the video server no
+    longer holds off drains and consolidation."""
     if not settings.any_enabled:
         return {}
     config_map = code_config_map(target.run.namespace, target.run.stack, sources)
-    code = {"hash": code_hash(sources),
-            "volume": _code_volume(config_map["metadata"]["name"], sources)}
+    items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
+    code = {"hash": code_hash(sources), "volume": {"name": "code", "configMap": {
+        "name": config_map["metadata"]["name"], "items": items}}}
     target = replace(target, deployment=(*target.deployment, ("code", code["hash"])))
     out = {"code": config_map, **video_server(target, settings, code, not sweep_done)}
     if settings.smoke:
-        out["smoke"] = smoke_job(target, settings, code)
+        out["smoke"] = _job(target, settings, "smoke", smoke_args(target, settings),
+                            mf.resources("500m", "1Gi", "2", "2Gi"),
+                            "if the deadline passed, raise it, then `pulumi up`",
+                            [code["volume"]], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
     if settings.sweep:
-        out["sweep"] = sweep_job(target, settings, code, rerun_sweep)
+        claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
+        out["sweep"] = _job(
+            target, settings, "sweep", sweep_args(target, settings),
+            mf.resources("2", "4Gi", "8", "8Gi"),
+            "finished levels stay on the claim; if the deadline passed, raise it, then "
+            "`pulumi up` with the same benchmarkRunId resumes the run",
+            [code["volume"], claim], [{"name": "cache", "mountPath": CACHE_DIR}],
+            {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
+             **({REPLACE_UNREADY: "true"} if rerun_sweep else {})},
+            backoffLimit=3, podFailurePolicy={"rules": [
+                {"action": "Ignore",
+                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": "FailJob",
+                 "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}}]})
     return out
-
-
-# --- Results reader (made and removed by the hook or `collect`, never by the stack) --------
 
 
 def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = None
                        ) -> dict[str, Any]:
-    """A short-lived pod that mounts the cache claim read-only so results can be copied out:
-    the Jobs' image, user, pull secrets and placement, bounded resources; it sleeps
-    (bounded) until it is deleted. `owner_job` (name, uid) makes the sweep Job its owner,
-    so a reader left by a killed hook goes when `pulumi destroy` deletes that Job."""
+    """A short-lived pod (made and removed by the hook or `collect`, never by the stack)
+    that mounts the cache claim read-only so results can be copied out, then sleeps
+    (bounded) until deleted. `owner_job` (name, uid) makes the sweep Job its owner, so a
+    reader left by a killed hook goes when `pulumi destroy` deletes that Job."""
     # Ready (and alive) while the results are mounted: the copy reads them.
     probe = {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
     container = _container("main", run.image, ["python", "-c", "import time; time.sleep(3600)"],
-                           resources("100m", "256Mi", "1", "1Gi"),
+                           mf.resources("100m", "256Mi", "1", "1Gi"),
                            [{"name": "cache", "mountPath": CACHE_DIR, "readOnly": True}],
                            readinessProbe=probe, livenessProbe=probe)
     claim = {"claimName": run.cache_claim, "readOnly": True}
     owner = {} if owner_job is None else {"ownerReferences": [
         {"apiVersion": "batch/v1", "kind": "Job", "name": owner_job[0], "uid": owner_job[1]}]}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": metadata(run.namespace, name,
-                                 labels(run.stack, "benchmark-results-reader"), **owner),
+            "metadata": mf.metadata(run.namespace, name,
+                                    mf.labels(run.stack, "benchmark-results-reader"), **owner),
             "spec": _pod_spec(run, [container],
                               [{"name": "cache", "persistentVolumeClaim": claim}], "Never",
                               activeDeadlineSeconds=3600)}

@@ -20,8 +20,8 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
+from infra.manifests import GRAPH_LABEL
 from infra.names import sweep_job_name
-from infra.network_policies import GRAPH_LABEL
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 

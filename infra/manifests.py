@@ -1,15 +1,10 @@
-"""Kubernetes manifests of the recipe, built as plain dicts from `Settings`.
+"""Kubernetes manifests of the recipe and its NetworkPolicies, plain dicts from `Settings`.
 
-Pure so that tests validate exactly what the program declares against the Kubernetes and
-DynamoGraphDeployment schemas, without Pulumi. `infra/__main__.py` declares each as it
-is; nothing here talks to a cluster.
-
-Resources shared by both stacks (namespace, NGC secret, cache claim, download Job) carry no
-profile label, so switching stacks adopts them unchanged; the graph carries its profile.
-
-The worker and the download Job follow `settings.workers.serving`: runtime `nim` runs the
-Cosmos3 NIM (as the recipe); runtime `vllm` runs a Dynamo vLLM worker with the
-vllm-cosmos3 plugin on weights a Hugging Face download Job put on the same cache.
+Pure, so tests validate exactly what the program declares against the Kubernetes and
+DynamoGraphDeployment schemas; `infra/__main__.py` declares each as it is. Objects both
+stacks share (namespace, cache claim) carry no profile label, so switching stacks adopts
+them unchanged. Runtime `nim` runs the Cosmos3 NIM (the recipe); runtime `vllm` a Dynamo
+vLLM worker with the vllm-cosmos3 plugin on weights a Hugging Face download put on the cache.
 """
 
 from __future__ import annotations
@@ -18,18 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra import names
+from infra import serving as sv
 from infra.routing import frontend_args, frontend_command
-from infra.serving import (
-    VLLM_CACHE_PATH,
-    VLLM_LIVE_PATH,
-    VLLM_READY_PATH,
-    VLLM_WORKER_COMMAND,
-    hf_download_command,
-    hf_home,
-    model_dir,
-    served_by_nim_environment,
-    vllm_worker_args,
-)
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
@@ -84,6 +69,8 @@ NIM_DYNAMO_ENV = {
 # only fetches files (NIM: plus a GPU where the profile is chosen on one).
 FRONTEND_RESOURCES = ("2", "4Gi", "8", "16Gi")
 DOWNLOAD_RESOURCES = ("1", "4Gi", "4", "16Gi")
+# The benchmark's video server (its NetworkPolicy is here, its manifests in benchmark_manifests).
+VIDEO_SERVER_PORT = 8080
 
 
 def common_labels() -> dict[str, str]:
@@ -157,14 +144,14 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
 def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     """What the NIM reads to pick the model profile (shared by download Job and workers)."""
     workers = settings.workers
-    model = served_by_nim_environment(workers.serving, workers.nim_tags_selector)
+    model = sv.served_by_nim_environment(workers.serving, workers.nim_tags_selector)
     return [*env({**model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}),
             _token_env(settings, NGC_API_KEY)]
 
 
 def _hf_env(settings: Settings) -> list[dict[str, Any]]:
     """The token (from its Secret) and a hub cache on the claim, for the vLLM path."""
-    return [_token_env(settings, HF_TOKEN), {"name": "HF_HOME", "value": hf_home()}]
+    return [_token_env(settings, HF_TOKEN), {"name": "HF_HOME", "value": sv.hf_home()}]
 
 
 def _cache_volume(settings: Settings) -> dict[str, Any]:
@@ -172,7 +159,7 @@ def _cache_volume(settings: Settings) -> dict[str, Any]:
 
 
 def _cache_mount(settings: Settings) -> dict[str, Any]:
-    path = VLLM_CACHE_PATH if _runs_vllm(settings) else names.NIM_CACHE_PATH
+    path = sv.VLLM_CACHE_PATH if _runs_vllm(settings) else names.NIM_CACHE_PATH
     return {"name": CACHE_VOLUME, "mountPath": path}
 
 
@@ -228,7 +215,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "download",
         "image": settings.images.vllm if vllm else settings.images.nim,
-        "command": hf_download_command(serving, model_dir(serving)) if vllm else
+        "command": sv.hf_download_command(serving, sv.model_dir(serving)) if vllm else
         [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
         "env": _hf_env(settings) if vllm else _nim_model_env(settings),
         "volumeMounts": [_cache_mount(settings)],
@@ -285,11 +272,11 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
     if _runs_vllm(settings):
         serving = workers.serving
         container: dict[str, Any] = {
-            "image": settings.images.vllm, "command": list(VLLM_WORKER_COMMAND),
-            "args": vllm_worker_args(serving, model_dir(serving), workers.served_model),
+            "image": settings.images.vllm, "command": list(sv.VLLM_WORKER_COMMAND),
+            "args": sv.vllm_worker_args(serving, sv.model_dir(serving), workers.served_model),
             "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
             "ports": [{"name": "system", "containerPort": port}]}
-        ready, live = VLLM_READY_PATH, VLLM_LIVE_PATH
+        ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
         container = {
             "image": settings.images.nim, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
@@ -348,3 +335,75 @@ def recipe(settings: Settings, tokens: Mapping[str, Any]) -> dict[str, dict[str,
                for key in settings.secrets.required},
             "claim": model_cache_claim(settings), "download": model_download_job(settings),
             "graph": graph(settings)}
+
+
+# --- NetworkPolicies: every pod the stack makes accepts only the traffic it needs ---------
+# Ingress only, each policy selecting this stack's pods alone (the graph's by the operator's
+# labels, ours by the profile label). The frontend's HTTP port takes this stack's smoke test
+# and sweep and `networkPolicySources`; workers and frontend take anything from the graph's
+# pods (Dynamo's TCP request plane streams responses back on the workers' own connections;
+# workers are "the graph's pods but the frontend", whatever type label the operator gives
+# them); the workers' system port (health, /metrics) also `networkPolicySources`; the video
+# server this graph's pods (the media fetch happens where the request is processed). Nothing
+# reaches the download, smoke, sweep or results-reader pods. Egress stays open (NGC or
+# Hugging Face, the API server, DNS, NATS: the cluster's addresses, not ours to list). The
+# operator's labels: ai-dynamo/dynamo deploy/operator/internal/consts/consts.go at 0367e404.
+GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
+# Our pods that take no inbound traffic, and the two that call the frontend.
+CLOSED_COMPONENTS = ("benchmark-smoke", "benchmark-sweep", "benchmark-results-reader")
+CLIENT_COMPONENTS = ("benchmark-smoke", "benchmark-sweep")
+
+
+def graph_pods(settings: Settings, frontend: bool | None = None) -> dict[str, Any]:
+    """The graph's pods: all, its frontend, or all but its frontend (the workers)."""
+    selector: dict[str, Any] = {"matchLabels": {GRAPH_LABEL: settings.graph_name}}
+    if frontend is not None:
+        selector["matchExpressions"] = [{"key": COMPONENT_TYPE_LABEL,
+                                         "operator": "In" if frontend else "NotIn",
+                                         "values": ["frontend"]}]
+    return {"podSelector": selector}
+
+
+def source_peer(source: str) -> dict[str, Any]:
+    """A CIDR becomes an ipBlock, anything else a namespace by name."""
+    block = names.cidr(source)
+    if block is not None:
+        return {"ipBlock": {"cidr": block}}
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": source}}}
+
+
+def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every policy of the stack by its short name (none when `networkPolicies` is off)."""
+    if not settings.network.policies:
+        return {}
+    sources = [source_peer(s) for s in settings.network.sources]
+    graph = graph_pods(settings)
+
+    def tcp(port: int, peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"from": peers, "ports": [{"protocol": "TCP", "port": port}]}] if peers else []
+
+    def ours(components: tuple[str, ...]) -> dict[str, Any]:
+        return {"podSelector": {"matchLabels": {PROFILE_LABEL: settings.profile},
+                                "matchExpressions": [{"key": COMPONENT_LABEL, "operator": "In",
+                                                      "values": list(components)}]}}
+
+    ingress = {
+        "frontend": (graph_pods(settings, frontend=True), [
+            *tcp(names.FRONTEND_PORT, [ours(CLIENT_COMPONENTS)]), {"from": [graph]},
+            *tcp(names.FRONTEND_PORT, sources)]),
+        "workers": (graph_pods(settings, frontend=False), [
+            {"from": [graph]}, *tcp(names.WORKER_SYSTEM_PORT, sources)]),
+        "videos": ({"podSelector": {"matchLabels": labels(settings.profile, "benchmark-videos")}},
+                   tcp(VIDEO_SERVER_PORT, [graph])),
+        "no-ingress": (ours(CLOSED_COMPONENTS), []),
+        "download": ({"podSelector": {"matchLabels": download_pod_labels(settings)}}, []),
+    }
+    return {name: {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": metadata(settings.namespace.name,
+                             names.stack_object_name(settings.graph_name, name),
+                             labels(settings.profile)),
+        "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],
+                 "ingress": rules},
+    } for name, (selector, rules) in ingress.items()}

@@ -19,8 +19,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from infra.manifests import COMPONENT_TYPE_LABEL, GRAPH_LABEL
 from infra.names import DYNAMO_NAMESPACE_LABEL
-from infra.network_policies import COMPONENT_TYPE_LABEL, GRAPH_LABEL
 
 _BASE_CONTAINERS: dict[str, dict[str, Any]] = {
     "frontend": {

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from infra import benchmark_manifests, manifests
-from infra.network_policies import network_policies
+from infra.manifests import network_policies
 from infra.settings import SettingsError, parse_settings
 from tests.conftest import REPO_ROOT
 from tests.support_operator import component_deployments
