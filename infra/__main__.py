@@ -91,7 +91,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     # `destroy` keeps a namespace it created when the cache is kept: deleting it deletes the claim.
     namespace = group("RecipeNamespace", "namespace", providers=[creating])
     made = [declare("namespace", objects["namespace"], namespace, provider=adopting,
-                    retain_on_delete=keep)] if settings.namespace.create else []
+                    retain_on_delete=keep)] if settings.create_namespace else []
     secrets = [declare(name, objects[name], namespace, depends_on=made)
                for name in objects if objects[name]["kind"] == "Secret"]
 
@@ -133,7 +133,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
                     depends_on=[download],
-                    custom_timeouts=_timeouts(settings.timeouts.graph_secs))
+                    custom_timeouts=_timeouts(settings.graph_timeout_secs))
     target = bm.benchmark_target(settings, objects["graph"])
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled). The
@@ -184,7 +184,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                     hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
                     ignore_changes=["spec"] if kept else None)
     graph_name = _name(graph)
-    return {"namespace": _name(made[0]) if made else settings.namespace.name,
+    return {"namespace": _name(made[0]) if made else settings.namespace,
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
             "modelCacheClaim": _name(claims[0]) if claims else cache.claim_name,
@@ -266,7 +266,7 @@ def main() -> None:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
     config = pulumi.Config()
-    tokens = {key: config.require_secret(key) for key in stack.secrets.required}
+    tokens = {key: config.require_secret(key) for key in stack.required_secrets}
     for name, value in deploy(stack, tokens, live).items():
         pulumi.export(name, value)
 

@@ -111,9 +111,9 @@ class BenchmarkTarget:
 def run_of(settings: Settings) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it."""
     b = settings.benchmark
-    return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace.name,
+    return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace,
                cache_claim=settings.cache.claim_name, image=b.image,
-               image_pull_secrets=tuple(settings.secrets.image_pull_secrets),
+               image_pull_secrets=tuple(settings.image_pull_secrets),
                kube_context=settings.kube_context or "", kubectl=settings.kubectl,
                pod_placement=dict(settings.benchmark_placement.pod_spec), smoke=b.smoke,
                sweep=b.sweep)
@@ -124,7 +124,7 @@ def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> B
     (`rendered_graph`), so no setting that changes the graph can be missed."""
     serving, routing = settings.workers.serving, settings.routing
     facts = {
-        "worker_image": settings.worker_image, "frontend_image": settings.images.frontend,
+        "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.workers.served_model,

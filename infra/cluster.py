@@ -77,7 +77,7 @@ def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
     """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
     on, or (a preview) when the cluster can't be read, said in one line; on `up` a failed
     read raises `SettingsError`: unchecked, it would adopt what the checks protect."""
-    if settings.preflight.skip:
+    if settings.skip_preflight:
         say("preflight skipped: skipPreflight is true; nothing is read, so an existing "
             "claim, a completed download Job or a failed sweep is not recognised and each "
             "is declared as if new")
@@ -121,7 +121,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         return f"no usable kubeconfig ({type(err).__name__})"
     api.configuration.retries = 1
     core, batch, apps = client.CoreV1Api(api), client.BatchV1Api(api), client.AppsV1Api(api)
-    ns, operator_ns = settings.namespace.name, settings.preflight.operator_namespace
+    ns, operator_ns = settings.namespace, settings.dynamo_operator_namespace
     refused: set[str] = set()
 
     def read(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -162,7 +162,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         nodes=items("nodes", core.list_node),
         pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
         pull_secrets=tuple(
-            name for name in settings.secrets.image_pull_secrets
+            name for name in settings.image_pull_secrets
             if read("pull secrets", core.read_namespaced_secret, name, ns) is not None),
         unreadable=frozenset(refused),
     )
@@ -267,7 +267,7 @@ def completed(job: client.V1Job | None) -> bool:
 def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
     """What would fail hours into `up`, one line each with the setting and the fix; a read
     the API refused (`unreadable`) is no verdict: the checks that need it are skipped."""
-    if live is None or settings.preflight.skip:
+    if live is None or settings.skip_preflight:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
               (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
@@ -298,12 +298,12 @@ def _operator(settings: Settings, live: LiveObjects) -> list[str]:
                 f"see `kubectl -n {d.namespace} describe deployment {d.name}`"]
     return _found((not live.operators, "dynamoOperatorNamespace",
                    f"no Dynamo operator Deployment ({OPERATOR_SELECTOR}) in "
-                   f"{settings.preflight.operator_namespace or 'any namespace'}: install the "
+                   f"{settings.dynamo_operator_namespace or 'any namespace'}: install the "
                    "Dynamo platform, or set dynamoOperatorNamespace to where it runs"))
 
 
 def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
-    ns, create, found = settings.namespace.name, settings.namespace.create, live.namespace
+    ns, create, found = settings.namespace, settings.create_namespace, live.namespace
     return _found(
         (not create and found is None, "namespace",
          f"namespace {ns} does not exist and createNamespace is false: create it (`kubectl "
@@ -322,7 +322,7 @@ def _cache(settings: Settings, live: LiveObjects) -> list[str]:
         provisioner = getattr(live.storage_class, "provisioner", None)
         return _found(
             (cache.existing_claim, "cacheExistingClaim",
-             f"claim {cache.existing_claim} is not in namespace {settings.namespace.name}: "
+             f"claim {cache.existing_claim} is not in namespace {settings.namespace}: "
              "give an existing claim's name (`kubectl get pvc`), or leave it empty to create "
              "one"),
             (class_gone, "cacheStorageClass", f"storage class {cache.storage_class} does not "
@@ -411,15 +411,15 @@ def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:
     """A pod of this stack: its graph's (the operator's label), or one of ours (the download,
     the benchmark) by our labels."""
     labels = pod.metadata.labels or {}
-    return pod.metadata.namespace == settings.namespace.name and (
+    return pod.metadata.namespace == settings.namespace and (
         labels.get(GRAPH_LABEL) == settings.graph_name
         or labels.get(manifests.PROFILE_LABEL) == settings.profile
         or labels == {**labels, **manifests.download_pod_labels(settings)})
 
 
 def _pull_secrets(settings: Settings, live: LiveObjects) -> list[str]:
-    missing = [n for n in settings.secrets.image_pull_secrets if n not in live.pull_secrets]
-    ns = settings.namespace.name
+    missing = [n for n in settings.image_pull_secrets if n not in live.pull_secrets]
+    ns = settings.namespace
     first = (f"create the namespace first (`kubectl create namespace {ns}`, then `pulumi "
              "config set createNamespace false`), then " if live.namespace is None else "")
     return _found((missing, "imagePullSecrets", f"{', '.join(missing)} not in namespace {ns}: "

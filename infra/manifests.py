@@ -108,21 +108,21 @@ def resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> dict[
 
 def namespace(settings: Settings) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": settings.namespace.name, "labels": common_labels()}}
+            "metadata": {"name": settings.namespace, "labels": common_labels()}}
 
 
 def token_secret(settings: Settings, config_key: str, value: Any) -> dict[str, Any]:
     """The Secret of a token the runtime needs (`ngcApiKey`, `hfToken`); `value` passes
     through untouched (a Pulumi secret Output)."""
-    name, key = settings.secrets.refs[config_key]
+    name, key = settings.secret_refs[config_key]
     return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": metadata(settings.namespace.name, name),
+            "metadata": metadata(settings.namespace, name),
             "type": "Opaque", "stringData": {key: value}}
 
 
 def _token_env(settings: Settings, config_key: str) -> dict[str, Any]:
     """The token as its Secret's data key names it, read from that Secret."""
-    name, key = settings.secrets.refs[config_key]
+    name, key = settings.secret_refs[config_key]
     return {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
 
 
@@ -131,7 +131,7 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": metadata(settings.namespace.name, cache.claim_name,
+        "metadata": metadata(settings.namespace, cache.claim_name,
                              annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "accessModes": ["ReadWriteMany"],
@@ -210,11 +210,11 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
     vllm, serving = _runs_vllm(settings), settings.workers.serving
-    profile, timeouts = settings.workers.nim_model_profile, settings.timeouts
+    profile = settings.workers.nim_model_profile
     on_gpu = not vllm and profile is None
     container: dict[str, Any] = {
         "name": "download",
-        "image": settings.images.vllm if vllm else settings.images.nim,
+        "image": settings.vllm_image if vllm else settings.nim_image,
         "command": sv.hf_download_command(serving, sv.model_dir(serving)) if vllm else
         [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
         "env": _hf_env(settings) if vllm else _nim_model_env(settings),
@@ -225,17 +225,17 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     if on_gpu:
         container["resources"]["limits"][GPU_RESOURCE] = serving.gpus_per_replica
     # It never calls the Kubernetes API.
-    spec = pod_spec([container], settings.secrets.image_pull_secrets, restartPolicy="Never",
+    spec = pod_spec([container], settings.image_pull_secrets, restartPolicy="Never",
                     automountServiceAccountToken=False, volumes=[_cache_volume(settings)],
                     **(settings.placement.pod_spec if on_gpu else {}))
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(settings.namespace.name, settings.download_job_name,
-                             annotations={TIMEOUT_SECONDS: str(timeouts.download_secs)}),
+        "metadata": metadata(settings.namespace, settings.download_job_name,
+                             annotations={TIMEOUT_SECONDS: str(settings.download_timeout_secs)}),
         "spec": {
-            "backoffLimit": timeouts.download_retries,
-            "activeDeadlineSeconds": timeouts.download_secs,
+            "backoffLimit": settings.download_retries,
+            "activeDeadlineSeconds": settings.download_timeout_secs,
             "template": {"metadata": {"labels": download_pod_labels(settings)}, "spec": spec},
         },
     }
@@ -251,12 +251,12 @@ def _component(settings: Settings, name: str, kind: str, replicas: int,
 
 def frontend_component(settings: Settings) -> dict[str, Any]:
     """Routing lives here: the arguments come from `infra.routing.frontend_args`."""
-    main = {"name": "main", "image": settings.images.frontend, "command": frontend_command(),
+    main = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
             "args": frontend_args(settings.routing, port=names.FRONTEND_PORT),
             "env": [REQUEST_PLANE_ENV], "resources": resources(*FRONTEND_RESOURCES),
             "securityContext": container_security()}
     return _component(settings, names.FRONTEND_COMPONENT, "frontend", 1, pod_spec(
-        [main], settings.secrets.image_pull_secrets, nim_user=False))
+        [main], settings.image_pull_secrets, nim_user=False))
 
 
 def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
@@ -272,14 +272,14 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
     if _runs_vllm(settings):
         serving = workers.serving
         container: dict[str, Any] = {
-            "image": settings.images.vllm, "command": list(sv.VLLM_WORKER_COMMAND),
+            "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
             "args": sv.vllm_worker_args(serving, sv.model_dir(serving), workers.served_model),
             "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
             "ports": [{"name": "system", "containerPort": port}]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
         container = {
-            "image": settings.images.nim, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "image": settings.nim_image, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
             "env": [*_nim_model_env(settings), *env({"NIM_DYNAMO_WORKER": "true",
                     "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
                     REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
@@ -298,11 +298,11 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
 
 def worker_component(settings: Settings) -> dict[str, Any]:
     workers = settings.workers
-    spec = pod_spec([_worker_container(settings)], settings.secrets.image_pull_secrets,
+    spec = pod_spec([_worker_container(settings)], settings.image_pull_secrets,
                     **settings.placement.pod_spec, volumes=[_cache_volume(settings)])
     return _component(settings, names.WORKER_COMPONENT, "worker", workers.serving.replicas,
                       spec, sharedMemorySize=workers.shared_memory,
-                      runtimeVersionOverride=settings.images.worker_runtime_version)
+                      runtimeVersionOverride=settings.worker_runtime_version)
 
 
 def graph(settings: Settings) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def graph(settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
-        "metadata": metadata(settings.namespace.name, settings.graph_name,
+        "metadata": metadata(settings.namespace, settings.graph_name,
                              labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
             "backendFramework": BACKEND_FRAMEWORK,
@@ -330,9 +330,9 @@ SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
 def recipe(settings: Settings, tokens: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Every object of the recipe by its resource name, in the order they come up (the
     namespace only where the stack creates it); `tokens` pass through untouched."""
-    return {**({"namespace": namespace(settings)} if settings.namespace.create else {}),
+    return {**({"namespace": namespace(settings)} if settings.create_namespace else {}),
             **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
-               for key in settings.secrets.required},
+               for key in settings.required_secrets},
             "claim": model_cache_claim(settings), "download": model_download_job(settings),
             "graph": graph(settings)}
 
@@ -375,9 +375,9 @@ def source_peer(source: str) -> dict[str, Any]:
 
 def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
     """Every policy of the stack by its short name (none when `networkPolicies` is off)."""
-    if not settings.network.policies:
+    if not settings.network_policies:
         return {}
-    sources = [source_peer(s) for s in settings.network.sources]
+    sources = [source_peer(s) for s in settings.network_policy_sources]
     graph = graph_pods(settings)
 
     def tcp(port: int, peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -401,7 +401,7 @@ def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
     }
     return {name: {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": metadata(settings.namespace.name,
+        "metadata": metadata(settings.namespace,
                              names.stack_object_name(settings.graph_name, name),
                              labels(settings.profile)),
         "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],

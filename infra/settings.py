@@ -286,23 +286,6 @@ class SettingsError(names.InputError):
 
 
 @dataclass(frozen=True)
-class NamespaceSettings:
-    name: str
-    create: bool
-
-
-@dataclass(frozen=True)
-class SecretSettings:
-    """Names only: the secrets travel as Pulumi secrets, never through here. `required`
-    are the secret keys this stack's runtime needs; only those become Kubernetes Secrets,
-    `refs` naming each one's (Secret, data key)."""
-
-    image_pull_secrets: tuple[str, ...]
-    required: tuple[str, ...]
-    refs: Mapping[str, tuple[str, str]]
-
-
-@dataclass(frozen=True)
 class CacheSettings:
     """The model cache claim. `existing_claim` set means adopt it instead of creating one."""
 
@@ -312,14 +295,6 @@ class CacheSettings:
     keep_on_destroy: bool
     claim_name: str
     create_claim: bool
-
-
-@dataclass(frozen=True)
-class ImageSettings:
-    nim: str
-    frontend: str
-    worker_runtime_version: str
-    vllm: str | None  # the Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm)
 
 
 @dataclass(frozen=True)
@@ -362,30 +337,6 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
-class PreflightSettings:
-    """The cluster checks before anything is declared (infra/cluster.py); an empty
-    `operator_namespace` looks for the operator everywhere."""
-
-    skip: bool
-    operator_namespace: str
-
-
-@dataclass(frozen=True)
-class NetworkSettings:
-    """The stack's NetworkPolicies, and the CIDRs or namespaces that may also call in."""
-
-    policies: bool
-    sources: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TimeoutSettings:
-    download_secs: int
-    download_retries: int
-    graph_secs: int
-
-
-@dataclass(frozen=True)
 class BenchmarkSettings:
     """What runs after the graph is Ready, and how long it may take; each field is a key
     (`smoke_timeout_secs` is benchmarkSmokeTimeoutSecs, so a new key is one row and one
@@ -417,24 +368,42 @@ class BenchmarkSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything one stack deploys, validated. `profile` is the stack name. The names
-    derived from the settings are data too, computed once here: what reads a stack reads
-    fields, and never calls back into this module."""
+    """Everything one stack deploys, validated. `profile` is the stack name. A key read as
+    given is the field of its snake_case name (createNamespace: `create_namespace`). The
+    names derived from the settings are data too, computed once here: what reads a stack
+    reads fields, and never calls back into this module."""
 
     stack: str
     profile: str
     routing: rt.Routing
-    namespace: NamespaceSettings
-    secrets: SecretSettings
+    namespace: str
+    create_namespace: bool
+    image_pull_secrets: tuple[str, ...]
+    # Names only: the secrets travel as Pulumi secrets, never through here. The secret keys
+    # this stack's runtime needs (only those become Kubernetes Secrets), each one's
+    # (Secret, data key).
+    required_secrets: tuple[str, ...]
+    secret_refs: Mapping[str, tuple[str, str]]
     cache: CacheSettings
-    images: ImageSettings
+    nim_image: str
+    frontend_image: str
+    worker_runtime_version: str
+    # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm), else None.
+    vllm_image: str | None
     placement: PlacementSettings
     workers: WorkerSettings
-    timeouts: TimeoutSettings
+    download_timeout_secs: int
+    download_retries: int
+    graph_timeout_secs: int
     benchmark: BenchmarkSettings
     benchmark_placement: PlacementSettings
-    preflight: PreflightSettings
-    network: NetworkSettings
+    # The cluster checks before anything is declared (infra/cluster.py); an empty operator
+    # namespace looks for the operator everywhere.
+    skip_preflight: bool
+    dynamo_operator_namespace: str
+    # The stack's NetworkPolicies, and the CIDRs or namespaces that may also call in.
+    network_policies: bool
+    network_policy_sources: tuple[str, ...]
     # `kubernetes:context` (the provider's setting), and the kubectl prefix with it and the
     # namespace that every command we print starts with.
     kube_context: str | None
@@ -482,7 +451,7 @@ def _describe(routing: rt.Routing) -> str:
     return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
 
-def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
+def _namespace(r: ConfigReader, graph: str) -> None:
     name, limit = r.v["namespace"], names.max_namespace_len(graph)
     label = names.dynamo_namespace(name, graph)
     r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: the "
@@ -490,11 +459,11 @@ def _namespace(r: ConfigReader, graph: str) -> NamespaceSettings:
                          f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters (a "
                          f"label value holds {names.DNS_LABEL_MAX}); use a namespace of at most "
                          f"{limit} characters, or a shorter stack name"), name)
-    return NamespaceSettings(name=name, create=r.v["createNamespace"])
 
 
-def _secrets(r: ConfigReader, runtime: str, graph: str,
-             secret_keys: frozenset[str] | None) -> SecretSettings:
+def _secrets(r: ConfigReader, runtime: str, secret_keys: frozenset[str] | None
+             ) -> tuple[str, ...]:
+    """The secret keys `runtime` needs: each must be set, and any stored one be secret."""
     required = (HF_TOKEN,) if runtime == "vllm" else (NGC_API_KEY,)
     # Set once it holds something (Pulumi.yaml defaults it to "").
     stored = [key for key in SECRETS if str(r.raw.get(r.full(key)) or "").strip()]
@@ -504,9 +473,7 @@ def _secrets(r: ConfigReader, runtime: str, graph: str,
         if r.full(key) not in secret_keys:
             r.problem(key, "is stored in plain text; set it again with `pulumi config set "
                            f"--secret {key}`")
-    return SecretSettings(r.v["imagePullSecrets"], required, {
-        key: (names.stack_object_name(graph, suffix), data)
-        for key, (suffix, data, _, _) in SECRETS.items()})
+    return required
 
 
 def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
@@ -522,12 +489,6 @@ def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
         return CacheSettings(None, size, existing, keep, existing, False)
     r.read("cacheStorageClass", STORAGE_CLASS, storage_class)
     return CacheSettings(storage_class, size, None, keep, names.MODEL_CACHE_PVC_NAME, True)
-
-
-def _images(r: ConfigReader, runtime: str) -> ImageSettings:
-    vllm = r.read("vllmImage", VLLM_IMAGE, r.v["vllmImage"]) if runtime == "vllm" else None
-    return ImageSettings(r.v["nimImage"], r.v["frontendImage"], r.v["workerRuntimeVersion"],
-                         vllm=vllm)
 
 
 def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
@@ -623,8 +584,13 @@ def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
                               f"digits and '-', at most {longest} characters (it names the Jobs "
                               "and the results folder), e.g. `pulumi config set benchmarkRunId "
                               "run-2`"), r.v["benchmarkRunId"])
-    return BenchmarkSettings(**{f.name: r.v["benchmark" + f.name.title().replace("_", "")]
+    return BenchmarkSettings(**{f.name: r.v[_key(f"benchmark_{f.name}")]
                                 for f in fields(BenchmarkSettings) if f.init})
+
+
+def _key(field_name: str) -> str:
+    """The config key a field holds as given: its camelCase name."""
+    return re.sub(r"_([a-z])", lambda m: m[1].upper(), field_name)
 
 
 def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
@@ -644,19 +610,18 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     routing = _routing(r, profile)
     placement = _placement(r, "gpu")
     serving = _serving(r, placement)
-    namespace, images = _namespace(r, graph), _images(r, serving.runtime)
+    _namespace(r, graph)
+    vllm = r.read("vllmImage", VLLM_IMAGE, r.v["vllmImage"]) if serving.runtime == "vllm" else None
+    given = {f.name: r.v[_key(f.name)] for f in fields(Settings) if _key(f.name) in KEYS}
     settings = Settings(
-        stack=stack, profile=profile, routing=routing, namespace=namespace,
-        secrets=_secrets(r, serving.runtime, graph, secret_keys), cache=_cache(r, serving),
-        images=images, placement=placement, workers=_workers(r, serving),
-        timeouts=TimeoutSettings(r.v["downloadTimeoutSecs"], r.v["downloadRetries"],
-                                 r.v["graphTimeoutSecs"]),
+        **{**given, "vllm_image": vllm}, stack=stack, profile=profile, routing=routing,
+        required_secrets=_secrets(r, serving.runtime, secret_keys),
+        secret_refs={key: (names.stack_object_name(graph, suffix), data)
+                     for key, (suffix, data, _, _) in SECRETS.items()},
+        cache=_cache(r, serving), placement=placement, workers=_workers(r, serving),
         benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
-        preflight=PreflightSettings(r.v["skipPreflight"], r.v["dynamoOperatorNamespace"]),
-        network=NetworkSettings(r.v["networkPolicies"], r.v["networkPolicySources"]),
-        kube_context=context,
-        kubectl=kubectl_prefix(namespace.name, context), graph_name=graph,
-        worker_image=images.vllm or images.nim,
+        kube_context=context, kubectl=kubectl_prefix(r.v["namespace"], context),
+        graph_name=graph, worker_image=vllm or r.v["nimImage"],
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
     )
@@ -712,19 +677,14 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
     return name, raw
 
 
-def with_stand_ins(project: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A stack's config as tools that read it without deploying it need it: cluster-only
-    settings stood in, so only what they use is checked, and no secret is ever read."""
-    out = {**raw, **{f"{project}:{key}": row[3] for key, row in SECRETS.items()}}
-    for key, stand_in in PLACEHOLDER_STAND_INS.items():
-        value = str(out.get(f"{project}:{key}") or "")
-        if not value or names.PLACEHOLDER.search(value):
-            out[f"{project}:{key}"] = stand_in
-    return out
-
-
 def stack_settings(stack: str, root: Path = REPO_ROOT) -> Settings:
-    """A stack's validated settings from its files, cluster-only settings stood in.
-    Raises the program's `SettingsError` (each problem naming its key) before anything."""
+    """A stack's validated settings from its files, as the tools that read a stack without
+    deploying it need them: cluster-only settings stood in, so only what they use is checked,
+    and no secret is ever read. Raises the program's `SettingsError` before anything."""
     project, raw = config_from_files(root, stack)
-    return parse_settings(with_stand_ins(project, raw), stack, project)
+    raw.update({f"{project}:{key}": row[3] for key, row in SECRETS.items()})
+    for key, stand_in in PLACEHOLDER_STAND_INS.items():
+        value = str(raw.get(f"{project}:{key}") or "")
+        if not value or names.PLACEHOLDER.search(value):
+            raw[f"{project}:{key}"] = stand_in
+    return parse_settings(raw, stack, project)

@@ -40,7 +40,7 @@ def live_job(settings: Settings, failed: bool = False) -> client.V1Job:
 
 def test_a_namespace_made_by_hand_is_refused_while_the_stack_would_create_it() -> None:
     settings = settings_of()
-    by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
+    by_hand = as_api_returns({"metadata": {"name": settings.namespace}}, "V1Namespace")
     [problem] = cluster.problems(settings, replace(healthy(), namespace=by_hand))
     assert problem.startswith("cosmos3-routing:createNamespace:")
     assert "pulumi config set createNamespace false" in problem
@@ -87,10 +87,10 @@ def test_the_stacks_own_download_pod_is_not_a_stranger_holding_a_gpu() -> None:
     """An interrupted first `up` leaves the download running on one GPU: the re-run must not
     count that GPU as taken by someone else (it is free again before the graph starts)."""
     settings = settings_of()
-    download = gpu_pod("gpu-1", 1, settings.namespace.name,
+    download = gpu_pod("gpu-1", 1, settings.namespace,
                        manifests.download_pod_labels(settings))
     assert cluster.problems(settings, replace(healthy(), pods=(download,))) == []
-    stranger = gpu_pod("gpu-1", 1, settings.namespace.name, {"app": "other"})
+    stranger = gpu_pod("gpu-1", 1, settings.namespace, {"app": "other"})
     assert cluster.problems(settings, replace(healthy(), pods=(stranger,))) != []
 
 
@@ -154,7 +154,7 @@ def test_a_failed_download_says_how_to_rerun_it() -> None:
 
 def test_problems_found_in_the_cluster_stop_the_program_before_anything_is_declared() -> None:
     settings = settings_of()
-    by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
+    by_hand = as_api_returns({"metadata": {"name": settings.namespace}}, "V1Namespace")
     run = run_program(STACK, stack_config(STACK),
                       cluster_objects=replace(healthy(), namespace=by_hand))
     assert run.resources == []

@@ -128,7 +128,7 @@ def test_cordoned_and_unselected_nodes_do_not_count() -> None:
 def test_only_this_stacks_own_graph_gives_back_its_gpus() -> None:
     settings = settings_of()
     own = {"nvidia.com/dynamo-graph-deployment-name": settings.graph_name}
-    ns = settings.namespace.name
+    ns = settings.namespace
     assert fits(settings, node("gpu-1", 8), pods=(gpu_pod("gpu-1", 8, ns, own),))
     for pod in (gpu_pod("gpu-1", 8, "elsewhere", own),
                 gpu_pod("gpu-1", 8, ns, {"nvidia.com/dynamo-graph-deployment-name": "other"}),
@@ -261,7 +261,7 @@ def test_a_read_the_api_refused_skips_exactly_its_own_check() -> None:
 
 def test_a_namespace_made_by_hand_gets_the_whole_reason_and_fix() -> None:
     settings = settings_of()
-    by_hand = as_api_returns({"metadata": {"name": settings.namespace.name}}, "V1Namespace")
+    by_hand = as_api_returns({"metadata": {"name": settings.namespace}}, "V1Namespace")
     assert cluster._namespace(settings, replace(healthy(), namespace=by_hand)) == [
         f"{K}createNamespace: namespace cosmos3-reasoner exists and was not made by this "
         "project (by hand, for a pull secret?); a stack that creates its namespace deletes "
@@ -292,7 +292,7 @@ def test_gpu_boundaries_the_mutants_found() -> None:
                                "status": {"allocatable": {"cpu": "96"}}}, "V1Node")
     [short] = gpu_problems(settings, node("gpu-1", 7), cpu_only)
     assert "for 7 of 8 workers" in short
-    own = gpu_pod("gpu-1", 8, settings.namespace.name,
+    own = gpu_pod("gpu-1", 8, settings.namespace,
                   {"nvidia.com/dynamo-graph-deployment-name": settings.graph_name})
     [short] = gpu_problems(settings, node("gpu-1", 8), pods=(own, gpu_pod("gpu-1", 1)))
     assert "for 7 of 8 workers" in short
@@ -369,7 +369,7 @@ def test_pull_secrets_that_could_not_be_read_are_not_called_missing() -> None:
 
 def test_the_stacks_own_benchmark_pod_gives_back_its_gpus() -> None:
     settings = settings_of()
-    bench = gpu_pod("gpu-1", 8, settings.namespace.name,
+    bench = gpu_pod("gpu-1", 8, settings.namespace,
                     {manifests.PROFILE_LABEL: settings.profile})
     assert fits(settings, node("gpu-1", 8), pods=(bench,))
 

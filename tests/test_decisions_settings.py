@@ -26,7 +26,6 @@ from infra.settings import (
     ConfigReader,
     Settings,
     SettingsError,
-    TimeoutSettings,
     _typed,
     parse_settings,
     quantity_amount,
@@ -180,9 +179,9 @@ def test_the_runtime_s_secret_is_required_and_a_blank_one_is_missing() -> None:
         f"{P}:hfToken: missing; runtime vllm downloads the gated model from Hugging Face: run "
         "`pulumi config set --secret hfToken` (a token of an account granted access to "
         "nvidia/Cosmos3-Super or -Nano)"]
-    ok = settings({**vllm, "hfToken": "hf-test"}).secrets
-    assert ok.required == ("hfToken",)
-    assert settings({}).secrets.required == ("ngcApiKey",)
+    ok = settings({**vllm, "hfToken": "hf-test"})
+    assert ok.required_secrets == ("hfToken",)
+    assert settings({}).required_secrets == ("ngcApiKey",)
 
 
 def test_either_secret_in_plain_text_is_refused_once_the_secret_keys_are_known() -> None:
@@ -199,7 +198,7 @@ def test_image_pull_secrets_must_name_secrets() -> None:
     assert problems({"imagePullSecrets": ["ok-secret", "Bad Name"]}) == [
         f"{P}:imagePullSecrets: 'Bad Name' is not a Secret name; list names of existing "
         "docker-registry Secrets in the namespace (kubectl create secret docker-registry ...)"]
-    assert settings({"imagePullSecrets": ["ok-secret"]}).secrets.image_pull_secrets == (
+    assert settings({"imagePullSecrets": ["ok-secret"]}).image_pull_secrets == (
         "ok-secret",)
 
 
@@ -214,7 +213,7 @@ def test_images_must_be_pinned_and_the_vllm_image_only_counts_on_runtime_vllm() 
     assert problems({"frontendImage": "nvcr.io/x:latest"}) == [
         f"{P}:frontendImage: 'nvcr.io/x:latest' is not pinned; use an explicit version tag, "
         "not latest"]
-    assert settings({"vllmImage": "<placeholder>"}).images.vllm is None  # runtime nim
+    assert settings({"vllmImage": "<placeholder>"}).vllm_image is None  # runtime nim
     vllm = {"runtime": "vllm", "hfToken": "hf-test"}
     assert problems({**vllm, "vllmImage": "<your-image>"}) == [
         f"{P}:vllmImage: '<your-image>' is a placeholder; runtime vllm needs a Dynamo vLLM "
@@ -223,8 +222,7 @@ def test_images_must_be_pinned_and_the_vllm_image_only_counts_on_runtime_vllm() 
     assert problems({**vllm, "vllmImage": "reg/x"}) == [f"{P}:vllmImage: 'reg/x' {NOT_PINNED}"]
     assert problems({**vllm, "vllmImage": "reg/x:latest"}) == [
         f"{P}:vllmImage: 'reg/x:latest' is not pinned; use an explicit version tag, not latest"]
-    images = settings({**vllm, "vllmImage": "reg/x:1.0"}).images
-    assert images.vllm == "reg/x:1.0"
+    assert settings({**vllm, "vllmImage": "reg/x:1.0"}).vllm_image == "reg/x:1.0"
     assert problems({"workerRuntimeVersion": "1.6"}) == [
         f"{P}:workerRuntimeVersion: '1.6' is not MAJOR.MINOR.PATCH; give the Dynamo version "
         "inside the worker image (the operator cannot read it from a NIM or custom tag)"]
@@ -367,9 +365,9 @@ def test_operator_namespace_and_network_sources() -> None:
         "list the clients allowed to call the frontend"]
     s = settings({"dynamoOperatorNamespace": "dynamo", "skipPreflight": True,
                   "networkPolicies": True, "networkPolicySources": ["team-a"]})
-    assert (s.preflight.skip, s.preflight.operator_namespace) == (True, "dynamo")
-    assert (s.network.policies, s.network.sources) == (True, ("team-a",))
-    assert settings({}).preflight.operator_namespace == ""
+    assert (s.skip_preflight, s.dynamo_operator_namespace) == (True, "dynamo")
+    assert (s.network_policies, s.network_policy_sources) == (True, ("team-a",))
+    assert settings({}).dynamo_operator_namespace == ""
 
 
 ROUTES = (f"{P}:routerMode/{P}:sessionAffinity/{P}:sessionAffinityTtlSecs: stack '{{stack}}' is "
@@ -423,9 +421,9 @@ def test_namespace_names_and_their_length_limit() -> None:
         "and '-'"]
     graph = "cosmos3-round-robin"
     limit = max_namespace_len(graph)
-    ns = settings({"namespace": "n" * limit, "createNamespace": False}).namespace
-    assert (ns.name, ns.create) == ("n" * limit, False)
-    assert settings({"createNamespace": True}).namespace.create is True
+    ns = settings({"namespace": "n" * limit, "createNamespace": False})
+    assert (ns.namespace, ns.create_namespace) == ("n" * limit, False)
+    assert settings({"createNamespace": True}).create_namespace is True
     long = "n" * (limit + 1)
     label = dynamo_namespace(long, graph)
     assert problems({"namespace": long}) == [
@@ -475,7 +473,7 @@ def test_kv_events_are_refused_only_for_kv_routing_on_nim_workers() -> None:
 
 
 def test_each_secret_is_a_stack_s_own_kubernetes_secret() -> None:
-    assert settings({}).secrets.refs == {
+    assert settings({}).secret_refs == {
         "ngcApiKey": ("cosmos3-round-robin-ngc-api-key", "NGC_API_KEY"),
         "hfToken": ("cosmos3-round-robin-hf-token", "HF_TOKEN")}
 
@@ -503,8 +501,8 @@ def test_the_vllm_image_is_not_judged_on_runtime_nim() -> None:
 
 
 def test_the_images_and_runtime_version_are_read_as_given() -> None:
-    images = settings({"frontendImage": "reg/front:1.2", "workerRuntimeVersion": "1.2.3"}).images
-    assert (images.frontend, images.worker_runtime_version) == ("reg/front:1.2", "1.2.3")
+    s = settings({"frontendImage": "reg/front:1.2", "workerRuntimeVersion": "1.2.3"})
+    assert (s.frontend_image, s.worker_runtime_version) == ("reg/front:1.2", "1.2.3")
 
 
 def test_a_nim_tag_s_value_is_everything_after_its_first_equals_sign() -> None:
@@ -534,7 +532,7 @@ def test_a_run_id_of_one_character_is_all_an_overlong_stack_leaves() -> None:
 
 def test_the_timeouts_are_read_as_given() -> None:
     t = settings({"downloadTimeoutSecs": 601, "downloadRetries": 3, "graphTimeoutSecs": 602})
-    assert t.timeouts == TimeoutSettings(download_secs=601, download_retries=3, graph_secs=602)
+    assert (t.download_timeout_secs, t.download_retries, t.graph_timeout_secs) == (601, 3, 602)
 
 
 def test_a_wrong_list_is_quoted_as_the_user_wrote_it() -> None:

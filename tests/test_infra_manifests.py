@@ -115,10 +115,10 @@ def test_worker_runs_the_nim_as_the_recipe_says() -> None:
     worker = manifests.graph(settings)["spec"]["components"][1]
     assert worker["replicas"] == 8
     assert worker["sharedMemorySize"] == "64Gi"
-    assert worker["runtimeVersionOverride"] == settings.images.worker_runtime_version
+    assert worker["runtimeVersionOverride"] == settings.worker_runtime_version
     spec = worker["podTemplate"]["spec"]
     main = spec["containers"][0]
-    assert main["image"] == settings.images.nim
+    assert main["image"] == settings.nim_image
     assert (main["command"], main["workingDir"]) == (
         ["bash", "-lc", "exec /opt/nim/start_server.sh"], "/opt/nim")
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
@@ -140,7 +140,7 @@ def test_worker_runs_the_nim_as_the_recipe_says() -> None:
     assert main["startupProbe"]["httpGet"] == {"path": "/v1/health/live", "port": 8000}
     # The startup probe allows a cold start as long as the graph wait.
     probe = main["startupProbe"]
-    assert probe["periodSeconds"] * probe["failureThreshold"] >= settings.timeouts.graph_secs
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= settings.graph_timeout_secs
     assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": "/opt/nim/.cache"}]
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared-model-cache"}
     assert spec["securityContext"]["runAsUser"] == spec["securityContext"]["runAsGroup"] == 1000

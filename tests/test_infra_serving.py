@@ -134,7 +134,7 @@ def test_every_serving_path_renders_valid_manifests(config: tuple) -> None:
     for component in graph["spec"]["components"]:
         validate_pod_template(component["podTemplate"])
     validate_k8s(manifests.model_download_job(settings))
-    secret = manifests.token_secret(settings, settings.secrets.required[0], "placeholder")
+    secret = manifests.token_secret(settings, settings.required_secrets[0], "placeholder")
     validate_k8s(secret)
 
 
@@ -184,7 +184,7 @@ def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
     assert {"--async-scheduling", "--enable-multimodal"} <= set(args)
     assert flag(args, "--dtype") == "bfloat16" and "--quantization" not in args
     env = env_of(main)
-    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": settings.secrets.refs["hfToken"][0],
+    assert env[HF_SECRET_KEY] == {"secretKeyRef": {"name": settings.secret_refs["hfToken"][0],
                                                     "key": HF_SECRET_KEY}}
     assert env["DYN_SYSTEM_PORT"] == "9090"
     assert not any(name.startswith("NIM_") or name == "NGC_API_KEY" for name in env)
@@ -193,7 +193,7 @@ def test_vllm_worker_runs_dynamo_vllm_as_the_seed_serves_the_reasoner() -> None:
     assert main["volumeMounts"] == [{"name": "model-cache", "mountPath": "/model-cache"}]
     spec = worker["podTemplate"]["spec"]
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared-model-cache"}
-    assert worker["runtimeVersionOverride"] == settings.images.worker_runtime_version
+    assert worker["runtimeVersionOverride"] == settings.worker_runtime_version
 
     fp8 = worker_of(vllm_settings(precision="fp8", workerReplicas=8, gpusPerWorker=1))[1]
     assert flag(fp8["args"], "--quantization") == "fp8" and "--dtype" not in fp8["args"]
@@ -223,7 +223,7 @@ def test_vllm_download_job_uses_the_hf_cli_with_the_token_secret() -> None:
                                     weights]
     assert container["image"] == TEST_VLLM_IMAGE
     secret = env_of(container)[HF_SECRET_KEY]["secretKeyRef"]["name"]
-    assert secret == settings.secrets.refs["hfToken"][0]
+    assert secret == settings.secret_refs["hfToken"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]  # no GPU needed
     assert "nodeSelector" not in pod
     _, main = worker_of(settings)
@@ -237,7 +237,7 @@ def test_hf_token_lives_only_in_its_secret() -> None:
     assert TEST_HF_TOKEN not in rendered and TEST_HF_TOKEN not in repr(settings)
     secret = manifests.token_secret(settings, "hfToken", TEST_HF_TOKEN)
     assert secret["stringData"] == {HF_SECRET_KEY: TEST_HF_TOKEN}
-    assert settings.secrets.required == ("hfToken",)
+    assert settings.required_secrets == ("hfToken",)
 
 
 def test_readme_topologies_on_one_eight_gpu_node() -> None:
@@ -296,7 +296,7 @@ def test_vllm_needs_no_ngc_key_and_refuses_a_plaintext_token() -> None:
     raw["cosmos3-routing:hfToken"] = TEST_HF_TOKEN
     settings = parse_settings(raw, "vllm-trial", secret_keys=frozenset(
         {"cosmos3-routing:hfToken"}))
-    assert settings.images.vllm == TEST_VLLM_IMAGE
+    assert settings.vllm_image == TEST_VLLM_IMAGE
     with pytest.raises(SettingsError, match="pulumi config set --secret hfToken") as err:
         parse_settings(raw, "vllm-trial", secret_keys=frozenset())
     assert TEST_HF_TOKEN not in str(err.value)

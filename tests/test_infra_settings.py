@@ -20,7 +20,7 @@ def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     assert settings.routing == PROFILES[stack]
     assert settings.graph_name == names.graph_name(stack)
     assert settings.workers.serving == Serving()  # nim, super fp8, 8x1 on H200
-    assert (settings.timeouts.download_secs, settings.timeouts.graph_secs) == (7200, 3600)
+    assert (settings.download_timeout_secs, settings.graph_timeout_secs) == (7200, 3600)
     assert settings.cache.keep_on_destroy and settings.cache.create_claim
     assert settings.cache.claim_name == names.MODEL_CACHE_PVC_NAME
 
@@ -72,7 +72,7 @@ def test_native_yaml_values_read_as_the_cli_strings_do() -> None:
                           "cosmos3-routing:createNamespace": False,
                           "cosmos3-routing:workerReplicas": 8})
     settings = parse_settings(native, "round-robin")
-    assert settings.benchmark.concurrencies == (1, 4) and not settings.namespace.create
+    assert settings.benchmark.concurrencies == (1, 4) and not settings.create_namespace
 
 
 def test_the_seed_placeholder_storage_class_is_rejected() -> None:
@@ -111,7 +111,7 @@ def test_node_selector_and_tolerations_parse() -> None:
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
     ]
-    assert settings.secrets.image_pull_secrets == ("registry-pull-secret",)
+    assert settings.image_pull_secrets == ("registry-pull-secret",)
 
 
 # (stack, short key overrides, key the message must name, words the fix must contain)
@@ -209,7 +209,7 @@ def test_all_problems_are_reported_at_once() -> None:
 def test_images_may_be_pinned_by_digest_but_not_left_unpinned() -> None:
     digest = "nvcr.io/nim/nvidia/cosmos3@sha256:" + "ab12" * 16
     settings = parse_settings(stack_config("round-robin", {"nimImage": digest}), "round-robin")
-    assert settings.images.nim == digest
+    assert settings.nim_image == digest
     for unpinned in ("nvcr.io/nim/nvidia/cosmos3", "nvcr.io/nim/nvidia/cosmos3@sha256:short"):
         with pytest.raises(SettingsError, match="cosmos3-routing:nimImage.*not a pinned image"):
             parse_settings(stack_config("round-robin", {"nimImage": unpinned}), "round-robin")

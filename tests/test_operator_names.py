@@ -14,7 +14,7 @@ from tests.support_pulumi import project_name, stack_config
 def test_every_shipped_stack_gets_names_the_operator_can_create(stack: str) -> None:
     settings = parse_settings(stack_config(stack), stack)
     graph = settings.graph_name
-    label = names.dynamo_namespace(settings.namespace.name, graph)
+    label = names.dynamo_namespace(settings.namespace, graph)
     assert len(label) <= 63 - 10, label  # with room for a longer namespace
     for component, worker in names.GRAPH_COMPONENTS.items():
         assert len(names.component_name(graph, component, worker)) <= 63
@@ -36,7 +36,7 @@ def test_a_namespace_that_overflows_the_operators_label_is_refused_by_name() -> 
     for name, ok in (("n" * limit, True), ("n" * (limit + 1), False)):
         raw = stack_config(stack, {"namespace": name})
         if ok:
-            assert parse_settings(raw, stack).namespace.name == name
+            assert parse_settings(raw, stack).namespace == name
             continue
         with pytest.raises(SettingsError) as err:
             parse_settings(raw, stack)
