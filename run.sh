@@ -14,7 +14,7 @@ if [ "${1:-}" = test ]; then
 fi
 if [ "${1:-}" = mutate ]; then
   shift
-  exec .venv/bin/python scripts/mutate.py "$@"
+  exec .venv/bin/python tests/mutate.py "$@"
 fi
 if [ "$#" -eq 0 ] || [ "$1" = rehearse ]; then
   shift "$(( $# > 0 ))"

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PINS = ROOT / "scripts" / "mutate-requirements.txt"
+PINS = Path(__file__).with_name("mutate-requirements.txt")
 # Not copied into a workspace: generated, or mutmut's own.
 SKIP = {".git", ".venv", ".venv-scan", "work", "results", "videos", "mutants", "pyproject.toml"}
 KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # failed tests, timeouts, type errors
