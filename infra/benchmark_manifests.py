@@ -104,7 +104,7 @@ class BenchmarkTarget:
     @property
     def video_base_url(self) -> str:
         # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
-        service = names.video_server_name(self.run.stack)
+        service = names.benchmark_name("videos", self.run.stack)
         return f"http://{service}.{self.run.namespace}.svc:{VIDEO_SERVICE_PORT}/"
 
 
@@ -207,7 +207,7 @@ def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) ->
             f"the benchmark code is {size} bytes, over a ConfigMap's 1 MiB; keep generated "
             "or large files out of benchmarks/ and infra/")
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": mf.metadata(namespace, names.code_config_map_name(profile),
+            "metadata": mf.metadata(namespace, names.benchmark_name("bench-code", profile),
                                     mf.labels(profile, "benchmark-code"),
                                     annotations={CODE_ANNOTATION: code_hash(sources)}),
             "data": data}
@@ -233,8 +233,8 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
 
 
 def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
-    # Not a measured video: the smoke test leaves nothing cached for the sweep.
-    video = target.video_base_url + names.video_name(names.smoke_video(settings.videos))
+    # Its own video, after the measured ones: the smoke test leaves nothing cached for the sweep.
+    video = target.video_base_url + names.video_name(settings.videos)
     return argv("smoke", {"url": target.frontend_url, "model": target.model, "video-url": video})
 
 
@@ -315,14 +315,14 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
         readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
         livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
     # The measured videos, then one for the smoke test alone.
-    count = names.smoke_video(settings.videos) + 1
+    count = settings.videos + 1
     maker = _runner_container("videos", argv("videos", {"out": VIDEOS_DIR, "count": count}),
                               settings, mf.resources("2", "2Gi", "4", "4Gi"),
                               [{"name": "videos", "mountPath": VIDEOS_DIR}])
     volumes = [WORK_VOLUME, code["volume"], {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
     # The code's hash rolls the server when the code changes.
     annotations = {**(DO_NOT_DISRUPT if protected else {}), CODE_ANNOTATION: code["hash"]}
-    meta = mf.metadata(run.namespace, names.video_server_name(run.stack), selector)
+    meta = mf.metadata(run.namespace, names.benchmark_name("videos", run.stack), selector)
     awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
     out = {
         "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,

@@ -21,7 +21,7 @@ from urllib3.exceptions import HTTPError
 
 from infra import manifests
 from infra.manifests import GRAPH_LABEL
-from infra.names import sweep_job_name
+from infra.names import benchmark_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
 
@@ -148,7 +148,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         download_job=read("download Job", batch.read_namespaced_job,
                           settings.download_job_name, ns),
         sweep_job=read("sweep Job", batch.read_namespaced_job,
-                       sweep_job_name(settings.profile, settings.benchmark.run_id), ns),
+                       benchmark_name("sweep", settings.profile, settings.benchmark.run_id), ns),
         graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
                    GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
         crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,

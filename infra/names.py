@@ -100,8 +100,6 @@ def max_namespace_len(graph: str) -> int:
 # --- The benchmark's objects: every name carries the profile (stacks share a namespace and
 # the cache); the Jobs' also the run id, so a new run id replaces the Jobs alone. ---------
 
-# Folder of the cache claim that holds benchmark results, beside the model files.
-RESULTS_FOLDER = "benchmarks"
 # `collect`'s exit code while the sweep runs: not a failure for the results hook.
 SWEEP_RUNNING_EXIT_CODE = 3
 # The results hook hands `collect` the stack's kubeconfig (path or content) in the
@@ -114,35 +112,20 @@ def video_name(index: int) -> str:
     return f"video_{index:04d}.mp4"
 
 
-def smoke_video(videos: int) -> int:
-    """The smoke test's own video, after the measured ones (nothing it caches is measured)."""
-    return videos
-
-
-def code_config_map_name(profile: str) -> str:
-    return f"{GRAPH_NAME_PREFIX}-bench-code-{profile}"
-
-
-def video_server_name(profile: str) -> str:
-    return f"{GRAPH_NAME_PREFIX}-videos-{profile}"
-
-
-def smoke_job_name(profile: str, run_id: str) -> str:
-    return f"{GRAPH_NAME_PREFIX}-smoke-{profile}-{run_id}"
-
-
-def sweep_job_name(profile: str, run_id: str) -> str:
-    return f"{GRAPH_NAME_PREFIX}-sweep-{profile}-{run_id}"
+def benchmark_name(what: str, profile: str, run_id: str = "") -> str:
+    """A benchmark object's name: `bench-code` and `videos` per profile, the `smoke` and
+    `sweep` Jobs per run too."""
+    return f"{GRAPH_NAME_PREFIX}-{what}-{profile}" + (f"-{run_id}" if run_id else "")
 
 
 def max_run_id_len(profile: str) -> int:
     """The longest run id that keeps both Job names (their pods' label values) within 63."""
-    return DNS_LABEL_MAX - max(len(smoke_job_name(profile, "")), len(sweep_job_name(profile, "")))
+    return DNS_LABEL_MAX - 1 - max(len(benchmark_name(job, profile)) for job in ("smoke", "sweep"))
 
 
 def results_subpath(profile: str, run_id: str) -> str:
-    """Where a run's results live inside the cache claim."""
-    return f"{RESULTS_FOLDER}/{profile}/{run_id}"
+    """Where a run's results live inside the cache claim, beside the model files."""
+    return f"benchmarks/{profile}/{run_id}"
 
 
 def _camel(name: str) -> str:
@@ -170,11 +153,11 @@ class Run:
 
     @property
     def smoke_job(self) -> str:
-        return smoke_job_name(self.stack, self.run_id)
+        return benchmark_name("smoke", self.stack, self.run_id)
 
     @property
     def sweep_job(self) -> str:
-        return sweep_job_name(self.stack, self.run_id)
+        return benchmark_name("sweep", self.stack, self.run_id)
 
     @property
     def results_path(self) -> str:

@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name as normalize
 
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
-from infra.names import SEED_SHAPE, Run, sweep_job_name
+from infra.names import SEED_SHAPE, Run, benchmark_name
 from infra.settings import BenchmarkSettings
 from tests.conftest import REPO_ROOT
 
@@ -597,4 +597,4 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     assert set(parsed) == {"videos", "smoke", "sweep"}
     assert parsed["sweep"].follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
-        + sweep_job_name(TARGET.run.stack, BenchmarkSettings().run_id))
+        + benchmark_name("sweep", TARGET.run.stack, BenchmarkSettings().run_id))

@@ -14,7 +14,7 @@ import pytest
 
 from infra import benchmark_manifests as bj
 from infra.manifests import ALLOW_INTERNAL_MEDIA, TIMEOUT_SECONDS
-from infra.names import smoke_job_name, sweep_job_name
+from infra.names import benchmark_name
 from infra.routing import PROFILES
 from tests import support_pulumi
 from tests.support_pulumi import ProgramRun, Registration, run_program, stack_config
@@ -91,8 +91,8 @@ def test_benchmark_resources_are_declared_and_valid(runs, stack: str) -> None:
         validate_k8s(res.inputs)
     assert graph_errors(run.one(GRAPH).inputs) == []
     assert ALLOW_INTERNAL_MEDIA in graph_env(run)
-    assert jobs(run)["smoke"].inputs["metadata"]["name"] == smoke_job_name(stack, "run-1")
-    assert jobs(run)["sweep"].inputs["metadata"]["name"] == sweep_job_name(stack, "run-1")
+    assert jobs(run)["smoke"].inputs["metadata"]["name"] == benchmark_name("smoke", stack, "run-1")
+    assert jobs(run)["sweep"].inputs["metadata"]["name"] == benchmark_name("sweep", stack, "run-1")
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -316,7 +316,7 @@ def sweep_job_in_cluster(condition: str | None) -> Any:
     from kubernetes.client import V1Job, V1JobCondition, V1JobStatus, V1ObjectMeta
 
     conditions = [V1JobCondition(type=condition, status="True")] if condition else None
-    return V1Job(metadata=V1ObjectMeta(name=sweep_job_name("session-affinity", "run-1")),
+    return V1Job(metadata=V1ObjectMeta(name=benchmark_name("sweep", "session-affinity", "run-1")),
                  status=V1JobStatus(conditions=conditions))
 
 
