@@ -13,6 +13,7 @@ import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,19 @@ from scipy.stats import t as student_t
 
 from benchmarks import sweep
 from benchmarks.aiperf_run import LevelSummary
-from infra.calibration import SEED_TABLE, SeedRow
+from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
 STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
-METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "request_latency_p50_ms",
-           "output_token_throughput")
+# Each level's figures, the one list every table, plot and the seed's comparison draws on:
+# key -> (label, digits, unit).
+FIGURES = {"request_throughput": ("req/s", 2, ""), "ttft_p50_ms": ("TTFT p50", 0, " ms"),
+           "ttft_p90_ms": ("TTFT p90", 0, " ms"),
+           "request_latency_p50_ms": ("request latency p50", 0, " ms"),
+           "output_token_throughput": ("output tokens/s", 0, "")}
 
 
 @dataclass
@@ -164,7 +169,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             sticky = run.stickiness.get(concurrency, {})
             chunks = run.chunks.get(concurrency, [])
             figures = {}
-            for name in METRICS:
+            for name in FIGURES:
                 interval = sweep.replicate_interval(_figures(chunks, name))
                 figures |= {name: getattr(level, name),
                             f"{name}_ci95_low": interval.low if interval else None,
@@ -196,11 +201,12 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
 # The goal beside the seed (issue 28): req/s and request latency within 25%, affinity's gain
 # within 10 points, TTFT in the seed's direction (tolerance None) unless near the mock's floor.
 ROUND_ROBIN, AFFINITY = "round-robin", "session-affinity"
+SEED_SIDES = {ROUND_ROBIN: "rr", AFFINITY: "sa"}  # each profile's columns in the seed's table
 GAIN_POINTS = 10.0
 NEAR_FLOOR = 1.25
-SEED_FIGURES = (("req/s", "request_throughput", 2, 0.25), ("TTFT p50", "ttft_p50_ms", 0, None),
-                ("request latency p50", "request_latency_p50_ms", 0, 0.25),
-                ("TTFT p90", "ttft_p90_ms", 0, None))
+SEED_GOALS = {"request_throughput": 0.25, "ttft_p50_ms": None, "request_latency_p50_ms": 0.25,
+              "ttft_p90_ms": None}
+SEED_NAMES = {"request_throughput": "req_s"}
 
 
 def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None
@@ -209,18 +215,17 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
     per figure (the goal above)."""
     seed = {row.concurrency: row for row in SEED_TABLE}
     mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
-    cells = [{"concurrency": c, "profile": p, "figure": figure, "run": mine[(c, p)][key],
-              "seed": _seed(seed[c], p, key)}
-             for c, p in sorted(mine) if p in (ROUND_ROBIN, AFFINITY)
-             for figure, key, _, _ in SEED_FIGURES]
+    # The seed's table names req/s `req_s`, and the other figures as the rows do.
+    cells = [{"concurrency": c, "profile": p, "figure": FIGURES[key][0], "run": mine[(c, p)][key],
+              "seed": getattr(seed[c], f"{SEED_SIDES[p]}_{SEED_NAMES.get(key, key)}")}
+             for c, p in sorted(mine) if p in SEED_SIDES for key in SEED_GOALS]
     gains = [{"concurrency": c, "run": gain_pct(mine[(c, AFFINITY)]["request_throughput"],
                                                mine[(c, ROUND_ROBIN)]["request_throughput"]),
               "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s)}
              for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine
              and mine[(c, ROUND_ROBIN)]["request_throughput"]]
-    verdicts = [_ttft_verdict(cells, figure, ttft_floor_ms) if tolerance is None
-                else _within_verdict(cells, figure, tolerance)
-                for figure, _, _, tolerance in SEED_FIGURES]
+    verdicts = [_figure_verdict(cells, FIGURES[key][0], tolerance, ttft_floor_ms)
+                for key, tolerance in SEED_GOALS.items()]
     if gains:
         misses = [f"at {g['concurrency']} ({g['run']:+.0f}% vs {g['seed']:+.0f}%)"
                   for g in gains if abs(g["run"] - g["seed"]) > GAIN_POINTS]
@@ -230,36 +235,24 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
             "verdicts": [v for v in verdicts if v]}
 
 
-def _seed(row: SeedRow, profile: str, key: str) -> float | None:
-    """The seed's figure by the report's name (req/s is the table's `req_s`)."""
-    name = "req_s" if key == "request_throughput" else key
-    return getattr(row, f"{'rr' if profile == ROUND_ROBIN else 'sa'}_{name}")
-
-
 def _verdict(rule: str, judged: int, misses: Sequence[str], unit: str) -> str:
     return (f"{rule} at {judged - len(misses)} of {judged} {unit}"
             + (f"; not {', '.join(misses)}" if misses else ""))
 
 
-def _judged(cells: Sequence[dict[str, Any]], figure: str) -> list[dict[str, Any]]:
-    return [c for c in cells if c["figure"] == figure and None not in (c["run"], c["seed"])]
-
-
-def _within_verdict(cells: Sequence[dict[str, Any]], figure: str, tolerance: float
-                    ) -> str | None:
-    judged = _judged(cells, figure)
-    misses = [f"{c['profile']} at {c['concurrency']} ({c['run'] / c['seed'] - 1:+.0%})"
-              for c in judged if abs(c["run"] / c["seed"] - 1) > tolerance]
-    return _verdict(f"{figure}: within {tolerance:.0%} of the seed", len(judged), misses,
-                    "cells") if judged else None
-
-
-def _ttft_verdict(cells: Sequence[dict[str, Any]], figure: str, floor: float | None
-                  ) -> str | None:
-    """Affinity's TTFT at or below round robin's, judged only above the mock's floor: there
-    it is the mock's own overhead (tokenizing, the frontend's hop), not routing."""
+def _figure_verdict(cells: Sequence[dict[str, Any]], figure: str, tolerance: float | None,
+                    floor: float | None) -> str | None:
+    """Each cell within `tolerance` of the seed's; or, with None, affinity's at or below round
+    robin's, judged only above the mock's floor: there it is the mock's own overhead
+    (tokenizing, the frontend's hop), not routing."""
+    judged = [c for c in cells if c["figure"] == figure and None not in (c["run"], c["seed"])]
+    if tolerance is not None:
+        misses = [f"{c['profile']} at {c['concurrency']} ({c['run'] / c['seed'] - 1:+.0%})"
+                  for c in judged if abs(c["run"] / c["seed"] - 1) > tolerance]
+        return _verdict(f"{figure}: within {tolerance:.0%} of the seed", len(judged), misses,
+                        "cells") if judged else None
     by_level: dict[int, dict[str, float]] = {}
-    for c in _judged(cells, figure):
+    for c in judged:
         by_level.setdefault(c["concurrency"], {})[c["profile"]] = c["run"]
     pairs = {c: (v[ROUND_ROBIN], v[AFFINITY]) for c, v in by_level.items() if len(v) == 2}
     if not pairs:
@@ -278,7 +271,7 @@ def _ttft_verdict(cells: Sequence[dict[str, Any]], figure: str, floor: float | N
             + (f"; above it, {line.split(': ', 1)[1]}" if len(floored) < len(pairs) else ""))
 
 
-def _cell(run: float | None, seed: float | None, digits: int) -> str:
+def _beside(run: float | None, seed: float | None, digits: int) -> str:
     return "n/a" if run is None or seed is None else (
         f"{run:.{digits}f} / {seed:.{digits}f} ({run / seed - 1:+.0%})")
 
@@ -289,12 +282,12 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     comparison = report.get("seed_comparison") or {}
     if not comparison.get("cells"):
         return []
-    digits = {figure: d for figure, _, d, _ in SEED_FIGURES}
+    digits = {label: d for label, d, _ in FIGURES.values()}
     gains = {g["concurrency"]: f"{g['run']:+.0f}% / {g['seed']:+.0f}% "
              f"({g['run'] - g['seed']:+.0f})" for g in comparison["gains"]}
     body = []
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
-        req_s, *rest = (_cell(x["run"], x["seed"], digits[x["figure"]]) for x in group)
+        req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
         body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
     return ["This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
@@ -307,10 +300,16 @@ def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
+def _figure(row: Mapping[str, Any], key: str) -> str:
+    """A row's figure as FIGURES formats it."""
+    _, digits, unit = FIGURES[key]
+    return _fmt(row[key], digits, unit)
+
+
 def _rate_cell(row: dict[str, Any]) -> str:
     low, high = row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
-    return _fmt(row["request_throughput"]) + ("" if low is None else
-                                              f" [{low:,.2f}, {high:,.2f}]")
+    return _figure(row, "request_throughput") + ("" if low is None else
+                                                 f" [{low:,.2f}, {high:,.2f}]")
 
 
 def _gain_cell(row: dict[str, Any]) -> str:
@@ -322,19 +321,19 @@ def _gain_cell(row: dict[str, Any]) -> str:
     return f"{gain:+.0f}% [{low:+.0f}%, {high:+.0f}%]{words}"
 
 
-# The per-row sections after the comparison: heading, words, and each row's cells by column.
+# The comparison's columns: label, from which profile on (the gain is over the first), cell.
+SUMMARY = (("req/s", 0, _rate_cell), ("throughput gain", 1, _gain_cell),
+           ("TTFT p50", 0, partial(_figure, key="ttft_p50_ms")))
+# The per-row sections after it: heading, words, and each row's cells by column.
 DETAILS = (
     ("## Requests, latency and token throughput", "", {
         "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
             "" if r["replicates"] is None else
             f" in {r['replicates']} chunks (stopped by {r['stopped_by']})"),
-        "TTFT p90": lambda r: _fmt(r["ttft_p90_ms"], 0, " ms"),
-        "request latency p50": lambda r: _fmt(r["request_latency_p50_ms"], 0, " ms"),
-        "output tokens/s": lambda r: _fmt(r["output_token_throughput"], 0)}),
+        **{FIGURES[k][0]: partial(_figure, key=k) for k in list(FIGURES)[2:]}}),
     ("## Routing stickiness (which worker served each video's questions)", "", {
-        "videos on one worker": lambda r: _fmt(None if r["stickiness_share_single_worker"] is None
-                                               else r["stickiness_share_single_worker"] * 100,
-                                               0, "%"),
+        "videos on one worker": lambda r: "n/a" if r["stickiness_share_single_worker"] is None
+        else f"{r['stickiness_share_single_worker']:,.0%}",
         "workers per video": lambda r: _fmt(r["stickiness_mean_workers_per_video"], 2)}),
     ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
      "caches (the frontend's own counters), and how the requests spread over the workers that "
@@ -354,33 +353,26 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     rows, labels = report["rows"], report["profiles"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
     method = next((r["interval_method"] for r in rows if r["interval_method"]), None)
-
-    def cells(c: int, profiles: Sequence[str], cell: Any) -> list[str]:
-        return [cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a" for lb in profiles]
-
+    columns = [(f"{lb} {name}", lb, cell) for name, first, cell in SUMMARY for lb in labels[first:]]
     out = ["# Routing comparison", "",
            f"Profiles: {', '.join(labels)}. Throughput gain is over {labels[0]}. "
            + (f"95% intervals: {method}; a gain's combines both profiles' spreads (delta "
               "method on the log of the ratio, Welch degrees of freedom)." if method else
-              "No level ran replicate chunks, so no interval."), ""]
-    out += _table(
-        ["Concurrency", *(f"{lb} req/s" for lb in labels),
-         *(f"{lb} throughput gain" for lb in labels[1:]), *(f"{lb} TTFT p50" for lb in labels)],
-        [[str(c), *cells(c, labels, _rate_cell), *cells(c, labels[1:], _gain_cell),
-          *cells(c, labels, lambda r: _fmt(r["ttft_p50_ms"], 0, " ms"))]
-         for c in sorted({r["concurrency"] for r in rows})])
-    for heading, words, columns in DETAILS:
-        shown = [r for r in rows if any(cell(r) != "n/a" for cell in columns.values())]
+              "No level ran replicate chunks, so no interval."), "",
+           *_table(["Concurrency", *(head for head, _, _ in columns)],
+                   [[str(c), *(cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a"
+                               for _, lb, cell in columns)]
+                    for c in sorted({r["concurrency"] for r in rows})])]
+    for heading, words, cells in DETAILS:
+        shown = [r for r in rows if any(cell(r) != "n/a" for cell in cells.values())]
         if shown:
             out += ["", heading, "", *([words, ""] if words else []),
-                    *_table(["Concurrency", "profile", *columns],
+                    *_table(["Concurrency", "profile", *cells],
                             [[str(r["concurrency"]), r["profile"],
-                              *(cell(r) for cell in columns.values())] for r in shown])]
+                              *(cell(r) for cell in cells.values())] for r in shown])]
     seed = seed_lines(report)
     if seed:
         out += ["", "## Beside the seed", "", *seed]
-    if report["notes"]:
-        out += ["", "## What this run shows", "", *(f"- {n}" for n in report["notes"])]
     out += ["", "## Runs", ""]
     for run in report["runs"]:
         m = run["manifest"]
@@ -399,9 +391,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 
 PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
-          (("request_throughput", "-", ""),)),
+          ("request_throughput",)),
          ("ttft.png", "milliseconds", "Time to first token against concurrency",
-          (("ttft_p50_ms", "-", " TTFT p50"), ("ttft_p90_ms", "--", " TTFT p90"))))
+          ("ttft_p50_ms", "ttft_p90_ms")))
 
 
 def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> None:
@@ -412,16 +404,16 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
     import matplotlib.pyplot as plt
 
     levels = sorted({r["concurrency"] for r in rows})
-    for name, ylabel, title, series in PLOTS:
+    for name, ylabel, title, keys in PLOTS:
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="tight")
         for index, label in enumerate(labels):
-            for key, style, suffix in series:
+            for key, style in zip(keys, ("-", "--"), strict=False):
                 points = [r for r in rows if r["profile"] == label and r[key] is not None]
                 bars = [[abs(r[key] - r[f"{key}_ci95_{end}"]) if r[f"{key}_ci95_{end}"]
                          is not None else 0.0 for r in points] for end in ("low", "high")]
                 ax.errorbar([r["concurrency"] for r in points], [r[key] for r in points],
                             yerr=bars, fmt=style, marker="o", capsize=3, color=f"C{index}",
-                            label=label + suffix)
+                            label=label + (f" {FIGURES[key][0]}" if len(keys) > 1 else ""))
         ax.set(xscale="log", xlabel="concurrency", ylabel=ylabel, title=title)
         ax.set_xticks(levels, [str(c) for c in levels])
         ax.minorticks_off()
@@ -432,9 +424,9 @@ def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path
 
 
 def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
-                 notes: Sequence[str] = (), ttft_floor_ms: float | None = None) -> Path:
-    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path. `notes`:
-    the caller's conclusions; `ttft_floor_ms`: the mock's own TTFT (the rehearsal's)."""
+                 ttft_floor_ms: float | None = None) -> Path:
+    """Write report.md/.csv/.json and the plots to `out`; returns the report.md path.
+    `ttft_floor_ms`: the mock's own TTFT (the rehearsal's)."""
     runs = [r for r in collect_runs([Path(d) for d in run_dirs], warn) if r.levels]
     if not runs:
         raise InputError(BAD_INPUT, [
@@ -442,18 +434,10 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
             "run `python -m benchmarks sweep` first"])
     check_comparable(runs)
     rows = report_rows(runs)
-    report = {
-        "baseline": runs[0].label,
-        "profiles": [r.label for r in runs],
-        "rows": rows,
-        "seed_comparison": seed_comparison(rows, ttft_floor_ms),
-        "notes": list(notes),
-        "runs": [
-            {"label": r.label, "dir": str(r.source), "manifest": r.manifest,
-             "stickiness": {str(c): s for c, s in sorted(r.stickiness.items())}}
-            for r in runs
-        ],
-    }
+    report = {"baseline": runs[0].label, "profiles": [r.label for r in runs], "rows": rows,
+              "seed_comparison": seed_comparison(rows, ttft_floor_ms),
+              "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest,
+                        "stickiness": dict(sorted(r.stickiness.items()))} for r in runs]}
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
     markdown.write_text(render_markdown(report))
