@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -98,20 +98,26 @@ class ExportError(ValueError):
     pass
 
 
+def _figure(metric: str, stat: str = "avg", **default: Any) -> Any:
+    """A LevelSummary figure, read from this AIPerf metric and statistic of the summary export."""
+    return field(metadata={"aiperf": (metric, stat)}, **default)
+
+
 @dataclass(frozen=True)
 class LevelSummary:
     """The numbers the seed's table reports, for one concurrency level."""
 
     concurrency: int
-    requests: int
-    errors: int
-    request_throughput: float
-    ttft_p50_ms: float | None
-    ttft_p90_ms: float | None
-    request_latency_p50_ms: float | None
-    output_token_throughput: float | None
+    requests: int = _figure("request_count")
+    errors: int = _figure("error_request_count")
+    request_throughput: float = _figure("request_throughput")
+    ttft_p50_ms: float | None = _figure("time_to_first_token", "p50")
+    ttft_p90_ms: float | None = _figure("time_to_first_token", "p90")
+    request_latency_p50_ms: float | None = _figure("request_latency", "p50")
+    output_token_throughput: float | None = _figure("output_token_throughput")
     # Share of prompt tokens the workers served from their prefix caches (AIPerf's usage).
-    prompt_cache_read_pct: float | None = None
+    prompt_cache_read_pct: float | None = _figure("overall_usage_prompt_cache_read_pct",
+                                                  default=None)
 
     def line(self) -> str:
         """One human line: what a finished level prints."""
@@ -135,23 +141,14 @@ def _stat(export: dict[str, Any], metric: str, stat: str) -> float | None:
     return None
 
 
-# Each LevelSummary figure: its AIPerf metric and statistic in the summary export.
-FIGURES = {"requests": ("request_count", "avg"), "errors": ("error_request_count", "avg"),
-           "request_throughput": ("request_throughput", "avg"),
-           "ttft_p50_ms": ("time_to_first_token", "p50"),
-           "ttft_p90_ms": ("time_to_first_token", "p90"),
-           "request_latency_p50_ms": ("request_latency", "p50"),
-           "output_token_throughput": ("output_token_throughput", "avg"),
-           "prompt_cache_read_pct": ("overall_usage_prompt_cache_read_pct", "avg")}
-
-
 def summarize_file(path: Path) -> LevelSummary:
     """A run's figures from its summary export; ExportError names the file and what lacks."""
     try:
         export = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ExportError(f"{path}: not a readable AIPerf export ({exc})") from exc
-    figures = {name: _stat(export, *where) for name, where in FIGURES.items()}
+    figures = {f.name: _stat(export, *f.metadata["aiperf"]) for f in fields(LevelSummary)
+               if f.metadata}
     if figures["request_throughput"] is None:
         raise ExportError(f"{path}: no request_throughput in the export (no request "
                           "succeeded?)")
@@ -167,41 +164,35 @@ def summarize_file(path: Path) -> LevelSummary:
                            "errors": int(figures["errors"] or 0)}, concurrency=concurrency)
 
 
+def parsed(text: Any) -> Any:
+    """The value of JSON `text`; None for text that is not JSON (yet: a line being written)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def measured_records(records: Path) -> Iterator[dict[str, Any]]:
     """AIPerf's per-request records (the records or the raw export) of the measured phase,
     one at a time (a raw export is large). A line still being written (AIPerf 0.13 appends
     records as requests end) is skipped; no file yet is no records."""
     try:
         with open(records) as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if (record.get("metadata") or {}).get("benchmark_phase",
-                                                      "profiling") == "profiling":
+            for record in map(parsed, lines):
+                if isinstance(record, dict) and (record.get("metadata") or {}).get(
+                        "benchmark_phase", "profiling") == "profiling":
                     yield record
     except FileNotFoundError:
         return
-
-
-def _lengths(records: Path) -> tuple[list[int | None], int]:
-    """The measured output lengths of the answered requests (None: no count), the failed."""
-    lengths, failed = [], 0
-    for record in measured_records(records):
-        if record.get("error"):
-            failed += 1
-        else:
-            lengths.append(((record.get("metrics") or {}).get("output_sequence_length")
-                            or {}).get("value"))
-    return lengths, failed
 
 
 def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
     """How many answered measured requests got other than `wanted` output tokens, or no
     count at all (a server that sends no `usage`); None: all got it, or the run kept no
     per-request records."""
-    lengths = _lengths(chunk_dir / RECORDS_EXPORT)[0]
+    lengths = [((record.get("metrics") or {}).get("output_sequence_length") or {}).get("value")
+               for record in measured_records(chunk_dir / RECORDS_EXPORT)
+               if not record.get("error")]
     counted = [int(n) for n in lengths if n is not None]
     other, missing = sum(n != wanted for n in counted), len(lengths) - len(counted)
     if not other and not missing:
@@ -212,8 +203,8 @@ def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
 
 def progress_counts(records: Path) -> tuple[int, int]:
     """(answered, failed) measured requests so far, from the records export as written."""
-    lengths, failed = _lengths(records)
-    return len(lengths), failed
+    failed = [bool(record.get("error")) for record in measured_records(records)]
+    return failed.count(False), failed.count(True)
 
 
 def failure_cause(log: Path) -> str:

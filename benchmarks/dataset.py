@@ -20,6 +20,7 @@ A sidecar `<name>.meta.json` records what the dataset holds, for the run manifes
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -195,38 +196,29 @@ def dataset_lines(
     return lines
 
 
-def build_dataset(
-    out: Path,
-    *,
-    video_refs: Sequence[str] | None = None,
-    video_count: int | None = None,
-    text_standin_tokens: int | None = None,
-    questions_per_video: int = SEED_SHAPE.questions_per_video,
-    output_tokens: int = SEED_SHAPE.output_tokens,
-    seed: int = SEED_SHAPE.random_seed,
-    video_settings: dict | None = None,
-    video_source: str | None = None,
-) -> DatasetInfo:
-    """Write the dataset to `out` and its sidecar; returns what it holds.
+def build_dataset(out: Path, *, video_settings: dict | None = None,
+                  video_source: str | None = None, **shape: Any) -> DatasetInfo:
+    """Write the dataset of `shape` (`dataset_lines`' arguments) to `out` and its sidecar;
+    returns what it holds.
 
     Video mode: `video_refs` (URLs or local paths, see `video_references`).
     Text stand-in mode (rehearsal): `text_standin_tokens=N, video_count=V` gives V
     sessions whose every line starts with the same ~N-token block, distinct per session.
     """
-    lines = dataset_lines(video_refs=video_refs, video_count=video_count,
-                          text_standin_tokens=text_standin_tokens,
-                          questions_per_video=questions_per_video,
-                          output_tokens=output_tokens, seed=seed)
+    lines = dataset_lines(**shape)
+    # The shape as the lines were made of it, defaults filled in: the sidecar records it.
+    given = inspect.signature(dataset_lines).bind(**shape)
+    given.apply_defaults()
+    used = {k: given.arguments[k] for k in
+            ("questions_per_video", "output_tokens", "seed", "text_standin_tokens")}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
     tmp.replace(out)
     info = DatasetInfo(
-        path=str(out.resolve()), videos=len(lines) // questions_per_video,
-        mode=MODE_TEXT_STANDIN if text_standin_tokens is not None else MODE_VIDEO,
-        questions_per_video=questions_per_video, requests=len(lines),
-        output_tokens=output_tokens, seed=seed, text_standin_tokens=text_standin_tokens,
-        video_source=video_source, video_settings=video_settings)
+        path=str(out.resolve()), videos=len(lines) // used["questions_per_video"],
+        mode=MODE_TEXT_STANDIN if used["text_standin_tokens"] is not None else MODE_VIDEO,
+        requests=len(lines), video_source=video_source, video_settings=video_settings, **used)
     meta_path(out).write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aiperf_run import RAW_EXPORT, measured_records
+from benchmarks.aiperf_run import RAW_EXPORT, measured_records, parsed
 
 # Each FrontendCounts field: its frontend counter. `cached_reports` counts the responses
 # that reported a cached count: none means the share is unknown (n/a), not 0%.
@@ -73,11 +73,11 @@ WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_i
 ATTRIBUTION_FILE = "worker_attribution.json"
 
 
-def worker_id_from_body(body: Mapping[str, Any]) -> int | None:
+def worker_id_from_body(body: Any) -> int | None:
     """The worker id in one response body or stream chunk, if the frontend put one there.
     Dynamo 1.6.1 sends `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N for an
     aggregated worker); the decode worker is the one that holds the session."""
-    nvext = body.get("nvext")
+    nvext = body.get("nvext") if isinstance(body, Mapping) else None
     worker = nvext.get("worker_id") if isinstance(nvext, Mapping) else None
     if isinstance(worker, Mapping):
         worker = worker.get("decode_worker_id", worker.get("prefill_worker_id"))
@@ -91,13 +91,9 @@ def worker_of_record(record: Mapping[str, Any]) -> int | None:
     for response in record.get("responses") or []:
         texts = [packet.get("value") for packet in response.get("packets") or []]
         for text in [*texts, response.get("text")]:
+            # Only the packets that name a worker are parsed (a raw export is large).
             if isinstance(text, str) and "worker_id" in text:
-                try:
-                    body = json.loads(text)
-                except ValueError:
-                    continue
-                worker = worker_id_from_body(body) if isinstance(body, Mapping) else None
-                if worker is not None:
+                if (worker := worker_id_from_body(parsed(text))) is not None:
                     return worker
     return None
 
@@ -164,13 +160,12 @@ def level_attribution(level_dir: Path) -> Attribution:
 def worker_spread(*parts: Attribution) -> dict[str, Any]:
     """The routing evidence over attributions (a chunk's, or a level's chunks'): stickiness,
     and how many requests each worker got."""
-    attribution = Attribution({v: w for part in parts for v, w in part.workers_by_video.items()},
-                              sum(part.unattributed for part in parts))
-    counts = Counter(w for workers in attribution.workers_by_video.values() for w in workers)
-    return {**asdict(stickiness(attribution.workers_by_video)),
+    by_video = {v: w for part in parts for v, w in part.workers_by_video.items()}
+    counts = Counter(w for workers in by_video.values() for w in workers)
+    return {**asdict(stickiness(by_video)),
             "requests_per_worker_min": min(counts.values(), default=0),
             "requests_per_worker_max": max(counts.values(), default=0),
-            "unattributed": attribution.unattributed}
+            "unattributed": sum(part.unattributed for part in parts)}
 
 
 def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,

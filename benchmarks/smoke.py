@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import openai
 
-from benchmarks.dataset import QUESTIONS, video_url
+from benchmarks.dataset import dataset_lines
 from benchmarks.evidence import FrontendCounts, scrape_frontend
 from infra.names import SERVED_MODEL_NAME
 
@@ -75,14 +75,11 @@ def wait_for_model(config: SmokeConfig, client: openai.OpenAI, say: Say) -> None
         time.sleep(min(config.poll_secs, started + config.wait_secs - now))
 
 
-def ask(config: SmokeConfig, client: openai.OpenAI, video: str) -> tuple[str, int | None]:
-    """One chat completion, `video` first; the answer and the server's `usage` prompt count."""
-    content = [{"type": "video_url", "video_url": {"url": video}},
-               {"type": "text", "text": QUESTIONS[0]}]
+def ask(config: SmokeConfig, client: openai.OpenAI, messages: list) -> tuple[str, int | None]:
+    """One chat completion; the answer and the server's `usage` prompt count."""
     try:
         response = client.chat.completions.create(
-            model=config.model, messages=[{"role": "user", "content": content}],
-            max_tokens=MAX_TOKENS)
+            model=config.model, messages=messages, max_tokens=MAX_TOKENS)
     except (openai.APIStatusError, openai.APIConnectionError) as exc:
         raise SmokeFailure(_problem(exc, f"{config.url}/v1/chat/completions")) from exc
     message = response.choices[0].message if response.choices else None
@@ -114,8 +111,8 @@ def prompt_count_line(before: FrontendCounts | None, after: FrontendCounts | Non
 def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     """Wait for the model, ask once; returns the answer or raises SmokeFailure. A bad
     --video-url (ValueError) is found before the wait, not after it."""
-    try:
-        video = video_url(config.video_url)
+    try:  # the benchmark's first request: the video, then the first question
+        (line,) = dataset_lines(video_refs=[config.video_url], questions_per_video=1)
     except ValueError:
         raise ValueError(f"--video-url {config.video_url}: not a URL and no such file") from None
     # Dynamo needs no key; a real one, if set, is passed on and never printed.
@@ -125,7 +122,7 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     wait_for_model(config, client, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
     before = scrape_frontend(config.url)
-    answer, prompt_tokens = ask(config, client, video)
+    answer, prompt_tokens = ask(config, client, line["messages"])
     say(prompt_count_line(before, scrape_frontend(config.url), prompt_tokens))
     return answer
 

@@ -51,12 +51,6 @@ def ffmpeg(exe: str, *args: str, timeout: float = 30) -> subprocess.CompletedPro
                           timeout=timeout)
 
 
-def ffmpeg_version(exe: str) -> str:
-    """First line of `ffmpeg -version`, e.g. 'ffmpeg version 5.1.9-0+deb12u1 ...'."""
-    out = ffmpeg(exe, "-version").stdout
-    return out.splitlines()[0].strip() if out else "unknown"
-
-
 def validate_shape(shape: VideoShape) -> None:
     """One clear error per bad setting, before anything is made."""
     problems = []
@@ -148,13 +142,14 @@ def make_videos(
     validate_shape(shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = exe or ffmpeg_exe()
-    version = ffmpeg_version(exe)
+    # The first line of `ffmpeg -version` up to its copyright, e.g. 'ffmpeg version 5.1.9-0'.
+    version = (ffmpeg(exe, "-version").stdout or "unknown").splitlines()[0].split(" Copyright")[0]
     reusable = _reusable(out_dir, shape)
     entries = {i: entry for i in range(shape.count) if (entry := reusable.get(video_name(i)))}
     todo = [i for i in range(shape.count) if i not in entries]
     progress(f"videos: {shape.count} wanted in {out_dir} ({len(entries)} reused, {len(todo)} "
              f"to make, {shape.duration_secs} s at {shape.fps} FPS, {shape.width}x{shape.height}, "
-             f"seed {shape.seed}) with {version.split(' Copyright')[0]}")
+             f"seed {shape.seed}) with {version}")
 
     def save() -> None:
         manifest = {"settings": asdict(shape), "ffmpeg": version,
