@@ -46,6 +46,7 @@ MOCKER_MAX_TOKEN_ID = 1999
 # 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
+STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
 
 
@@ -69,9 +70,7 @@ class LocalDynamoConfig:
     model_dir: Path
     fleet: MockFleet
     work_dir: Path
-    nats_binary: str = NATS_BINARY
     ready_timeout_secs: float = 120.0
-    stop_timeout_secs: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -137,9 +136,8 @@ def dynamo_import_error(python: str, env: Mapping[str, str] | None) -> str | Non
     """Why Dynamo does not import for `python` (None: it does). Imported in a subprocess: a
     module that is there but fails to import (a missing library) passes `find_spec`."""
     try:
-        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"],
-                                env=None if env is None else dict(env), capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"], env=env,
+                                capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot import Dynamo with {python} ({exc})"
     last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
@@ -181,7 +179,7 @@ def tree_pids(root: int) -> set[int]:
         return set()
 
 
-def stop_processes(pids: Collection[int], timeout: float) -> None:
+def stop_processes(pids: Collection[int], timeout: float = STOP_SECS) -> None:
     """SIGTERM to each of `pids`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
     procs = []
     for pid in pids:
@@ -194,20 +192,20 @@ def stop_processes(pids: Collection[int], timeout: float) -> None:
         procs = psutil.wait_procs(procs, timeout=timeout)[1]
 
 
-def stop_descendants(timeout: float) -> None:
+def stop_descendants() -> None:
     """Stop every process this one started, and theirs."""
-    stop_processes(tree_pids(os.getpid()) - {os.getpid()}, timeout)
+    stop_processes(tree_pids(os.getpid()) - {os.getpid()})
 
 
-class PeakMemory:
+class PeakMemory(threading.Thread):
     """Context manager: samples the resident memory of a process tree every `interval` s.
     Sampled, because `getrusage` reports the largest single child, but the rehearsal's
     footprint is the sum of several servers and AIPerf's worker processes at once."""
 
     def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
+        super().__init__(name="peak-memory", daemon=True)
         self.root, self.interval, self.peak = root or os.getpid(), interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+        self.done = threading.Event()
 
     def sample(self) -> None:
         current = 0
@@ -216,28 +214,25 @@ class PeakMemory:
                 current += psutil.Process(pid).memory_info().rss
         self.peak = max(self.peak, current)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
             self.sample()
 
     def __enter__(self) -> PeakMemory:
         self.sample()
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.done.set()
+        self.join(timeout=5)
         self.sample()
 
 
 # In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
-# (1: PR_SET_PDEATHSIG) is looked up here: a child forked beside threads must not import.
-_set_parent_death_signal: Callable[[], object] | None
-try:
-    _set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
-except (OSError, AttributeError):
-    _set_parent_death_signal = None
+# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
+# beside threads must not import.
+_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -297,8 +292,8 @@ class LocalDynamo:
         self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
         nats_port, self.frontend_port = free_port(), free_port()
         # NATS opens no monitoring, cluster or leaf port unless asked to.
-        nats = self._launch("nats-server", [cfg.nats_binary, "--addr", LOOPBACK, "--port",
-                                            str(nats_port)], os.environ)
+        nats = self._launch("nats-server", [find_nats_server() or NATS_BINARY, "--addr",
+                                            LOOPBACK, "--port", str(nats_port)], os.environ)
         self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.popen.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
@@ -379,7 +374,7 @@ class LocalDynamo:
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
-            stop_processes(tree_pids(process.popen.pid), self.config.stop_timeout_secs)
+            stop_processes(tree_pids(process.popen.pid))
             process.popen.poll()
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)

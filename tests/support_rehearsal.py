@@ -19,14 +19,12 @@ from rehearsal.local_dynamo import (
 
 
 def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalDynamoConfig:
-    nats = find_nats_server()
-    assert nats is not None, "nats-server missing: run `bash scripts/setup.sh`"
+    assert find_nats_server() is not None, "nats-server missing: run `bash scripts/setup.sh`"
     return LocalDynamoConfig(
         routing=routing,
         model_dir=mock_model_dir(work / "model"),
         fleet=MockFleet(workers=workers, speedup_ratio=10.0),
         work_dir=work / "stack",
-        nats_binary=nats,
         ready_timeout_secs=90.0,
     )
 
