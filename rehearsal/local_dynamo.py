@@ -55,21 +55,16 @@ class LocalDynamoError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class MockFleet:
-    """The simulated workers: how many and how fast (each caches the mocker's default
-    16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
-
-    workers: int
-    speedup_ratio: float = 1.0
-    decode_speedup_ratio: float = 1.0
-
-
-@dataclass(frozen=True)
 class LocalDynamoConfig:
+    """One stack: the frontend's routing, and the mock workers, how many and how fast (each
+    caches the mocker's default 16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
+
     routing: Routing
     model_dir: Path
-    fleet: MockFleet
+    workers: int
     work_dir: Path
+    speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
     ready_timeout_secs: float = 120.0
 
 
@@ -113,12 +108,11 @@ def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> 
             "DYN_SYSTEM_HOST": LOOPBACK, "DYN_SYSTEM_PORT": "-1", "HF_HUB_OFFLINE": "1"}
 
 
-def mocker_command(python: str, model_dir: Path, served_model_name: str, fleet: MockFleet
-                   ) -> list[str]:
-    return [python, "-m", "dynamo.mocker", "--model-path", str(model_dir),
-            "--model-name", served_model_name, "--num-workers", str(fleet.workers),
-            "--speedup-ratio", str(fleet.speedup_ratio),
-            "--decode-speedup-ratio", str(fleet.decode_speedup_ratio),
+def mocker_command(python: str, config: LocalDynamoConfig) -> list[str]:
+    return [python, "-m", "dynamo.mocker", "--model-path", str(config.model_dir),
+            "--model-name", SERVED_MODEL_NAME, "--num-workers", str(config.workers),
+            "--speedup-ratio", str(config.speedup_ratio),
+            "--decode-speedup-ratio", str(config.decode_speedup_ratio),
             "--block-size", str(MOCK_BLOCK_SIZE)]
 
 
@@ -248,15 +242,6 @@ class ManagedProcess:
                                 f"{log_tail(self.log)}")
 
 
-def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
-    """The server's JSON answer; empty while it does not answer (yet)."""
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return json.loads(response.read())
-    except (OSError, ValueError):  # urllib's errors are OSErrors
-        return {}
-
-
 @dataclass
 class LocalDynamo:
     """Context manager: the running stack of one profile; `url` is the frontend's base URL."""
@@ -297,16 +282,12 @@ class LocalDynamo:
         self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.popen.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
-        mocker = self._launch("dynamo.mocker", mocker_command(
-            sys.executable, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env)
-        frontend = self._launch("dynamo.frontend", local_frontend_command(
+        mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, cfg), env)
+        self._launch("dynamo.frontend", local_frontend_command(
             sys.executable, cfg.routing, self.frontend_port), env)
-        self._wait(lambda: any(m.get("id") == SERVED_MODEL_NAME for m in _http_json(
-            f"{self.url}/v1/models", timeout=2.0).get("data", [])), frontend,
-            cfg.ready_timeout_secs, f"the frontend to list {SERVED_MODEL_NAME} at {self.url}")
-        seen: set[int] = set()
+        seen: set[int] = set()  # ready: the frontend serves the model on every mock worker
         self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
-                   f"requests to reach all {cfg.fleet.workers} mock workers")
+                   f"requests through {self.url} to reach all {cfg.workers} mock workers")
         self.worker_ids = tuple(sorted(seen))
         found = listeners(self.pids())
         exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
@@ -366,10 +347,12 @@ class LocalDynamo:
         worker. Far shorter than a cache block, they leave no reusable prefix."""
         request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
                              **WORKER_ID_REQUEST_FIELDS)
-        for _ in range(self.config.fleet.workers):
-            if (worker := worker_id_from_body(_http_json(request, timeout=10.0))) is not None:
-                seen.add(worker)
-        return len(seen) == self.config.fleet.workers
+        for _ in range(self.config.workers):
+            # No answer (urllib's errors are OSErrors) while the frontend is not serving yet.
+            with suppress(OSError, ValueError), urllib.request.urlopen(request, timeout=10) as r:
+                if (worker := worker_id_from_body(json.loads(r.read()))) is not None:
+                    seen.add(worker)
+        return len(seen) == self.config.workers
 
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""

@@ -45,7 +45,6 @@ from rehearsal.local_dynamo import (
     MOCK_BLOCK_SIZE,
     LocalDynamo,
     LocalDynamoConfig,
-    MockFleet,
     PeakMemory,
     find_nats_server,
     local_frontend_command,
@@ -298,8 +297,8 @@ class Rehearsal:
         )
 
     def stack_config(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamoConfig:
-        fleet = MockFleet(workers, self.config.speedup_ratio, self.config.decode_speedup_ratio)
-        return LocalDynamoConfig(stack.routing, self.model, fleet, work_dir)
+        return LocalDynamoConfig(stack.routing, self.model, workers, work_dir,
+                                 self.config.speedup_ratio, self.config.decode_speedup_ratio)
 
     @contextmanager
     def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
@@ -321,11 +320,6 @@ class Rehearsal:
         with LocalDynamo(self.stack_config(stack, 1, self.run_dir / "ttft-floor")) as one:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
-
-    def manifests(self) -> dict[str, dict[str, Any]]:
-        """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
-        return {p: json.loads(path.read_text()) for p in self.config.profiles
-                if (path := self.run_dir / p / MANIFEST_NAME).is_file()}
 
     def sweep_profile(self, profile: str, dataset: Path) -> None:
         try:
@@ -378,7 +372,8 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        manifests = self.manifests()
+        manifests = {p: json.loads((self.run_dir / p / MANIFEST_NAME).read_text())
+                     for p in cfg.profiles}
         # Levels a resume kept: those the sweep left as an earlier attempt finished them.
         kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
                    for m in manifests.values() for level in cfg.concurrencies)

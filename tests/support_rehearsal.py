@@ -11,7 +11,6 @@ import psutil
 from infra.routing import Routing
 from rehearsal.local_dynamo import (
     LocalDynamoConfig,
-    MockFleet,
     find_nats_server,
     listeners,
     mock_model_dir,
@@ -23,7 +22,8 @@ def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalD
     return LocalDynamoConfig(
         routing=routing,
         model_dir=mock_model_dir(work / "model"),
-        fleet=MockFleet(workers=workers, speedup_ratio=10.0),
+        workers=workers,
+        speedup_ratio=10.0,
         work_dir=work / "stack",
         ready_timeout_secs=90.0,
     )
