@@ -1,22 +1,26 @@
-"""The whole benchmark on this machine, against a real Dynamo frontend with mock workers.
+"""Local rehearsal (`./run.sh`, `python -m rehearsal`): the whole benchmark on this machine.
 
-Per profile (stack) and level a fresh local Dynamo (cold caches: a mock worker's cache holds
-every video of a rehearsal) serves the cluster's adaptive sweep of a text stand-in dataset;
-profiles run a level side by side while their requests in flight fit `IN_FLIGHT_BUDGET`.
-The same `--run-id` resumes. What it models and its limits: docs/rehearsal.md.
+Per profile (stack) and level a fresh local Dynamo on 127.0.0.1 (a real dynamo.frontend with
+the stack's routing flags, dynamo.mocker with its worker count; cold caches: a mock worker's
+cache holds every video of a rehearsal) serves the cluster's adaptive AIPerf sweep of a text
+stand-in dataset, with worker attribution; profiles run a level side by side while their
+requests in flight fit the machine, and the report sets them beside the seed's table. No
+cluster, no GPU; the same --run-id resumes. What it models and its limits: docs/rehearsal.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,7 @@ from rehearsal.local_dynamo import (
     MOCK_BLOCK_SIZE,
     LocalDynamo,
     LocalDynamoConfig,
+    LocalDynamoError,
     PeakMemory,
     find_nats_server,
     local_frontend_command,
@@ -413,3 +418,38 @@ def done_line(summary: Mapping[str, Any]) -> str:
     return (f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
             f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started"
             f"{resumed})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
+    left unset whose default is None keeps the field's None."""
+    p = argparse.ArgumentParser(
+        prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=__doc__)
+    for f in fields(RehearsalConfig):
+        if "flag" in f.metadata:
+            kwargs = dict(f.metadata)
+            default = argparse.SUPPRESS if f.default is None else f.default
+            p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(build_parser().parse_args(argv))
+    config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
+                                "concurrencies": tuple(args["concurrencies"])})
+    rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
+    try:
+        rehearsal.run()
+        return 0
+    except InputError as exc:
+        print(f"rehearse: error: {exc}", file=sys.stderr)
+        return 2
+    except (LocalDynamoError, SweepError) as exc:
+        code, what = 1, f"error: {exc}\nEvery process the rehearsal started was stopped"
+    except KeyboardInterrupt:
+        code, what = 130, "interrupted; every process it started was stopped"
+    print(f"rehearse: {what}; rerun with --run-id {rehearsal.run_dir.name} to resume "
+          "(finished levels are kept).", file=sys.stderr)
+    return code
+
