@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -171,12 +171,8 @@ def tree_pids(root: int) -> set[int]:
         return set()
 
 
-def stop_processes(pids: Collection[int], timeout: float = STOP_SECS) -> None:
-    """SIGTERM to each of `pids`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
-    procs = []
-    for pid in pids:
-        with suppress(psutil.NoSuchProcess):
-            procs.append(psutil.Process(pid))
+def stop_processes(procs: list[psutil.Process], timeout: float = STOP_SECS) -> None:
+    """SIGTERM to each of `procs`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
     for signal_them in (psutil.Process.terminate, psutil.Process.kill):
         for proc in procs:
             with suppress(psutil.NoSuchProcess):
@@ -185,8 +181,8 @@ def stop_processes(pids: Collection[int], timeout: float = STOP_SECS) -> None:
 
 
 def stop_descendants() -> None:
-    """Stop every process this one started, and theirs."""
-    stop_processes(tree_pids(os.getpid()) - {os.getpid()})
+    """Stop every process this one started, and theirs (also in sessions of their own)."""
+    stop_processes(psutil.Process().children(recursive=True))
 
 
 class PeakMemory(threading.Thread):
@@ -227,16 +223,18 @@ class PeakMemory(threading.Thread):
 _set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
-@dataclass(frozen=True)
-class ManagedProcess:
-    """One server in its own session, logging to a file."""
+class ManagedProcess(psutil.Popen):
+    """One server in its own session, logging to a file (psutil's Popen: psutil stops it)."""
 
-    name: str
-    log: Path
-    popen: subprocess.Popen[bytes]
+    def __init__(self, label: str, log: Path, argv: list[str], env: Mapping[str, str]) -> None:
+        self.label, self.log = label, log
+        with log.open("ab") as out:
+            super().__init__(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=_set_parent_death_signal)
 
     def error(self, what: str) -> LocalDynamoError:
-        return LocalDynamoError(f"{what}; the log of {self.name}, {self.log}, ends with:\n"
+        return LocalDynamoError(f"{what}; the log of {self.label}, {self.log}, ends with:\n"
                                 f"{log_tail(self.log)}")
 
 
@@ -267,7 +265,7 @@ class LocalDynamo:
 
     def pids(self) -> set[int]:
         """Every server and everything it started."""
-        return set().union(*(tree_pids(p.popen.pid) for p in self.processes))
+        return set().union(*(tree_pids(p.pid) for p in self.processes))
 
     def start(self) -> None:
         cfg = self.config
@@ -277,7 +275,7 @@ class LocalDynamo:
         # NATS opens no monitoring, cluster or leaf port unless asked to.
         nats = self._launch("nats-server", [find_nats_server() or NATS_BINARY, "--addr",
                                             LOOPBACK, "--port", str(nats_port)], os.environ)
-        self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.popen.pid})}, nats,
+        self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
         mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, cfg), env)
@@ -293,8 +291,8 @@ class LocalDynamo:
             raise LocalDynamoError(
                 f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
                 "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
-        record = {"processes": [{"name": p.name, "pid": p.popen.pid, "argv": p.popen.args,
-                                 "log": str(p.log), "members": sorted(tree_pids(p.popen.pid))}
+        record = {"processes": [{"name": p.label, "pid": p.pid, "argv": p.args,
+                                 "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],
                   "listeners": [asdict(lst) for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
@@ -302,11 +300,7 @@ class LocalDynamo:
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str]) -> ManagedProcess:
         log = self.config.work_dir / "logs" / f"{name.split('.')[-1]}.log"
-        with log.open("ab") as out:
-            self.processes.append(ManagedProcess(name, log, subprocess.Popen(
-                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_set_parent_death_signal)))
+        self.processes.append(ManagedProcess(name, log, argv, env))
         return self.processes[-1]
 
     def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
@@ -314,9 +308,8 @@ class LocalDynamo:
         """Until `ready`; an error with the log of whichever process died or of `process`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if dead := next((p for p in self.processes if p.popen.poll() is not None), None):
-                raise dead.error(f"{dead.name} exited (code {dead.popen.returncode}) during "
-                                 "start-up")
+            if dead := next((p for p in self.processes if p.poll() is not None), None):
+                raise dead.error(f"{dead.label} exited (code {dead.returncode}) during start-up")
             if ready():
                 return
             time.sleep(0.1)
@@ -355,7 +348,7 @@ class LocalDynamo:
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
-            stop_processes(tree_pids(process.popen.pid))
-            process.popen.poll()
+            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
+                stop_processes([process, *process.children(recursive=True)])
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)
