@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -46,6 +46,7 @@ MOCKER_MAX_TOKEN_ID = 1999
 # 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
+STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
 
 
@@ -54,24 +55,17 @@ class LocalDynamoError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class MockFleet:
-    """The simulated workers: how many and how fast (each caches the mocker's default
-    16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
-
-    workers: int
-    speedup_ratio: float = 1.0
-    decode_speedup_ratio: float = 1.0
-
-
-@dataclass(frozen=True)
 class LocalDynamoConfig:
+    """One stack: the frontend's routing, and the mock workers, how many and how fast (each
+    caches the mocker's default 16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
+
     routing: Routing
     model_dir: Path
-    fleet: MockFleet
+    workers: int
     work_dir: Path
-    nats_binary: str = NATS_BINARY
+    speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
     ready_timeout_secs: float = 120.0
-    stop_timeout_secs: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -89,14 +83,9 @@ def free_port() -> int:
 
 
 def listeners(pids: set[int]) -> list[Listener]:
-    """Every listening TCP socket owned by one of `pids`."""
-    found: list[Listener] = []
-    for pid in sorted(pids):
-        with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            found += [Listener(pid, c.laddr.ip, c.laddr.port)
-                      for c in psutil.Process(pid).net_connections("tcp")
-                      if c.status == psutil.CONN_LISTEN]
-    return found
+    """Every listening TCP socket owned by one of `pids` (psutil's table names the owner)."""
+    return [Listener(c.pid, c.laddr.ip, c.laddr.port) for c in psutil.net_connections("tcp")
+            if c.pid in pids and c.status == psutil.CONN_LISTEN]
 
 
 def find_nats_server(python: str = sys.executable, search_path: str | None = None) -> str | None:
@@ -114,12 +103,11 @@ def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> 
             "DYN_SYSTEM_HOST": LOOPBACK, "DYN_SYSTEM_PORT": "-1", "HF_HUB_OFFLINE": "1"}
 
 
-def mocker_command(python: str, model_dir: Path, served_model_name: str, fleet: MockFleet
-                   ) -> list[str]:
-    return [python, "-m", "dynamo.mocker", "--model-path", str(model_dir),
-            "--model-name", served_model_name, "--num-workers", str(fleet.workers),
-            "--speedup-ratio", str(fleet.speedup_ratio),
-            "--decode-speedup-ratio", str(fleet.decode_speedup_ratio),
+def mocker_command(python: str, config: LocalDynamoConfig) -> list[str]:
+    return [python, "-m", "dynamo.mocker", "--model-path", str(config.model_dir),
+            "--model-name", SERVED_MODEL_NAME, "--num-workers", str(config.workers),
+            "--speedup-ratio", str(config.speedup_ratio),
+            "--decode-speedup-ratio", str(config.decode_speedup_ratio),
             "--block-size", str(MOCK_BLOCK_SIZE)]
 
 
@@ -137,9 +125,8 @@ def dynamo_import_error(python: str, env: Mapping[str, str] | None) -> str | Non
     """Why Dynamo does not import for `python` (None: it does). Imported in a subprocess: a
     module that is there but fails to import (a missing library) passes `find_spec`."""
     try:
-        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"],
-                                env=None if env is None else dict(env), capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run([python, "-c", f"import {', '.join(DYNAMO_MODULES)}"], env=env,
+                                capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot import Dynamo with {python} ({exc})"
     last = (result.stderr.strip().splitlines() or ["(no error output)"])[-1]
@@ -181,12 +168,8 @@ def tree_pids(root: int) -> set[int]:
         return set()
 
 
-def stop_processes(pids: Collection[int], timeout: float) -> None:
-    """SIGTERM to each of `pids`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
-    procs = []
-    for pid in pids:
-        with suppress(psutil.NoSuchProcess):
-            procs.append(psutil.Process(pid))
+def stop_processes(procs: list[psutil.Process], timeout: float = STOP_SECS) -> None:
+    """SIGTERM to each of `procs`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
     for signal_them in (psutil.Process.terminate, psutil.Process.kill):
         for proc in procs:
             with suppress(psutil.NoSuchProcess):
@@ -194,20 +177,20 @@ def stop_processes(pids: Collection[int], timeout: float) -> None:
         procs = psutil.wait_procs(procs, timeout=timeout)[1]
 
 
-def stop_descendants(timeout: float) -> None:
-    """Stop every process this one started, and theirs."""
-    stop_processes(tree_pids(os.getpid()) - {os.getpid()}, timeout)
+def stop_descendants() -> None:
+    """Stop every process this one started, and theirs (also in sessions of their own)."""
+    stop_processes(psutil.Process().children(recursive=True))
 
 
-class PeakMemory:
+class PeakMemory(threading.Thread):
     """Context manager: samples the resident memory of a process tree every `interval` s.
     Sampled, because `getrusage` reports the largest single child, but the rehearsal's
     footprint is the sum of several servers and AIPerf's worker processes at once."""
 
     def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
+        super().__init__(name="peak-memory", daemon=True)
         self.root, self.interval, self.peak = root or os.getpid(), interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
+        self.done = threading.Event()
 
     def sample(self) -> None:
         current = 0
@@ -216,50 +199,40 @@ class PeakMemory:
                 current += psutil.Process(pid).memory_info().rss
         self.peak = max(self.peak, current)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
             self.sample()
 
     def __enter__(self) -> PeakMemory:
         self.sample()
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.done.set()
+        self.join(timeout=5)
         self.sample()
 
 
 # In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
-# (1: PR_SET_PDEATHSIG) is looked up here: a child forked beside threads must not import.
-_set_parent_death_signal: Callable[[], object] | None
-try:
-    _set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
-except (OSError, AttributeError):
-    _set_parent_death_signal = None
+# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
+# beside threads must not import.
+_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
-@dataclass(frozen=True)
-class ManagedProcess:
-    """One server in its own session, logging to a file."""
+class ManagedProcess(psutil.Popen):
+    """One server in its own session, logging to a file (psutil's Popen: psutil stops it)."""
 
-    name: str
-    log: Path
-    popen: subprocess.Popen[bytes]
+    def __init__(self, label: str, log: Path, argv: list[str], env: Mapping[str, str]) -> None:
+        self.label, self.log = label, log
+        with log.open("ab") as out:
+            super().__init__(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=_set_parent_death_signal)
 
     def error(self, what: str) -> LocalDynamoError:
-        return LocalDynamoError(f"{what}; the log of {self.name}, {self.log}, ends with:\n"
+        return LocalDynamoError(f"{what}; the log of {self.label}, {self.log}, ends with:\n"
                                 f"{log_tail(self.log)}")
-
-
-def _http_json(request: str | urllib.request.Request, timeout: float) -> dict[str, Any]:
-    """The server's JSON answer; empty while it does not answer (yet)."""
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return json.loads(response.read())
-    except (OSError, ValueError):  # urllib's errors are OSErrors
-        return {}
 
 
 @dataclass
@@ -289,7 +262,7 @@ class LocalDynamo:
 
     def pids(self) -> set[int]:
         """Every server and everything it started."""
-        return set().union(*(tree_pids(p.popen.pid) for p in self.processes))
+        return set().union(*(tree_pids(p.pid) for p in self.processes))
 
     def start(self) -> None:
         cfg = self.config
@@ -297,21 +270,17 @@ class LocalDynamo:
         self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
         nats_port, self.frontend_port = free_port(), free_port()
         # NATS opens no monitoring, cluster or leaf port unless asked to.
-        nats = self._launch("nats-server", [cfg.nats_binary, "--addr", LOOPBACK, "--port",
-                                            str(nats_port)], os.environ)
-        self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.popen.pid})}, nats,
+        nats = self._launch("nats-server", [find_nats_server() or NATS_BINARY, "--addr",
+                                            LOOPBACK, "--port", str(nats_port)], os.environ)
+        self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
-        mocker = self._launch("dynamo.mocker", mocker_command(
-            sys.executable, cfg.model_dir, SERVED_MODEL_NAME, cfg.fleet), env)
-        frontend = self._launch("dynamo.frontend", local_frontend_command(
+        mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, cfg), env)
+        self._launch("dynamo.frontend", local_frontend_command(
             sys.executable, cfg.routing, self.frontend_port), env)
-        self._wait(lambda: any(m.get("id") == SERVED_MODEL_NAME for m in _http_json(
-            f"{self.url}/v1/models", timeout=2.0).get("data", [])), frontend,
-            cfg.ready_timeout_secs, f"the frontend to list {SERVED_MODEL_NAME} at {self.url}")
-        seen: set[int] = set()
+        seen: set[int] = set()  # ready: the frontend serves the model on every mock worker
         self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
-                   f"requests to reach all {cfg.fleet.workers} mock workers")
+                   f"requests through {self.url} to reach all {cfg.workers} mock workers")
         self.worker_ids = tuple(sorted(seen))
         found = listeners(self.pids())
         exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
@@ -319,8 +288,8 @@ class LocalDynamo:
             raise LocalDynamoError(
                 f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
                 "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
-        record = {"processes": [{"name": p.name, "pid": p.popen.pid, "argv": p.popen.args,
-                                 "log": str(p.log), "members": sorted(tree_pids(p.popen.pid))}
+        record = {"processes": [{"name": p.label, "pid": p.pid, "argv": p.args,
+                                 "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],
                   "listeners": [asdict(lst) for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
@@ -328,11 +297,7 @@ class LocalDynamo:
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str]) -> ManagedProcess:
         log = self.config.work_dir / "logs" / f"{name.split('.')[-1]}.log"
-        with log.open("ab") as out:
-            self.processes.append(ManagedProcess(name, log, subprocess.Popen(
-                argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_set_parent_death_signal)))
+        self.processes.append(ManagedProcess(name, log, argv, env))
         return self.processes[-1]
 
     def _wait(self, ready: Callable[[], bool], process: ManagedProcess, timeout: float,
@@ -340,9 +305,8 @@ class LocalDynamo:
         """Until `ready`; an error with the log of whichever process died or of `process`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if dead := next((p for p in self.processes if p.popen.poll() is not None), None):
-                raise dead.error(f"{dead.name} exited (code {dead.popen.returncode}) during "
-                                 "start-up")
+            if dead := next((p for p in self.processes if p.poll() is not None), None):
+                raise dead.error(f"{dead.label} exited (code {dead.returncode}) during start-up")
             if ready():
                 return
             time.sleep(0.1)
@@ -371,15 +335,17 @@ class LocalDynamo:
         worker. Far shorter than a cache block, they leave no reusable prefix."""
         request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
                              **WORKER_ID_REQUEST_FIELDS)
-        for _ in range(self.config.fleet.workers):
-            if (worker := worker_id_from_body(_http_json(request, timeout=10.0))) is not None:
-                seen.add(worker)
-        return len(seen) == self.config.fleet.workers
+        for _ in range(self.config.workers):
+            # No answer (urllib's errors are OSErrors) while the frontend is not serving yet.
+            with suppress(OSError, ValueError), urllib.request.urlopen(request, timeout=10) as r:
+                if (worker := worker_id_from_body(json.loads(r.read()))) is not None:
+                    seen.add(worker)
+        return len(seen) == self.config.workers
 
     def stop(self) -> None:
         """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
         for process in reversed(self.processes):
-            stop_processes(tree_pids(process.popen.pid), self.config.stop_timeout_secs)
-            process.popen.poll()
+            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
+                stop_processes([process, *process.children(recursive=True)])
         if self.discovery_dir is not None:
             shutil.rmtree(self.discovery_dir, ignore_errors=True)

@@ -1,22 +1,26 @@
-"""The whole benchmark on this machine, against a real Dynamo frontend with mock workers.
+"""Local rehearsal (`./run.sh`, `python -m rehearsal`): the whole benchmark on this machine.
 
-Per profile (stack) and level a fresh local Dynamo (cold caches: a mock worker's cache holds
-every video of a rehearsal) serves the cluster's adaptive sweep of a text stand-in dataset;
-profiles run a level side by side while their requests in flight fit `IN_FLIGHT_BUDGET`.
-The same `--run-id` resumes. What it models and its limits: docs/rehearsal.md.
+Per profile (stack) and level a fresh local Dynamo on 127.0.0.1 (a real dynamo.frontend with
+the stack's routing flags, dynamo.mocker with its worker count; cold caches: a mock worker's
+cache holds every video of a rehearsal) serves the cluster's adaptive AIPerf sweep of a text
+stand-in dataset, with worker attribution; profiles run a level side by side while their
+requests in flight fit the machine, and the report sets them beside the seed's table. No
+cluster, no GPU; the same --run-id resumes. What it models and its limits: docs/rehearsal.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from benchmarks.sweep import (
     SweepError,
     dist_version,
     open_run,
+    option,
     run_sweep,
     write_json,
 )
@@ -44,7 +49,7 @@ from rehearsal.local_dynamo import (
     MOCK_BLOCK_SIZE,
     LocalDynamo,
     LocalDynamoConfig,
-    MockFleet,
+    LocalDynamoError,
     PeakMemory,
     find_nats_server,
     local_frontend_command,
@@ -53,9 +58,6 @@ from rehearsal.local_dynamo import (
     stop_descendants,
 )
 
-# 64 videos give every level of the seed's table at least three chunks of disjoint videos
-# (four at concurrency 16) for the sweep's stop rule.
-REHEARSAL_VIDEOS = 64
 # kv-routing too with --profiles: a third stack side by side does not fit the 12 minutes.
 DEFAULT_PROFILES = ("round-robin", "session-affinity")  # the baseline first: gains are over it
 # Requests in flight on the machine at once, over the stacks that run side by side: the
@@ -65,36 +67,59 @@ IN_FLIGHT_BUDGET = 16
 # (DESIGN.md section 6; 1,600 was within noise).
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
-RESULTS_ROOT = Path("results") / "rehearsal"
 REHEARSAL_FILE = "rehearsal.json"
 SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
-STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
-# Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
-# +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
-REHEARSAL_STOP_WITHIN_PCT = 10.0
 
 Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class RehearsalConfig:
-    """One rehearsal; `python -m rehearsal` builds it straight from its options."""
+    """One rehearsal; each field with a flag is an option of `python -m rehearsal` (the
+    sweep's `option`), so the parsed options are the config as they are."""
 
-    profiles: tuple[str, ...] = DEFAULT_PROFILES
-    videos: int = REHEARSAL_VIDEOS
-    questions_per_video: int = SEED_SHAPE.questions_per_video
-    concurrencies: tuple[int, ...] = SEED_SHAPE.concurrencies
-    standin_tokens: int = STANDIN_TOKENS
+    profiles: tuple[str, ...] = option(
+        "--profiles", DEFAULT_PROFILES, nargs="+", metavar="STACK",
+        help="stacks to rehearse, baseline first (kv-routing too, for example)")
+    # 64 videos give every level of the seed's table at least three chunks of disjoint videos
+    # (four at concurrency 16) for the sweep's stop rule.
+    videos: int = option("--videos", 64, type=int,
+                         help=f"videos a level may use (the seed's: {SEED_SHAPE.videos.count})")
+    questions_per_video: int = option(
+        "--questions-per-video", SEED_SHAPE.questions_per_video, type=int,
+        help="questions per video, each a request after the last one's answer")
+    concurrencies: tuple[int, ...] = option(
+        "--concurrency", SEED_SHAPE.concurrencies, type=int, nargs="+", metavar="N",
+        help="levels, the seed's by default")
+    standin_tokens: int = option("--standin-tokens", STANDIN_TOKENS, type=int,
+                                 help="tokens of each video's text stand-in")
     output_tokens: int = SEED_SHAPE.output_tokens
-    speedup_ratio: float = CALIBRATED.speedup_ratio
-    decode_speedup_ratio: float = CALIBRATED.decode_speedup_ratio
-    stop_within_pct: float = REHEARSAL_STOP_WITHIN_PCT
-    full: bool = False
-    results_root: Path = RESULTS_ROOT
-    run_id: str | None = None
-    level_timeout_secs: float | None = None
+    speedup_ratio: float = option(
+        "--speedup-ratio", CALIBRATED.speedup_ratio, type=float,
+        help="the mocker's speed-up of every step; the default makes a first visit cost what "
+        "a video costs an H200 (infra/calibration.py)")
+    decode_speedup_ratio: float = option(
+        "--decode-speedup-ratio", CALIBRATED.decode_speedup_ratio, type=float,
+        help="the mocker's extra speed-up of decode steps; the default gives the seed's "
+        "cache-hit request time")
+    # Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
+    # +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
+    stop_within_pct: float = option(
+        "--stop-within-pct", 10.0, type=float,
+        help="a level stops once its request throughput's 95%% interval is within this many "
+        "percent (after at least three chunks)")
+    full: bool = option("--full", False, action="store_true",
+                        help="every level sends every whole chunk of videos: no early stop")
+    results_root: Path = option("--results-root", Path("results") / "rehearsal", type=Path,
+                                help="where the run's folder goes")
+    # Unset (None), these two are the clock's run id and the computed bound.
+    run_id: str | None = option("--run-id", None,
+                                help="reuse one to resume (default: the UTC time)")
+    level_timeout_secs: float | None = option(
+        "--level-timeout", None, type=float, metavar="SECS",
+        help="seconds per level (default: three times the expected time + 5 min)")
 
     def shape(self) -> dict[str, Any]:
         """What every finished level of a run was measured with (a resume must match; the
@@ -231,7 +256,6 @@ class Rehearsal:
         run_id = config.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         self.run_dir = config.results_root / run_id
         self.model = self.run_dir / "model"  # built by `run`, after the checks
-        self.nats = find_nats_server()
         self.stacks: dict[str, Settings] = {}
         self.schedule = Schedule(config.profiles, config.concurrencies)
 
@@ -244,7 +268,7 @@ class Rehearsal:
             except SettingsError as exc:
                 problems += [f"--profiles {profile}: {problem}" for problem in exc.problems]
         widest = max((len(group) for _, group in self.schedule.batches), default=1)
-        problems += preflight_problems(self.nats, self.run_dir,
+        problems += preflight_problems(find_nats_server(), self.run_dir,
                                        memory_needed=widest * MEMORY_NEEDED)
         if problems:
             raise InputError("the rehearsal cannot start (nothing was started)", problems)
@@ -278,9 +302,8 @@ class Rehearsal:
         )
 
     def stack_config(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamoConfig:
-        fleet = MockFleet(workers, self.config.speedup_ratio, self.config.decode_speedup_ratio)
-        return LocalDynamoConfig(routing=stack.routing, model_dir=self.model, fleet=fleet,
-                                 work_dir=work_dir, nats_binary=str(self.nats))
+        return LocalDynamoConfig(stack.routing, self.model, workers, work_dir,
+                                 self.config.speedup_ratio, self.config.decode_speedup_ratio)
 
     @contextmanager
     def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
@@ -303,11 +326,6 @@ class Rehearsal:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
-    def manifests(self) -> dict[str, dict[str, Any]]:
-        """Each profile's sweep manifest so far (before the sweeps: an earlier attempt's)."""
-        return {p: json.loads(path.read_text()) for p in self.config.profiles
-                if (path := self.run_dir / p / MANIFEST_NAME).is_file()}
-
     def sweep_profile(self, profile: str, dataset: Path) -> None:
         try:
             run_sweep(self.sweep_config(self.stacks[profile], dataset),
@@ -329,9 +347,9 @@ class Rehearsal:
                     future.result()
             except BaseException:
                 self.schedule.stop()
-                stop_descendants(STOP_SECS)
+                stop_descendants()
                 pool.shutdown(cancel_futures=True)
-                stop_descendants(STOP_SECS)
+                stop_descendants()
                 raise
 
     def run(self) -> Path:
@@ -345,13 +363,12 @@ class Rehearsal:
             for level, group in self.schedule.batches:
                 self.say(f"  concurrency {level}: {' + '.join(group)}")
             mock_model_dir(self.model)
-            if self.manifests():
-                # A resume: its settings are checked on datasets built aside, so a refusal
-                # leaves the earlier run as it was (the sweep's CLI does the same).
-                with tempfile.TemporaryDirectory() as aside:
-                    built = self.datasets(Path(aside))
-                    for p in cfg.profiles:
-                        open_run(self.sweep_config(self.stacks[p], built))
+            # The sweeps' own refusals (a resume's other settings too) before a stack starts,
+            # on datasets built aside: a refusal leaves an earlier run as it was.
+            with tempfile.TemporaryDirectory() as aside:
+                built = self.datasets(Path(aside))
+                for p in cfg.profiles:
+                    open_run(self.sweep_config(self.stacks[p], built))
             dataset = self.datasets(self.run_dir)
             floor = round(self.ttft_floor_ms(dataset), 1)
             self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
@@ -360,7 +377,8 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        manifests = self.manifests()
+        manifests = {p: json.loads((self.run_dir / p / MANIFEST_NAME).read_text())
+                     for p in cfg.profiles}
         # Levels a resume kept: those the sweep left as an earlier attempt finished them.
         kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
                    for m in manifests.values() for level in cfg.concurrencies)
@@ -400,3 +418,38 @@ def done_line(summary: Mapping[str, Any]) -> str:
     return (f"rehearsal done in {summary['wall_time_secs'] / 60:.1f} min, peak memory "
             f"{summary['peak_memory_bytes'] / 2**30:.2f} GiB (this process and all it started"
             f"{resumed})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
+    left unset whose default is None keeps the field's None."""
+    p = argparse.ArgumentParser(
+        prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=__doc__)
+    for f in fields(RehearsalConfig):
+        if "flag" in f.metadata:
+            kwargs = dict(f.metadata)
+            default = argparse.SUPPRESS if f.default is None else f.default
+            p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(build_parser().parse_args(argv))
+    config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
+                                "concurrencies": tuple(args["concurrencies"])})
+    rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
+    try:
+        rehearsal.run()
+        return 0
+    except InputError as exc:
+        print(f"rehearse: error: {exc}", file=sys.stderr)
+        return 2
+    except (LocalDynamoError, SweepError) as exc:
+        code, what = 1, f"error: {exc}\nEvery process the rehearsal started was stopped"
+    except KeyboardInterrupt:
+        code, what = 130, "interrupted; every process it started was stopped"
+    print(f"rehearse: {what}; rerun with --run-id {rehearsal.run_dir.name} to resume "
+          "(finished levels are kept).", file=sys.stderr)
+    return code
+

@@ -11,7 +11,6 @@ import psutil
 from infra.routing import Routing
 from rehearsal.local_dynamo import (
     LocalDynamoConfig,
-    MockFleet,
     find_nats_server,
     listeners,
     mock_model_dir,
@@ -19,14 +18,13 @@ from rehearsal.local_dynamo import (
 
 
 def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalDynamoConfig:
-    nats = find_nats_server()
-    assert nats is not None, "nats-server missing: run `bash scripts/setup.sh`"
+    assert find_nats_server() is not None, "nats-server missing: run `bash scripts/setup.sh`"
     return LocalDynamoConfig(
         routing=routing,
         model_dir=mock_model_dir(work / "model"),
-        fleet=MockFleet(workers=workers, speedup_ratio=10.0),
+        workers=workers,
+        speedup_ratio=10.0,
         work_dir=work / "stack",
-        nats_binary=nats,
         ready_timeout_secs=90.0,
     )
 

@@ -32,7 +32,7 @@ from infra.calibration import (
 )
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
-from rehearsal.local_dynamo import LocalDynamo, MockFleet, mocker_command
+from rehearsal.local_dynamo import LocalDynamo, LocalDynamoConfig, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
@@ -55,8 +55,9 @@ def test_the_mocker_is_stretched_to_h200_time_and_decode_given_back() -> None:
     assert knobs.speedup_ratio == pytest.approx(MOCK_MISS_SECS / H200.miss_secs, abs=0.001)
     assert knobs.speedup_ratio * knobs.decode_speedup_ratio == pytest.approx(1.0, abs=0.002)
     assert RehearsalConfig().speedup_ratio == knobs.speedup_ratio
-    argv = mocker_command("python", Path("m"), "model", MockFleet(
-        8, knobs.speedup_ratio, knobs.decode_speedup_ratio))
+    argv = mocker_command("python", LocalDynamoConfig(
+        PROFILES["round-robin"], Path("m"), 8, Path("w"), knobs.speedup_ratio,
+        knobs.decode_speedup_ratio))
     assert argv[argv.index("--speedup-ratio") + 1] == str(knobs.speedup_ratio)
     assert argv[argv.index("--decode-speedup-ratio") + 1] == str(knobs.decode_speedup_ratio)
 
@@ -188,8 +189,8 @@ def test_the_real_mocker_s_first_visit_costs_what_the_calibration_says(
     MOCK_MISS_SECS more than a repeat at speedup 1, and the H200's 0.58 s calibrated."""
     knobs = mock_calibration() if calibrated else None
     config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=1)
-    config = replace(config, fleet=MockFleet(
-        1, knobs.speedup_ratio if knobs else 1.0, knobs.decode_speedup_ratio if knobs else 1.0))
+    config = replace(config, speedup_ratio=knobs.speedup_ratio if knobs else 1.0,
+                     decode_speedup_ratio=knobs.decode_speedup_ratio if knobs else 1.0)
     expected = H200.miss_secs if calibrated else MOCK_MISS_SECS
     with LocalDynamo(config) as stack:
         costs = []

@@ -143,7 +143,7 @@ def test_start_failure_reports_the_log_and_leaves_nothing(tmp_path: Path) -> Non
     with pytest.raises(LocalDynamoError) as failure:
         stack.__enter__()
     assert "log" in str(failure.value)
-    pids = {p.popen.pid for p in stack.processes}
+    pids = {p.pid for p in stack.processes}
     assert pids and not wait_gone(pids, timeout=1.0)
 
 
