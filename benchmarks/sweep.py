@@ -1,15 +1,18 @@
-"""`sweep`: AIPerf at each concurrency level in replicate chunks of whole videos, resumable,
-with a manifest of what ran.
+"""`sweep`: AIPerf against an OpenAI-compatible endpoint at each concurrency level, in
+replicate chunks of whole videos until the level's req/s is known: every video's questions
+as one session, video first, exact output length, no warm-up (as the seed).
 
-Each chunk is its own AIPerf run (no warm-up, as the seed), recorded in `manifest.json`, the
-one record the report, `collect` and the rehearsal read. A rerun keeps finished levels and
-chunks; one of other settings is refused, so two setups' results never mix.
+Each chunk is its own AIPerf run, recorded in `manifest.json` in results/<profile>/<run-id>/
+(or --out), the one record the report, `collect` and the rehearsal read. A rerun with the
+same run id resumes: it keeps finished levels and chunks; one of other settings is refused,
+so two setups' results never mix.
 
 Chunks: at concurrency N, chunk k takes videos kN..kN+N-1 in dataset order (leftovers are
 not sent): N videos fill every slot from the first request and end within about a request
 of each other, and disjoint chunks visit each video cold once per level, as the seed's
-sweep. Stop rule: after `SEED_SHAPE.min_replicates` chunks, once the Student t 95% interval
-of their req/s is within +-`stop_within_pct` % of the mean, or when the videos run out.
+sweep. Stop rule: after three chunks (`SEED_SHAPE.min_replicates`), once the Student t 95%
+interval of their req/s is within +-`stop_within_pct` % of the mean, or when the videos run
+out.
 """
 
 from __future__ import annotations
@@ -219,10 +222,6 @@ class Dataset:
     output_tokens: frozenset[int]
 
     @property
-    def requests(self) -> int:
-        return sum(map(len, self.sessions.values()))
-
-    @property
     def questions_per_session(self) -> int | None:
         """None when sessions differ in size."""
         sizes = {len(lines) for lines in self.sessions.values()}
@@ -230,26 +229,23 @@ class Dataset:
 
 
 def read_dataset(path: Path) -> Dataset:
-    digest = hashlib.sha256()
-    sessions: dict[str, list[bytes]] = {}
-    lengths: set[int] = set()
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            digest.update(raw)
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except ValueError as exc:
-                raise SweepError(f"dataset {path} line {number} is not JSON: {exc}") from exc
-            if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
-                raise SweepError(f"dataset {path} line {number} has no `messages`: build it "
-                                 "with benchmarks.dataset.build_dataset")
-            session = str(line.get("session_id", f"line-{number}"))
-            sessions.setdefault(session, []).append(raw.rstrip(b"\n") + b"\n")
-            if isinstance(line.get("output_length"), int):
-                lengths.add(line["output_length"])
-    return Dataset(digest.hexdigest(), sessions, frozenset(lengths))
+    """The file's sessions (held to write each chunk's file) and its hash."""
+    text, sessions, lengths = path.read_bytes(), {}, set()
+    for number, raw in enumerate(text.splitlines(keepends=True), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError as exc:
+            raise SweepError(f"dataset {path} line {number} is not JSON: {exc}") from exc
+        if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
+            raise SweepError(f"dataset {path} line {number} has no `messages`: build it "
+                             "with benchmarks.dataset.build_dataset")
+        session = str(line.get("session_id", f"line-{number}"))
+        sessions.setdefault(session, []).append(raw.rstrip(b"\n") + b"\n")
+        if isinstance(line.get("output_length"), int):
+            lengths.add(line["output_length"])
+    return Dataset(hashlib.sha256(text).hexdigest(), sessions, frozenset(lengths))
 
 
 def level_chunks(videos: Sequence[str], concurrency: int) -> list[list[str]]:
@@ -301,46 +297,41 @@ def resolve_run_dir(config: SweepConfig) -> Path:
 
 def config_problems(config: SweepConfig) -> list[str]:
     """Every bad setting, each naming the option and the fix (checked before anything runs)."""
-    problems = []
-    if not re.match(r"^https?://[^/\s]+", config.url):
-        problems.append(f"--url must look like http://HOST:PORT (got {config.url!r})")
-    if not config.model:
-        problems.append("--model must not be empty")
-    problems += [f"--concurrency {p}" for p in levels_problems(config.concurrencies)]
-    if config.output_tokens < 1:
-        problems.append(f"--output-tokens must be >= 1 (got {config.output_tokens})")
-    if not config.stop_within_pct > 0:
-        problems.append(f"--stop-within-pct must be above 0 (got {config.stop_within_pct:g});"
-                        " --full sends every video instead")
-    if config.run_id is not None and (not RUN_ID.match(config.run_id)
-                                      or len(config.run_id) > RUN_ID_MAX_LEN):
-        problems.append(f"--run-id {config.run_id!r}: use lowercase letters, digits and '-' "
-                        f"(at most {RUN_ID_MAX_LEN}; it names folders and cluster Jobs)")
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", config.profile):
-        problems.append(f"--profile {config.profile!r}: use letters, digits, '.', '_' or '-'")
-    if not Path(config.dataset).is_file():
-        problems.append(f"dataset {config.dataset} does not exist: build it with "
-                        "benchmarks.dataset.build_dataset (the CLI builds it from --videos)")
-    if config.tokenizer is not None and config.tokenizer.startswith((".", "/")):
-        if not Path(config.tokenizer).is_dir():
-            problems.append(f"--tokenizer {config.tokenizer}: no such directory")
-    return problems
+    c = config
+    checks = (
+        (not re.match(r"^https?://[^/\s]+", c.url),
+         f"--url must look like http://HOST:PORT (got {c.url!r})"),
+        (not c.model, "--model must not be empty"),
+        (c.output_tokens < 1, f"--output-tokens must be >= 1 (got {c.output_tokens})"),
+        (not c.stop_within_pct > 0, f"--stop-within-pct must be above 0 (got "
+         f"{c.stop_within_pct:g}); --full sends every video instead"),
+        (c.run_id is not None and (not RUN_ID.match(c.run_id) or len(c.run_id) > RUN_ID_MAX_LEN),
+         f"--run-id {c.run_id!r}: use lowercase letters, digits and '-' (at most "
+         f"{RUN_ID_MAX_LEN}; it names folders and cluster Jobs)"),
+        (not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", c.profile),
+         f"--profile {c.profile!r}: use letters, digits, '.', '_' or '-'"),
+        (not Path(c.dataset).is_file(), f"dataset {c.dataset} does not exist: build it with "
+         "benchmarks.dataset.build_dataset (the CLI builds it from --videos)"),
+        ((c.tokenizer or "").startswith((".", "/")) and not Path(c.tokenizer).is_dir(),
+         f"--tokenizer {c.tokenizer}: no such directory"),
+    )
+    return ([problem for bad, problem in checks if bad]
+            + [f"--concurrency {problem}" for problem in levels_problems(c.concurrencies)])
 
 
 def check_dataset(config: SweepConfig, data: Dataset) -> None:
     """The dataset must ask for the sweep's output length and fill one chunk per level."""
-    problems = []
-    if data.output_tokens and data.output_tokens != {config.output_tokens}:
-        problems.append(
-            f"the dataset asks for {sorted(data.output_tokens)} output tokens but the sweep "
-            f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
-            f"{config.output_tokens}, or pass the dataset's value to --output-tokens")
     short = [c for c in config.concurrencies if c > len(data.sessions)]
-    if short:
-        problems.append(
-            f"--concurrency {' '.join(map(str, short))}: a level at concurrency N sends "
-            f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos "
-            "or lower levels")
+    checks = (
+        (data.output_tokens and data.output_tokens != {config.output_tokens},
+         f"the dataset asks for {sorted(data.output_tokens)} output tokens but the sweep "
+         f"for {config.output_tokens}: rebuild the dataset with --output-tokens "
+         f"{config.output_tokens}, or pass the dataset's value to --output-tokens"),
+        (short, f"--concurrency {' '.join(map(str, short))}: a level at concurrency N sends "
+         f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos or "
+         "lower levels"),
+    )
+    problems = [problem for bad, problem in checks if bad]
     if problems:
         raise InputError(BAD_SETTINGS, problems)
 
@@ -353,36 +344,33 @@ def dist_version(dist: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    try:
+    """The client's packages, Python and the toolkit's commit (None outside a checkout)."""
+    commit = None
+    with suppress(OSError, subprocess.SubprocessError):
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {"aiperf": dist_version("aiperf"), "openai": dist_version("openai"),
+    return {**{dist: dist_version(dist) for dist in ("aiperf", "openai")},
             "python": platform.python_version(), "toolkit_commit": commit}
 
 
 def manifest_base(config: SweepConfig, data: Dataset) -> dict[str, Any]:
     """What produced a run (`config` as open_run resolves it): the manifest without level
-    states and timestamps."""
+    states and timestamps, in the shape a resume reads it back in (JSON's: lists, strings)."""
     info = load_dataset_info(Path(config.dataset))
-    return {
+    return json.loads(json.dumps({
         "profile": config.profile, "session_header": SESSION_HEADER if config.affinity else None,
-        "endpoint": config.url, "model": config.model,
-        "concurrencies": list(config.concurrencies),
+        "endpoint": config.url, "model": config.model, "concurrencies": config.concurrencies,
         # The dataset's: a level sends the whole chunks it runs (at most these).
-        "requests_per_level": data.requests, "sessions_per_level": len(data.sessions),
-        "questions_per_video": data.questions_per_session,
+        "requests_per_level": sum(map(len, data.sessions.values())),
+        "sessions_per_level": len(data.sessions), "questions_per_video": data.questions_per_session,
         "output_tokens": config.output_tokens, "random_seed": config.random_seed,
         "stop_within_pct": config.stop_within_pct, "full": config.full,
-        "dataset": {"path": str(Path(config.dataset).resolve()), "sha256": data.sha256,
-                    "requests": data.requests, "videos": len(data.sessions),
-                    "info": asdict(info) if info else None},
-        "video_settings": info.video_settings if info else None,
+        "dataset": {"path": Path(config.dataset).resolve(), "sha256": data.sha256,
+                    "info": info and asdict(info)},
+        "video_settings": info and info.video_settings,
         "extra_body": dict(config.extra_body), "tokenizer": config.tokenizer,
-        "deployment": dict(config.deployment), "notes": list(config.notes),
-        "tools": tool_versions(),
-    }
+        "deployment": dict(config.deployment), "notes": config.notes, "tools": tool_versions(),
+    }, default=str))
 
 
 # Settings that must match for a rerun to resume a run (others may change, e.g. notes).
@@ -415,12 +403,11 @@ def settings_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str
     """What a resume would change, each as `setting: old -> new` (nested ones by key; the
     dataset by what its sidecar says it holds, its contents' hash when that says nothing)."""
     found = [c for k in FINGERPRINT_KEYS for c in changes(k, old.get(k), new.get(k))]
-    old_set, new_set = old.get("dataset") or {}, new.get("dataset") or {}
-    if old_set.get("sha256") != new_set.get("sha256"):
-        old_info, new_info = (dataset_identity(d, ("path",)) for d in (old_set, new_set))
-        found += changes("dataset", old_info, new_info) or [
-            f"dataset contents: sha256 {str(old_set.get('sha256'))[:12]} -> "
-            f"{str(new_set.get('sha256'))[:12]}"]
+    sets = [manifest.get("dataset") or {} for manifest in (old, new)]
+    was, now = (str(dataset.get("sha256")) for dataset in sets)
+    if was != now:
+        found += changes("dataset", *(dataset_identity(d, ("path",)) for d in sets)) or [
+            f"dataset contents: sha256 {was[:12]} -> {now[:12]}"]
     return found
 
 
@@ -452,11 +439,11 @@ def kept_chunks(level_dir: Path, state: Mapping[str, Any], planned: Sequence[lis
 
 
 def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int) -> bool:
+    """A level the manifest records complete, each of its chunks' summary export on disk."""
     state = (manifest.get("levels") or {}).get(str(concurrency)) or {}
     chunks = state.get("chunks") or []
-    return state.get("status") == STATUS_COMPLETE and bool(chunks) and len(kept_chunks(
-        run_dir / level_dir_name(concurrency), state, [c.get("videos") for c in chunks])
-    ) == len(chunks)
+    return state.get("status") == STATUS_COMPLETE and bool(chunks) and kept_chunks(
+        run_dir / level_dir_name(concurrency), state, [c.get("videos") for c in chunks]) == chunks
 
 
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
@@ -464,20 +451,18 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
     """Why a measured chunk (and so its level) is not kept: any failed request
     (docs/benchmark-toolkit.md, "Failed requests"), answers without a token count, other
     output lengths."""
-    problems = []
-    if summary.errors:
-        problems.append(f"{summary.errors} of {summary.requests + summary.errors} requests "
-                        f"failed, and a level keeps none (details: {level_dir / SUMMARY_EXPORT}"
-                        ", error_summary)")
-    if lengths and lengths.get("missing"):
-        problems.append(f"{lengths['missing']} answers carry no output token count (the "
-                        "server sent no `usage`), so their length is unchecked: make the "
-                        "server report usage in its stream")
-    if lengths and lengths["other"]:
-        problems.append(f"{lengths['other']} requests got other than {config.output_tokens} "
-                        f"output tokens (min {lengths['min']}, max {lengths['max']}): the "
-                        "server stops early or ignores the length fields; fix it")
-    return problems
+    found = lengths or {"other": 0}
+    checks = (
+        (summary.errors, f"{summary.errors} of {summary.requests + summary.errors} requests "
+         f"failed, and a level keeps none (details: {level_dir / SUMMARY_EXPORT}, error_summary)"),
+        (found.get("missing"), f"{found.get('missing')} answers carry no output token count "
+         "(the server sent no `usage`), so their length is unchecked: make the server report "
+         "usage in its stream"),
+        (found["other"], f"{found['other']} requests got other than {config.output_tokens} "
+         f"output tokens (min {found.get('min')}, max {found.get('max')}): the server stops "
+         "early or ignores the length fields; fix it"),
+    )
+    return [problem for bad, problem in checks if bad]
 
 
 def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
@@ -500,18 +485,18 @@ def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
         config = replace(config, tokenizer=str(tokenizer.resolve()))
     base = manifest_base(config, data)
     path = run_dir / MANIFEST_NAME
-    earlier = json.loads(path.read_text()) if path.is_file() else None
-    changed = settings_changes(earlier, base) if earlier is not None else []
+    earlier = json.loads(path.read_text()) if path.is_file() else {}
+    changed = settings_changes(earlier, base) if earlier else []
     if changed:
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
                          f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     check_dataset(config, data)
-    old = earlier or {}
-    attempts = list(old.get("attempts")
-                    or ([{k: old.get(k) for k in PROVENANCE_KEYS}] if earlier else []))
+    # A manifest from before attempts were recorded holds its one attempt's at the top.
+    attempts = earlier.get("attempts") or (
+        [{k: earlier.get(k) for k in PROVENANCE_KEYS}] if earlier else [])
     attempts.append({"started_at": _now(), **{k: base[k] for k in PROVENANCE_KEYS}})
-    manifest = {**base, "created_at": old.get("created_at") or _now(), "attempts": attempts,
-                "levels": dict(old.get("levels") or {})}
+    manifest = {**base, "created_at": earlier.get("created_at") or _now(), "attempts": attempts,
+                "levels": earlier.get("levels") or {}}
     return _Sweep(config, run_dir, data, manifest, say)
 
 
@@ -576,8 +561,7 @@ class _Sweep:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
         level = levels[str(concurrency)] = {
             "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now(),
-            "attempt": self.attempt, "interval_method": INTERVAL_METHOD,
-            "replicates": len(chunks), "chunks": chunks}
+            "attempt": self.attempt, "interval_method": INTERVAL_METHOD, "chunks": chunks}
         self.save()
         target = self.config.level_target or (lambda *_: nullcontext(LevelRun(self.config.url)))
         try:
@@ -588,17 +572,14 @@ class _Sweep:
                     while stop is None:
                         self.chunk(level, planned, run.url, bound, deadline)
                         stop = self.stop(level, planned)
-        except (SweepError, ExportError) as exc:
+        except SweepError as exc:
             level.update(status=STATUS_FAILED, error=str(exc))
             self.save()
-            if isinstance(exc, SweepError):
-                raise LevelFailed(str(exc)) from exc
-            log = level_dir / chunk_dir_name(len(level["chunks"])) / LEVEL_LOG
-            raise LevelFailed(f"{name}: {exc}\nAIPerf's last lines:\n{log_tail(log)}") from exc
+            raise LevelFailed(str(exc)) from exc
         summary = level_summary([LevelSummary(**c["summary"]) for c in level["chunks"]])
         level.update(self.evidence(level["chunks"], level_dir))
         level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=asdict(summary),
-                     stopped_by=stop)
+                     replicates=len(level["chunks"]), stopped_by=stop)
         self.save()
         self.say(f"{summary.line()}; {len(level['chunks'])} chunks, stopped by {stop}")
         if "routing" in level or "prefix_cache_hit_pct" in level:
@@ -621,8 +602,8 @@ class _Sweep:
             affinity=bool(config.affinity), random_seed=config.random_seed,
             extra_body=config.extra_body, request_timeout_secs=config.request_timeout_secs)
         before = scrape_frontend(url)
-        self.run_aiperf(spec, sum(len(self.data.sessions[v]) for v in videos), bound, deadline)
-        summary = summarize_file(chunk_dir / SUMMARY_EXPORT)
+        summary = self.run_aiperf(spec, sum(len(self.data.sessions[v]) for v in videos), bound,
+                                  deadline)
         found = chunk_evidence(chunk_dir, before, scrape_frontend(url), config.attribute_workers)
         entry = {"dir": chunk_dir.name, "videos": videos, "summary": asdict(summary),
                  "attempt": self.attempt, **({"frontend": found} if found else {})}
@@ -631,8 +612,7 @@ class _Sweep:
             level["output_lengths"] = lengths
             self.say(f"{name}: FLAGGED {lengths['other']} of {lengths['requests']} requests got "
                      f"other than {config.output_tokens} output tokens (min {lengths['min']}, "
-                     f"max {lengths['max']})" + (f", {lengths['missing']} without a count"
-                                                 if "missing" in lengths else ""))
+                     f"max {lengths['max']})")
         facts = config.deployment  # how many workers serve the graph, where it says so
         workers = next((int(facts[k]) for k in WORKER_COUNT_FACTS
                         if str(facts.get(k, "")).isdigit()), None)
@@ -642,7 +622,6 @@ class _Sweep:
             level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
             raise SweepError(f"{name}: {'; '.join(problems)}")
         level["chunks"].append(entry)
-        level["replicates"] = len(level["chunks"])
         self.save()
         interval = replicate_interval(self.rates(level))
         self.say(f"{name}, chunk {index + 1} of at most {len(planned)}: "
@@ -652,8 +631,8 @@ class _Sweep:
                      if interval else "no interval before a second chunk"))
 
     def run_aiperf(self, spec: LevelSpec, requests: int, bound: float, deadline: float
-                   ) -> None:
-        """Run AIPerf for one chunk; returns when its summary export exists, else raises.
+                   ) -> LevelSummary:
+        """Run AIPerf for one chunk; returns its summary, or raises SweepError with why not.
 
         Each heartbeat relays how many of the chunk's `requests` were answered and failed
         (AIPerf's records export, as it is written) and stops at the first failed request:
@@ -661,10 +640,9 @@ class _Sweep:
         timeout, not the level's `bound` (seconds, to `deadline`, shared by its chunks)."""
         log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
         started, name = time.monotonic(), f"concurrency {spec.concurrency}"
-        with open(log, "w") as out:
-            process = subprocess.Popen(aiperf_command(spec), stdout=out,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=aiperf_env())
+        with open(log, "w") as out, subprocess.Popen(
+                aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=aiperf_env()) as process:
             try:
                 while True:
                     wait = min(self.config.heartbeat_secs, deadline - time.monotonic())
@@ -685,18 +663,19 @@ class _Sweep:
                             f"{name}: stopped early, {failed} request(s) failed (a level keeps"
                             f" none; see `error` in {records}); check the endpoint, then "
                             "resume")
-            finally:
-                if process.poll() is None:
-                    process.terminate()
-                    try:
-                        process.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait(timeout=30)
-        if code != 0 or not (spec.artifact_dir / SUMMARY_EXPORT).is_file():
+            finally:  # AIPerf stops its workers on SIGTERM; both signals skip an exited one
+                process.terminate()
+                with suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=30)
+                process.kill()
+        if code != 0:
             raise SweepError(
                 f"AIPerf failed at {name} (exit code {code}): {failure_cause(log)}\n"
                 f"Its last lines:\n{log_tail(log)}\nFull output: {log}")
+        try:
+            return summarize_file(spec.artifact_dir / SUMMARY_EXPORT)
+        except ExportError as exc:
+            raise SweepError(f"{name}: {exc}\nAIPerf's last lines:\n{log_tail(log)}") from exc
 
     def stop(self, level: Mapping[str, Any], planned: Sequence[list[str]]) -> str | None:
         return stopped_by(self.rates(level), len(planned) - len(level["chunks"]), self.config)
@@ -722,12 +701,7 @@ def _now() -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """The sweep's options: SweepConfig's (`option`), then what builds its dataset."""
     p = subparsers.add_parser(
-        "sweep", help="run AIPerf at each concurrency level (resumable)",
-        description="Run AIPerf against an OpenAI-compatible endpoint at each concurrency "
-        "level, in chunks of whole videos until the level's req/s is known: every video's "
-        "questions as one session, video first, exact output length, no warm-up. Results: "
-        "results/<profile>/<run-id>/ (or --out). Rerun with the same run id to resume.",
-    )
+        "sweep", help="run AIPerf at each concurrency level (resumable)", description=__doc__)
     for f in fields(SweepConfig):
         if "flag" in f.metadata:
             kwargs = dict(f.metadata)
@@ -756,32 +730,29 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 
 
 def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
-    """The dataset, built in `run_dir` from the video options."""
-    options: dict[str, Any] = dict(output_tokens=args.output_tokens, seed=args.random_seed)
-    references = None
+    """The dataset, built in `run_dir` from the video options (or text stand-ins)."""
+    videos = args.text_standin_tokens is None
     try:
-        if args.text_standin_tokens is not None:
-            options["text_standin_tokens"] = args.text_standin_tokens
-        else:
-            references = partial(video_references, args.videos, args.video_base_url)
-            options.update(video_settings=video_settings_for(args.videos),
-                           video_source=args.video_base_url or "local files")
-        return build_run_dataset(run_dir, args.video_count, args.questions_per_video,
-                                 references, **options)
+        return build_run_dataset(
+            run_dir, args.video_count, args.questions_per_video,
+            partial(video_references, args.videos, args.video_base_url) if videos else None,
+            output_tokens=args.output_tokens, seed=args.random_seed,
+            text_standin_tokens=args.text_standin_tokens,
+            video_settings=video_settings_for(args.videos) if videos else None,
+            video_source=(args.video_base_url or "local files") if videos else None)
     except ValueError as exc:
         raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
 
 
 def _run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    run_dir: Path | None = None
+    run_dir = resolve_run_dir(config)  # once: a run id of the clock's names one folder
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     with sigterm_as_interrupt():
         try:
             problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
             if problems:
                 raise InputError(BAD_SETTINGS, problems)
-            run_dir = resolve_run_dir(config)
             run_dir.mkdir(parents=True, exist_ok=True)
             if (run_dir / MANIFEST_NAME).is_file():
                 # A resume: check the settings on datasets built aside, so a refusal
@@ -801,12 +772,12 @@ def _run(args: argparse.Namespace) -> int:
                 first, details = f"{exc.heading}: {'; '.join(exc.problems)}", ""
             if details:
                 print(f"sweep: {details}", file=sys.stderr, flush=True)
-            if isinstance(exc, LevelFailed) and run_dir is not None:
+            if isinstance(exc, LevelFailed):
                 print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr, flush=True)
             print(f"sweep: error: {first}", file=sys.stderr, flush=True)
             return 1
         except KeyboardInterrupt:
-            hint = _resume_hint(args, run_dir) if run_dir is not None else "nothing started"
+            hint = _resume_hint(args, run_dir) if run_dir.exists() else "nothing started"
             print(f"sweep: interrupted; {hint}", file=sys.stderr)
             return 130
     return 0
