@@ -148,8 +148,7 @@ KEYS: dict[str, tuple] = {
                              "is neither a CIDR (10.0.0.0/8) nor a namespace name; list the "
                              "clients allowed to call the frontend"),
 }
-# Rows of keys judged only when they count: vllmImage on runtime vllm, the storage class
-# without an existing claim.
+# Rows of keys judged only when they count (`_stack_rows`).
 VLLM_IMAGE = ("str", lambda v: not names.PLACEHOLDER.search(v), "is a placeholder; runtime "
               "vllm needs a Dynamo vLLM worker image that also has the vllm-cosmos3 plugin "
               "(docs/serving-paths.md): build and push one, then `pulumi config set vllmImage "
@@ -517,8 +516,11 @@ def serving_problems(serving: sv.Serving, full: Callable[[str], str]) -> list[tu
 
 
 def _serving(r: ConfigReader, placement: Mapping[str, Any]) -> sv.Serving:
-    """The serving keys, and whether the combination can run."""
-    serving = sv.Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
+    """The serving keys, whether the combination can run, and the NIM's own keys: tags that
+    agree with the GPUs per worker, none on runtime vllm."""
+    v = r.v
+    serving = sv.Serving(**{field: v[key] for field, key in FIELD_KEYS.items()})
+    gpus = serving.gpus_per_replica
     for key, message in serving_problems(serving, r.full):
         if key not in r.rejected:  # a key rejected already is reported once
             r.problem(key, message)
@@ -527,12 +529,6 @@ def _serving(r: ConfigReader, placement: Mapping[str, Any]) -> sv.Serving:
         r.problem("gpuNodeSelector/gpuProduct", f"the workers select {sv.GPU_PRODUCT_LABEL}="
                   f"{selected} but the serving checks assume {serving.gpu_product}; make them "
                   f"agree (`pulumi config set gpuProduct {selected}`)")
-    return serving
-
-
-def _nim_keys(r: ConfigReader, serving: sv.Serving) -> None:
-    """The NIM's own keys: tags that agree with the GPUs per worker, none on runtime vllm."""
-    v, gpus = r.v, serving.gpus_per_replica
     # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
     tags = v["nimTagsSelector"]
     for tag, value in (t.partition("=")[::2] for t in tags.split(",") if tags):
@@ -544,6 +540,7 @@ def _nim_keys(r: ConfigReader, serving: sv.Serving) -> None:
         if serving.runtime == "vllm" and v[key]:
             r.problem(key, "only applies to runtime nim; remove it with `pulumi config rm "
                            f"{key}` (runtime is vllm)")
+    return serving
 
 
 def _key(field_name: str) -> str:
@@ -570,7 +567,6 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     serving = _serving(r, placement)
     _stack_rows(r, profile, serving)
     required = _secrets(r, serving.runtime, secret_keys)
-    _nim_keys(r, serving)
     vllm, existing = serving.runtime == "vllm", v["cacheExistingClaim"]
     given = {f.name: v[_key(f.name)] for f in fields(Settings) if _key(f.name) in KEYS}
     settings = Settings(**{
@@ -613,10 +609,6 @@ PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
 def stack_names(root: Path) -> list[str]:
     """The stacks that have a Pulumi.<stack>.yaml under `root`, sorted."""
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-
-
-def project_name(root: Path) -> str:
-    return yaml.safe_load((root / "Pulumi.yaml").read_text())["name"]
 
 
 def config_from_files(root: Path, stack: str, require_stack_file: bool = True
