@@ -85,7 +85,6 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
     keep, b, claim = settings.cache_keep_on_destroy, settings.benchmark, settings.cache_claim_name
-    create_claim = not settings.cache_existing_claim
     objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
 
     # The namespace (created or existing) and the Secret of the token the workers read.
@@ -106,11 +105,11 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
     if drift := cluster.claim_drift(settings, live):
         pulumi.log.warn(drift, resource=model_cache)
-    spec = cluster.claim_spec(settings, live) if create_claim else None
+    spec = cluster.claim_spec(settings, live) if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
                       ignore_changes=["spec"])] if spec is not None else []
-    if create_claim and not claims:
+    if not (settings.cache_existing_claim or claims):
         pulumi.log.info(
             f"model cache claim {claim} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",

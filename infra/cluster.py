@@ -194,15 +194,14 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     """What to tell a user whose cacheSize or cacheStorageClass no longer matches the live
     claim (its spec is fixed: a replacement would empty the cache); None when they match."""
-    claim = live.claim if live else None
+    claim, wanted = live.claim if live else None, settings.cache_storage_class
     if claim is None:
         return None
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
     amount = quantity_amount(live_size or "")
     changes = [text for differs, text in (
-        (live_class is not None and live_class != settings.cache_storage_class,
-         f"cacheStorageClass is '{settings.cache_storage_class}' but the claim uses "
-         f"'{live_class}'"),
+        (live_class is not None and live_class != wanted,
+         f"cacheStorageClass is '{wanted}' but the claim uses '{live_class}'"),
         (amount is not None and quantity_amount(settings.cache_size) != amount,
          f"cacheSize is {settings.cache_size} but the claim requests {live_size}")) if differs]
     if not changes:
@@ -317,7 +316,7 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    claim, storage_class = live.claim, settings.cache_storage_class
+    claim, name, storage_class = live.claim, settings.cache_claim_name, settings.cache_storage_class
     class_gone = live.storage_class is None and "storage class" not in live.unreadable
     if claim is None:  # the first that applies: each fix makes the next moot
         provisioner = getattr(live.storage_class, "provisioner", None)
@@ -332,8 +331,7 @@ def _cache(settings: Settings, live: LiveObjects) -> list[str]:
              f"{storage_class} provisions with {provisioner}, which offers "
              "ReadWriteOnce volumes only; the shared cache needs ReadWriteMany (NFS, EFS, "
              "Filestore, Azure Files, CephFS...)"))[:1]
-    name, used = settings.cache_claim_name, claim.spec.storage_class_name
-    modes = claim.spec.access_modes
+    used, modes = claim.spec.storage_class_name, claim.spec.access_modes
     size, need = _requests(claim).get("storage"), cache_gib_needed(settings.serving)
     return _found(
         (used and class_gone, "cacheExistingClaim", f"claim {name} uses storage class {used}, "
