@@ -84,7 +84,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
         k8s.Provider(name, context=settings.kube_context, kubeconfig=kubeconfig,
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
-    keep, cache, b = settings.cache.keep_on_destroy, settings.cache, settings.benchmark
+    keep, b, claim = settings.cache_keep_on_destroy, settings.benchmark, settings.cache_claim_name
     objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
 
     # The namespace (created or existing) and the Secret of the token the workers read.
@@ -105,13 +105,13 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
     if drift := cluster.claim_drift(settings, live):
         pulumi.log.warn(drift, resource=model_cache)
-    spec = cluster.claim_spec(settings, live) if cache.create_claim else None
+    spec = cluster.claim_spec(settings, live) if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
                       ignore_changes=["spec"])] if spec is not None else []
-    if cache.create_claim and not claims:
+    if not (settings.cache_existing_claim or claims):
         pulumi.log.info(
-            f"model cache claim {cache.claim_name} exists and was not made by this project: "
+            f"model cache claim {claim} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
     live_job = live.download_job if live else None
@@ -187,7 +187,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     return {"namespace": _name(made[0]) if made else settings.namespace,
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
-            "modelCacheClaim": _name(claims[0]) if claims else cache.claim_name,
+            "modelCacheClaim": _name(claims[0]) if claims else claim,
             **stack_outputs(settings, graph_name, target.run)}
 
 
@@ -232,7 +232,7 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
     forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
     out: dict[str, Any] = {
-        "frontendPort": port, "servedModel": settings.workers.served_model,
+        "frontendPort": port, "servedModel": settings.served_model,
         "profile": settings.profile, "routerMode": settings.routing.router_mode,
         "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
         "portForwardCommand": graph_name.apply(lambda _: forward),

@@ -112,22 +112,22 @@ def run_of(settings: Settings) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it."""
     b = settings.benchmark
     return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace,
-               cache_claim=settings.cache.claim_name, image=b.image,
+               cache_claim=settings.cache_claim_name, image=b.image,
                image_pull_secrets=tuple(settings.image_pull_secrets),
                kube_context=settings.kube_context or "", kubectl=settings.kubectl,
-               pod_placement=dict(settings.benchmark_placement.pod_spec), smoke=b.smoke,
+               pod_placement=dict(settings.benchmark_placement), smoke=b.smoke,
                sweep=b.sweep)
 
 
 def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
     """What a run measures in words, and what binds it: the hash of the graph as declared
     (`rendered_graph`), so no setting that changes the graph can be missed."""
-    serving, routing = settings.workers.serving, settings.routing
+    serving, routing = settings.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
-        "gpu": serving.gpu_product, "model": settings.workers.served_model,
+        "gpu": serving.gpu_product, "model": settings.served_model,
         "routing": " ".join(routing_args(routing)),
         "graph": graph_hash(rendered_graph, settings.profile),
         "benchmark_image": settings.benchmark.image,
@@ -136,7 +136,7 @@ def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> B
                "({gpu}), image {worker_image}; frontend image {frontend_image}").format(**facts)
     return BenchmarkTarget(
         run=run_of(settings), frontend_service=settings.frontend_service,
-        session_affinity=routing.affinity, model=settings.workers.served_model,
+        session_affinity=routing.affinity, model=settings.served_model,
         notes=(f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
                workers),
         deployment=tuple((k, str(v)) for k, v in facts.items()))

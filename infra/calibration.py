@@ -202,8 +202,8 @@ def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLIC
                ) -> SweepPlan:
     """The plan of a stack's benchmark settings (its stop rule: benchmarkStopWithinPct); KV
     routing keeps videos like affinity."""
-    bench, workers = settings.benchmark, settings.workers
+    bench, serving = settings.benchmark, settings.serving
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
     return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,
-                      workers.replicas, workers.serving.gpus_per_replica, sticky, hardware, cv,
+                      serving.replicas, serving.gpus_per_replica, sticky, hardware, cv,
                       bench.stop_within_pct)

@@ -138,9 +138,9 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
         return tuple(getattr(read(what, call, *args, **kwargs), "items", ()))
 
     claim = read("claim", core.read_namespaced_persistent_volume_claim,
-                 settings.cache.claim_name, ns)
+                 settings.cache_claim_name, ns)
     # The class the claim will use: the setting's, or an existing claim's own.
-    storage_class = settings.cache.storage_class or (
+    storage_class = settings.cache_storage_class or (
         claim.spec.storage_class_name if claim is not None else None)
     return LiveObjects(
         namespace=read("namespace", core.read_namespace, ns),
@@ -194,20 +194,20 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     """What to tell a user whose cacheSize or cacheStorageClass no longer matches the live
     claim (its spec is fixed: a replacement would empty the cache); None when they match."""
-    claim, cache = live.claim if live else None, settings.cache
+    claim, wanted = live.claim if live else None, settings.cache_storage_class
     if claim is None:
         return None
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
     amount = quantity_amount(live_size or "")
     changes = [text for differs, text in (
-        (live_class is not None and live_class != cache.storage_class,
-         f"cacheStorageClass is '{cache.storage_class}' but the claim uses '{live_class}'"),
-        (amount is not None and quantity_amount(cache.size) != amount,
-         f"cacheSize is {cache.size} but the claim requests {live_size}")) if differs]
+        (live_class is not None and live_class != wanted,
+         f"cacheStorageClass is '{wanted}' but the claim uses '{live_class}'"),
+        (amount is not None and quantity_amount(settings.cache_size) != amount,
+         f"cacheSize is {settings.cache_size} but the claim requests {live_size}")) if differs]
     if not changes:
         return None
-    name = cache.claim_name
-    patch = json.dumps({"spec": {"resources": {"requests": {"storage": cache.size}}}})
+    name = settings.cache_claim_name
+    patch = json.dumps({"spec": {"resources": {"requests": {"storage": settings.cache_size}}}})
     return (
         f"model cache claim {name}: {'; '.join(changes)}. A claim's spec can't change once "
         "it exists, so the stack leaves it as it is (replacing it would empty the cache). "
@@ -316,23 +316,23 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
-    claim, cache = live.claim, settings.cache
+    claim, name, storage_class = live.claim, settings.cache_claim_name, settings.cache_storage_class
     class_gone = live.storage_class is None and "storage class" not in live.unreadable
     if claim is None:  # the first that applies: each fix makes the next moot
         provisioner = getattr(live.storage_class, "provisioner", None)
         return _found(
-            (cache.existing_claim, "cacheExistingClaim",
-             f"claim {cache.existing_claim} is not in namespace {settings.namespace}: "
+            (settings.cache_existing_claim, "cacheExistingClaim",
+             f"claim {settings.cache_existing_claim} is not in namespace {settings.namespace}: "
              "give an existing claim's name (`kubectl get pvc`), or leave it empty to create "
              "one"),
-            (class_gone, "cacheStorageClass", f"storage class {cache.storage_class} does not "
+            (class_gone, "cacheStorageClass", f"storage class {storage_class} does not "
              "exist; pick a ReadWriteMany one from `kubectl get storageclass`"),
             (provisioner in RWO_ONLY_PROVISIONERS, "cacheStorageClass",
-             f"{cache.storage_class} provisions with {provisioner}, which offers "
+             f"{storage_class} provisions with {provisioner}, which offers "
              "ReadWriteOnce volumes only; the shared cache needs ReadWriteMany (NFS, EFS, "
              "Filestore, Azure Files, CephFS...)"))[:1]
-    name, used, modes = cache.claim_name, claim.spec.storage_class_name, claim.spec.access_modes
-    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.workers.serving)
+    used, modes = claim.spec.storage_class_name, claim.spec.access_modes
+    size, need = _requests(claim).get("storage"), cache_gib_needed(settings.serving)
     return _found(
         (used and class_gone, "cacheExistingClaim", f"claim {name} uses storage class {used}, "
          "which does not exist (`kubectl get storageclass`): the claim can't bind; use "
@@ -368,8 +368,8 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:
     # An absent taint value is "" to Kubernetes (ToleratesTaint), None from the client.
     return taint.effect == "PreferNoSchedule" or any(
-        t.key == taint.key and t.value in (None, taint.value or "")
-        and t.effect in (None, taint.effect) for t in tolerations)
+        t["key"] == taint.key and t.get("value", taint.value or "") == (taint.value or "")
+        and t.get("effect") in (None, taint.effect) for t in tolerations)
 
 
 def _gpu_count(quantities: dict[str, Any] | None) -> float:
@@ -379,11 +379,11 @@ def _gpu_count(quantities: dict[str, Any] | None) -> float:
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
     minus what running pods other than this stack's request (a replica can't span nodes)."""
-    serving, placement = settings.workers.serving, settings.placement
+    serving, placement = settings.serving, settings.placement
     nodes = [
         n for n in live.nodes
-        if dict(placement.node_selector).items() <= (n.metadata.labels or {}).items()
-        and all(_tolerates(placement.tolerations, t) for t in n.spec.taints or [])
+        if placement.get("nodeSelector", {}).items() <= (n.metadata.labels or {}).items()
+        and all(_tolerates(placement.get("tolerations", ()), t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
     ]
     used: Counter[str] = Counter()

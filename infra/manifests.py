@@ -127,24 +127,22 @@ def _token_env(settings: Settings, config_key: str) -> dict[str, Any]:
 
 
 def model_cache_claim(settings: Settings) -> dict[str, Any]:
-    cache = settings.cache
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": metadata(settings.namespace, cache.claim_name,
+        "metadata": metadata(settings.namespace, settings.cache_claim_name,
                              annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "accessModes": ["ReadWriteMany"],
-            "storageClassName": cache.storage_class,
-            "resources": {"requests": {"storage": cache.size}},
+            "storageClassName": settings.cache_storage_class,
+            "resources": {"requests": {"storage": settings.cache_size}},
         },
     }
 
 
 def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
     """What the NIM reads to pick the model profile (shared by download Job and workers)."""
-    workers = settings.workers
-    model = sv.served_by_nim_environment(workers.serving, workers.nim_tags_selector)
+    model = sv.served_by_nim_environment(settings.serving, settings.nim_tags_selector)
     return [*env({**model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}),
             _token_env(settings, NGC_API_KEY)]
 
@@ -155,7 +153,7 @@ def _hf_env(settings: Settings) -> list[dict[str, Any]]:
 
 
 def _cache_volume(settings: Settings) -> dict[str, Any]:
-    return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": settings.cache.claim_name}}
+    return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": settings.cache_claim_name}}
 
 
 def _cache_mount(settings: Settings) -> dict[str, Any]:
@@ -164,7 +162,7 @@ def _cache_mount(settings: Settings) -> dict[str, Any]:
 
 
 def _runs_vllm(settings: Settings) -> bool:
-    return settings.workers.serving.runtime == "vllm"
+    return settings.serving.runtime == "vllm"
 
 
 def pod_security(nim_user: bool = True) -> dict[str, Any]:
@@ -209,8 +207,8 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     one replica, of the workers' class, so the NIM selects the profile those workers will
     also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
-    vllm, serving = _runs_vllm(settings), settings.workers.serving
-    profile = settings.workers.nim_model_profile
+    vllm, serving = _runs_vllm(settings), settings.serving
+    profile = settings.nim_model_profile
     on_gpu = not vllm and profile is None
     container: dict[str, Any] = {
         "name": "download",
@@ -227,7 +225,7 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     # It never calls the Kubernetes API.
     spec = pod_spec([container], settings.image_pull_secrets, restartPolicy="Never",
                     automountServiceAccountToken=False, volumes=[_cache_volume(settings)],
-                    **(settings.placement.pod_spec if on_gpu else {}))
+                    **(settings.placement if on_gpu else {}))
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -267,13 +265,12 @@ def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
 def _worker_container(settings: Settings) -> dict[str, Any]:
     """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
     weights, its probes on Dynamo's system port."""
-    workers, port = settings.workers, names.WORKER_SYSTEM_PORT
+    serving, port = settings.serving, names.WORKER_SYSTEM_PORT
     system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
     if _runs_vllm(settings):
-        serving = workers.serving
         container: dict[str, Any] = {
             "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
-            "args": sv.vllm_worker_args(serving, sv.model_dir(serving), workers.served_model),
+            "args": sv.vllm_worker_args(serving, sv.model_dir(serving), settings.served_model),
             "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
             "ports": [{"name": "system", "containerPort": port}]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
@@ -287,8 +284,8 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
                       {"name": "system", "containerPort": port}]}
         ready = live = NIM_HEALTH_PATH
         port = names.FRONTEND_PORT
-    resources = {"cpu": workers.cpu, "memory": workers.memory,
-                 GPU_RESOURCE: workers.serving.gpus_per_replica}
+    resources = {"cpu": settings.worker_cpu, "memory": settings.worker_memory,
+                 GPU_RESOURCE: serving.gpus_per_replica}
     return {"name": "main", **container,
             "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
             "livenessProbe": _probe(live, port, 5),
@@ -297,11 +294,10 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
 
 
 def worker_component(settings: Settings) -> dict[str, Any]:
-    workers = settings.workers
     spec = pod_spec([_worker_container(settings)], settings.image_pull_secrets,
-                    **settings.placement.pod_spec, volumes=[_cache_volume(settings)])
-    return _component(settings, names.WORKER_COMPONENT, "worker", workers.serving.replicas,
-                      spec, sharedMemorySize=workers.shared_memory,
+                    **settings.placement, volumes=[_cache_volume(settings)])
+    return _component(settings, names.WORKER_COMPONENT, "worker", settings.serving.replicas,
+                      spec, sharedMemorySize=settings.worker_shared_memory,
                       runtimeVersionOverride=settings.worker_runtime_version)
 
 

@@ -58,12 +58,15 @@ def _label(text: str) -> tuple[str, str] | None:
     return (key, value) if ok else None
 
 
-def _toleration(text: str) -> Toleration | None:
-    """A toleration's `key[=value][:Effect]`; None when it isn't one."""
+def _toleration(text: str) -> dict[str, str] | None:
+    """A toleration's `key[=value][:Effect]` as a pod spec's; None when it isn't one."""
     effects = "|".join(names.TAINT_EFFECTS)
     match = re.fullmatch(rf"([^=:]+)(?:=([^:]*))?(?::({effects}))?", text)
-    ok = match and names.LABEL_KEY.match(match[1]) and names.LABEL_VALUE.match(match[2] or "")
-    return Toleration(*match.groups()) if ok else None
+    if not (match and names.LABEL_KEY.match(match[1]) and names.LABEL_VALUE.match(match[2] or "")):
+        return None
+    key, value, effect = match.groups()
+    operator = {"operator": "Exists"} if value is None else {"operator": "Equal", "value": value}
+    return {"key": key, **operator, **({"effect": effect} if effect else {})}
 
 
 SECS = ("int", names.MIN_TIMEOUT_SECS, names.MAX_TIMEOUT_SECS, " seconds")
@@ -145,8 +148,7 @@ KEYS: dict[str, tuple] = {
                              "is neither a CIDR (10.0.0.0/8) nor a namespace name; list the "
                              "clients allowed to call the frontend"),
 }
-# Rows of keys judged only when they count: vllmImage on runtime vllm, the storage class
-# without an existing claim.
+# Rows of keys judged only when they count (`_stack_rows`).
 VLLM_IMAGE = ("str", lambda v: not names.PLACEHOLDER.search(v), "is a placeholder; runtime "
               "vllm needs a Dynamo vLLM worker image that also has the vllm-cosmos3 plugin "
               "(docs/serving-paths.md): build and push one, then `pulumi config set vllmImage "
@@ -286,78 +288,26 @@ class SettingsError(names.InputError):
 
 
 @dataclass(frozen=True)
-class CacheSettings:
-    """The model cache claim. `existing_claim` set means adopt it instead of creating one."""
-
-    storage_class: str | None
-    size: str
-    existing_claim: str | None
-    keep_on_destroy: bool
-    claim_name: str
-    create_claim: bool
-
-
-@dataclass(frozen=True)
-class Toleration:
-    key: str
-    value: str | None
-    effect: str | None
-
-    def manifest(self) -> dict[str, Any]:
-        operator = {"operator": "Exists"} if self.value is None else {
-            "operator": "Equal", "value": self.value}
-        return {"key": self.key, **operator, **({"effect": self.effect} if self.effect else {})}
-
-
-@dataclass(frozen=True)
-class PlacementSettings:
-    """Where pods may run: the GPU pods (workers, a GPU download Job), or the benchmark's."""
-
-    node_selector: tuple[tuple[str, str], ...]
-    tolerations: tuple[Toleration, ...]
-    # The same as a pod spec's `nodeSelector` and `tolerations` (those set), made once.
-    pod_spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """The workers: what they serve and on which GPUs (`serving`), and their resources."""
-
-    serving: sv.Serving
-    nim_tags_selector: str
-    nim_model_profile: str | None
-    served_model: str
-    cpu: str
-    memory: str
-    shared_memory: str
-
-    @property
-    def replicas(self) -> int:
-        return self.serving.replicas
-
-
-@dataclass(frozen=True)
 class BenchmarkSettings:
     """What runs after the graph is Ready, and how long it may take; each field is a key
     (`smoke_timeout_secs` is benchmarkSmokeTimeoutSecs, so a new key is one row and one
-    field). The defaults (the seed's) serve the tests' fixtures; a stack's come from
-    Pulumi.yaml."""
+    field). No defaults: Pulumi.yaml holds them."""
 
-    smoke: bool = True
-    sweep: bool = True
-    wait_for_sweep: bool = True
-    run_id: str = "run-1"
-    concurrencies: tuple[int, ...] = names.SEED_SHAPE.concurrencies
-    videos: int = names.SEED_SHAPE.videos.count
-    questions_per_video: int = names.SEED_SHAPE.questions_per_video
-    image: str = DEFAULT_BENCHMARK_IMAGE
-    smoke_timeout_secs: int = 1800
-    sweep_timeout_secs: int = 12 * 3600
-    video_server_timeout_secs: int = 1800
-    pip_index_url: str = ""  # the pods' PIP_INDEX_URL, for clusters behind a mirror
+    smoke: bool
+    sweep: bool
+    wait_for_sweep: bool
+    run_id: str
+    concurrencies: tuple[int, ...]
+    videos: int
+    questions_per_video: int
+    image: str
+    smoke_timeout_secs: int
+    sweep_timeout_secs: int
+    video_server_timeout_secs: int
+    pip_index_url: str  # the pods' PIP_INDEX_URL, for clusters behind a mirror
     # The sweep's stop rule (`--stop-within-pct`), or every chunk of every level (`--full`).
-    stop_within_pct: float = names.SEED_SHAPE.stop_within_pct
-    full: bool = False
+    stop_within_pct: float
+    full: bool
 
     # Made once (a field, not a property): what reads a stack never calls back in here.
     any_enabled: bool = field(init=False)
@@ -384,19 +334,35 @@ class Settings:
     # (Secret, data key).
     required_secrets: tuple[str, ...]
     secret_refs: Mapping[str, tuple[str, str]]
-    cache: CacheSettings
+    # The model cache claim: a set `cache_existing_claim` is adopted (its own storage class,
+    # None here) instead of creating one; `cache_claim_name` is the claim either way.
+    cache_storage_class: str | None
+    cache_size: str
+    cache_existing_claim: str
+    cache_keep_on_destroy: bool
+    cache_claim_name: str
     nim_image: str
     frontend_image: str
     worker_runtime_version: str
     # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm), else None.
     vllm_image: str | None
-    placement: PlacementSettings
-    workers: WorkerSettings
+    # The workers: what they serve and on which GPUs, the NIM's profile (None: the NIM picks
+    # it for the GPUs it sees), the model id they answer to, and their resources.
+    serving: sv.Serving
+    nim_tags_selector: str
+    nim_model_profile: str | None
+    served_model: str
+    worker_cpu: str
+    worker_memory: str
+    worker_shared_memory: str
+    # Where the GPU pods (workers, a GPU download Job) and the benchmark's may run: a pod
+    # spec's `nodeSelector` and `tolerations` (those set).
+    placement: Mapping[str, Any]
+    benchmark_placement: Mapping[str, Any]
     download_timeout_secs: int
     download_retries: int
     graph_timeout_secs: int
     benchmark: BenchmarkSettings
-    benchmark_placement: PlacementSettings
     # The cluster checks before anything is declared (infra/cluster.py); an empty operator
     # namespace looks for the operator everywhere.
     skip_preflight: bool
@@ -415,7 +381,7 @@ class Settings:
     frontend_service: str
 
 
-# --- The rules across keys, in the order of Pulumi.yaml ------------------------------------
+# --- The rules across keys ------------------------------------------------------------------
 
 
 def _routing(r: ConfigReader, profile: str) -> rt.Routing:
@@ -451,14 +417,34 @@ def _describe(routing: rt.Routing) -> str:
     return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
 
-def _namespace(r: ConfigReader, graph: str) -> None:
-    name, limit = r.v["namespace"], names.max_namespace_len(graph)
-    label = names.dynamo_namespace(name, graph)
-    r.read("namespace", ("str", lambda v: len(v) <= limit, f"is too long for graph {graph}: the "
-                         "Dynamo operator labels the graph's objects "
-                         f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters (a "
-                         f"label value holds {names.DNS_LABEL_MAX}); use a namespace of at most "
-                         f"{limit} characters, or a shorter stack name"), name)
+def _stack_rows(r: ConfigReader, profile: str, serving: sv.Serving) -> None:
+    """The rows whose bounds depend on the stack, judged like `KEYS` (a key rejected there is
+    not judged again); a key without a row here is not judged at all: vllmImage off runtime
+    vllm, the storage class with an existing claim."""
+    v, graph = r.v, names.graph_name(profile)
+    limit, label = names.max_namespace_len(graph), names.dynamo_namespace(v["namespace"], graph)
+    known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
+    need = sv.cache_gib_needed(serving) if known else sv.MIN_CACHE_GIB
+    longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
+    rows = {
+        "namespace": ("str", lambda n: len(n) <= limit, f"is too long for graph {graph}: the "
+                      "Dynamo operator labels the graph's objects "
+                      f"{names.DYNAMO_NAMESPACE_LABEL}={label}, {len(label)} characters (a "
+                      f"label value holds {names.DNS_LABEL_MAX}); use a namespace of at most "
+                      f"{limit} characters, or a shorter stack name"),
+        "cacheSize": ("quantity", need * 2**30, " for the model cache of "
+                      f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
+                      f"{need}Gi"),
+        **({} if v["cacheExistingClaim"] else {"cacheStorageClass": STORAGE_CLASS}),
+        **({"vllmImage": VLLM_IMAGE} if serving.runtime == "vllm" else {}),
+        "benchmarkRunId": ("str", lambda i: names.RUN_ID.match(i) and len(i) <= longest,
+                           f"is not a run id for stack '{profile}'; use lowercase letters, "
+                           f"digits and '-', at most {longest} characters (it names the Jobs "
+                           "and the results folder), e.g. `pulumi config set benchmarkRunId "
+                           "run-2`"),
+    }
+    for key, row in rows.items():
+        r.read(key, row, v[key])
 
 
 def _secrets(r: ConfigReader, runtime: str, secret_keys: frozenset[str] | None
@@ -476,28 +462,13 @@ def _secrets(r: ConfigReader, runtime: str, secret_keys: frozenset[str] | None
     return required
 
 
-def _cache(r: ConfigReader, serving: sv.Serving) -> CacheSettings:
-    existing, storage_class, size = (r.v[k] for k in (
-        "cacheExistingClaim", "cacheStorageClass", "cacheSize"))
-    known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
-    need = sv.cache_gib_needed(serving) if known else sv.MIN_CACHE_GIB
-    r.read("cacheSize", ("quantity", need * 2**30, " for the model cache of "
-                         f"{serving.runtime} {serving.variant} {serving.precision}: use at least "
-                         f"{need}Gi"), size)
-    keep = r.v["cacheKeepOnDestroy"]
-    if existing:
-        return CacheSettings(None, size, existing, keep, existing, False)
-    r.read("cacheStorageClass", STORAGE_CLASS, storage_class)
-    return CacheSettings(storage_class, size, None, keep, names.MODEL_CACHE_PVC_NAME, True)
-
-
-def _placement(r: ConfigReader, prefix: str) -> PlacementSettings:
-    """`<prefix>NodeSelector` and `<prefix>Tolerations`: the GPU pods', or the benchmark's."""
-    selector = tuple(filter(None, map(_label, r.v[f"{prefix}NodeSelector"])))
-    tolerations = tuple(filter(None, map(_toleration, r.v[f"{prefix}Tolerations"])))
-    pod_spec = {**({"nodeSelector": dict(selector)} if selector else {}),
-                **({"tolerations": [t.manifest() for t in tolerations]} if tolerations else {})}
-    return PlacementSettings(selector, tolerations, pod_spec)
+def _placement(v: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """`<prefix>NodeSelector` and `<prefix>Tolerations` (the GPU pods', or the benchmark's)
+    as a pod spec's `nodeSelector` and `tolerations`, those set."""
+    selector = dict(filter(None, map(_label, v[f"{prefix}NodeSelector"])))
+    tolerations = list(filter(None, map(_toleration, v[f"{prefix}Tolerations"])))
+    return {key: value for key, value in (("nodeSelector", selector),
+                                          ("tolerations", tolerations)) if value}
 
 
 def serving_problems(serving: sv.Serving, full: Callable[[str], str]) -> list[tuple[str, str]]:
@@ -544,22 +515,20 @@ def serving_problems(serving: sv.Serving, full: Callable[[str], str]) -> list[tu
     return problems
 
 
-def _serving(r: ConfigReader, placement: PlacementSettings) -> sv.Serving:
-    """The serving keys, and whether the combination can run."""
-    serving = sv.Serving(**{field: r.v[key] for field, key in FIELD_KEYS.items()})
+def _serving(r: ConfigReader, placement: Mapping[str, Any]) -> sv.Serving:
+    """The serving keys, whether the combination can run, and the NIM's own keys: tags that
+    agree with the GPUs per worker, none on runtime vllm."""
+    v = r.v
+    serving = sv.Serving(**{field: v[key] for field, key in FIELD_KEYS.items()})
+    gpus = serving.gpus_per_replica
     for key, message in serving_problems(serving, r.full):
         if key not in r.rejected:  # a key rejected already is reported once
             r.problem(key, message)
-    selected = dict(placement.node_selector).get(sv.GPU_PRODUCT_LABEL)
+    selected = placement.get("nodeSelector", {}).get(sv.GPU_PRODUCT_LABEL)
     if selected in sv.GPU_CLASSES and selected != serving.gpu_product:
         r.problem("gpuNodeSelector/gpuProduct", f"the workers select {sv.GPU_PRODUCT_LABEL}="
                   f"{selected} but the serving checks assume {serving.gpu_product}; make them "
                   f"agree (`pulumi config set gpuProduct {selected}`)")
-    return serving
-
-
-def _workers(r: ConfigReader, serving: sv.Serving) -> WorkerSettings:
-    v, gpus = r.v, serving.gpus_per_replica
     # Empty: the NIM picks the profile for the GPUs it sees; set: exact manifest tags.
     tags = v["nimTagsSelector"]
     for tag, value in (t.partition("=")[::2] for t in tags.split(",") if tags):
@@ -567,25 +536,11 @@ def _workers(r: ConfigReader, serving: sv.Serving) -> WorkerSettings:
             r.problem("nimTagsSelector", f"'{tags}' selects {tag.strip()}={value.strip()} but "
                       f"gpusPerWorker is {gpus}; make them agree, or leave nimTagsSelector "
                       "empty (the NIM then picks the profile for the GPUs each worker gets)")
-    profile = v["nimModelProfile"] or None
-    served = v["servedModelName"] or names.served_model_name(serving.variant)
     for key in ("nimTagsSelector", "nimModelProfile"):
         if serving.runtime == "vllm" and v[key]:
             r.problem(key, "only applies to runtime nim; remove it with `pulumi config rm "
                            f"{key}` (runtime is vllm)")
-    return WorkerSettings(serving, tags, profile, served, v["workerCpu"], v["workerMemory"],
-                          v["workerSharedMemory"])
-
-
-def _benchmark(r: ConfigReader, profile: str) -> BenchmarkSettings:
-    longest = max(1, min(names.RUN_ID_MAX_LEN, names.max_run_id_len(profile)))
-    r.read("benchmarkRunId", ("str", lambda v: names.RUN_ID.match(v) and len(v) <= longest,
-                              f"is not a run id for stack '{profile}'; use lowercase letters, "
-                              f"digits and '-', at most {longest} characters (it names the Jobs "
-                              "and the results folder), e.g. `pulumi config set benchmarkRunId "
-                              "run-2`"), r.v["benchmarkRunId"])
-    return BenchmarkSettings(**{f.name: r.v[_key(f"benchmark_{f.name}")]
-                                for f in fields(BenchmarkSettings) if f.init})
+    return serving
 
 
 def _key(field_name: str) -> str:
@@ -599,7 +554,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     `secret_keys`, when known, are the full keys the CLI marked secret: the NGC key and the
     HF token must be among them."""
     r = ConfigReader(raw, project)
-    profile = stack.rsplit("/", 1)[-1]
+    v, profile = r.v, stack.rsplit("/", 1)[-1]
     if not names.DNS_LABEL.match(profile) or len(profile) > MAX_PROFILE_LEN:
         r.problems.append(f"stack name '{stack}': it names the routing profile and the graph "
                           f"({names.graph_name('<stack>')}, from which the Dynamo operator "
@@ -608,20 +563,26 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
                           "characters (e.g. session-affinity)")
     graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
     routing = _routing(r, profile)
-    placement = _placement(r, "gpu")
+    placement = _placement(v, "gpu")
     serving = _serving(r, placement)
-    _namespace(r, graph)
-    vllm = r.read("vllmImage", VLLM_IMAGE, r.v["vllmImage"]) if serving.runtime == "vllm" else None
-    given = {f.name: r.v[_key(f.name)] for f in fields(Settings) if _key(f.name) in KEYS}
-    settings = Settings(
-        **{**given, "vllm_image": vllm}, stack=stack, profile=profile, routing=routing,
-        required_secrets=_secrets(r, serving.runtime, secret_keys),
+    _stack_rows(r, profile, serving)
+    required = _secrets(r, serving.runtime, secret_keys)
+    vllm, existing = serving.runtime == "vllm", v["cacheExistingClaim"]
+    given = {f.name: v[_key(f.name)] for f in fields(Settings) if _key(f.name) in KEYS}
+    settings = Settings(**{
+        **given, "vllm_image": v["vllmImage"] if vllm else None,
+        "cache_storage_class": None if existing else v["cacheStorageClass"],
+        "nim_model_profile": v["nimModelProfile"] or None,
+    }, stack=stack, profile=profile, routing=routing, serving=serving, required_secrets=required,
         secret_refs={key: (names.stack_object_name(graph, suffix), data)
                      for key, (suffix, data, _, _) in SECRETS.items()},
-        cache=_cache(r, serving), placement=placement, workers=_workers(r, serving),
-        benchmark=_benchmark(r, profile), benchmark_placement=_placement(r, "benchmark"),
-        kube_context=context, kubectl=kubectl_prefix(r.v["namespace"], context),
-        graph_name=graph, worker_image=vllm or r.v["nimImage"],
+        cache_claim_name=existing or names.MODEL_CACHE_PVC_NAME,
+        served_model=v["servedModelName"] or names.served_model_name(serving.variant),
+        placement=placement, benchmark_placement=_placement(v, "benchmark"),
+        benchmark=BenchmarkSettings(**{f.name: v[_key(f"benchmark_{f.name}")]
+                                       for f in fields(BenchmarkSettings) if f.init}),
+        kube_context=context, kubectl=kubectl_prefix(v["namespace"], context),
+        graph_name=graph, worker_image=v["vllmImage"] if vllm else v["nimImage"],
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
     )
@@ -648,10 +609,6 @@ PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
 def stack_names(root: Path) -> list[str]:
     """The stacks that have a Pulumi.<stack>.yaml under `root`, sorted."""
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
-
-
-def project_name(root: Path) -> str:
-    return yaml.safe_load((root / "Pulumi.yaml").read_text())["name"]
 
 
 def config_from_files(root: Path, stack: str, require_stack_file: bool = True

@@ -288,12 +288,12 @@ class Rehearsal:
             concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
             stop_within_pct=cfg.stop_within_pct, full=cfg.full,
             tokenizer=str(self.model.resolve()), run_dir=self.run_dir / stack.profile,
-            attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.workers.replicas)),
+            attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.serving.replicas)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
                 "frontend_command": local_frontend_command("python", stack.routing, 0),
                 "routing": " ".join(routing_args(stack.routing)),
-                "mock_workers": stack.workers.replicas,
+                "mock_workers": stack.serving.replicas,
                 "ai_dynamo": dist_version("ai-dynamo"),
                 "cold_caches_per_level": True,
                 "shape": cfg.shape(),
@@ -310,10 +310,10 @@ class Rehearsal:
         """The sweep's target for one level, once the schedule says so: a fresh frontend and
         mocker (cold caches) on its own port."""
         self.schedule.wait_turn(stack.profile, level)
-        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.workers.replicas} mock "
+        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.serving.replicas} mock "
                  f"workers for concurrency {level}")
         work_dir = self.run_dir / stack.profile / "stack" / f"concurrency-{level}"
-        with LocalDynamo(self.stack_config(stack, stack.workers.replicas, work_dir)) as local:
+        with LocalDynamo(self.stack_config(stack, stack.serving.replicas, work_dir)) as local:
             yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
     def ttft_floor_ms(self, dataset: Path) -> float:
@@ -385,7 +385,7 @@ class Rehearsal:
         notes = [note for p, manifest in manifests.items()
                  if self.stacks[p].routing.router_mode == "round-robin"
                  and not self.stacks[p].routing.affinity
-                 for note in lockstep_notes(manifest, self.stacks[p].workers.replicas)]
+                 for note in lockstep_notes(manifest, self.stacks[p].serving.replicas)]
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)

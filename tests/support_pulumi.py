@@ -35,7 +35,7 @@ def project_file() -> dict[str, Any]:
 
 
 def project_name() -> str:
-    return settings.project_name(REPO_ROOT)
+    return project_file()["name"]
 
 
 def stack_config(stack: str, overrides: dict[str, Any] | None = None,

@@ -28,17 +28,25 @@ from packaging.utils import canonicalize_name as normalize
 from benchmarks.__main__ import COMMANDS, build_parser
 from infra import benchmark_manifests as bj
 from infra.names import SEED_SHAPE, Run, benchmark_name
-from infra.settings import BenchmarkSettings
+from infra.settings import BenchmarkSettings, stack_settings
 from tests.conftest import REPO_ROOT
+
+# Pulumi.yaml's benchmark settings (the stack sets none of them), changed per test.
+DEFAULTS = stack_settings("session-affinity").benchmark
+
+
+def bench(**changes: Any) -> BenchmarkSettings:
+    return replace(DEFAULTS, **changes)
+
 
 K8S_VERSION = "1.33"
 # Commands a benchmark pod runs (the others only run on the user's machine).
 IN_CLUSTER_COMMANDS = ("videos", "smoke", "sweep")
 
 TARGET = bj.BenchmarkTarget(
-    run=Run(stack="session-affinity", run_id=BenchmarkSettings().run_id,
+    run=Run(stack="session-affinity", run_id=bench().run_id,
             namespace="cosmos3-reasoner", cache_claim="shared-model-cache",
-            image=BenchmarkSettings().image, image_pull_secrets=("registry-pull-secret",)),
+            image=bench().image, image_pull_secrets=("registry-pull-secret",)),
     frontend_service="cosmos3-super-reasoner-agg-h200-session-affinity-frontend",
     session_affinity=True,
 )
@@ -79,13 +87,13 @@ def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
-    objects = manifests(BenchmarkSettings(), sources)
+    objects = manifests(bench(), sources)
     objects["reader"] = bj.results_reader_pod(
         TARGET.run, "reader-x", ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
     no_secrets = replace(TARGET, run=replace(TARGET.run, image_pull_secrets=()),
                          session_affinity=False)
     objects.update({f"plain-{k}": v for k, v in manifests(
-        BenchmarkSettings(wait_for_sweep=False), sources, no_secrets).items()})
+        bench(wait_for_sweep=False), sources, no_secrets).items()})
     for role, obj in objects.items():
         try:
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -103,7 +111,7 @@ def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> 
 
 
 def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
-    objects = manifests(BenchmarkSettings(), sources)
+    objects = manifests(bench(), sources)
     objects["reader"] = bj.results_reader_pod(TARGET.run, "reader-x")
     specs = pod_specs(objects)
     assert len(specs) == 4
@@ -120,21 +128,21 @@ def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
 
 
 def test_pull_secrets_reach_every_pod(sources) -> None:
-    for spec in pod_specs(manifests(BenchmarkSettings(), sources)):
+    for spec in pod_specs(manifests(bench(), sources)):
         assert spec["imagePullSecrets"] == [{"name": "registry-pull-secret"}]
 
 
 def test_only_enabled_parts_exist(sources) -> None:
-    assert manifests(BenchmarkSettings(smoke=False, sweep=False), sources) == {}
-    smoke_only = manifests(BenchmarkSettings(sweep=False), sources)
+    assert manifests(bench(smoke=False, sweep=False), sources) == {}
+    smoke_only = manifests(bench(sweep=False), sources)
     video = {"code", "video-server", "video-service", "video-budget"}
     assert set(smoke_only) == {*video, "smoke"}
-    sweep_only = manifests(BenchmarkSettings(smoke=False), sources)
+    sweep_only = manifests(bench(smoke=False), sources)
     assert set(sweep_only) == {*video, "sweep"}
 
 
 def test_sweep_carries_the_settings(sources) -> None:
-    settings = BenchmarkSettings(run_id="run-7", concurrencies=(2, 8), videos=12,
+    settings = bench(run_id="run-7", concurrencies=(2, 8), videos=12,
                                  questions_per_video=3, sweep_timeout_secs=7200,
                                  image="registry.example/bench:1.0")
     job = manifests(settings, sources)["sweep"]
@@ -164,7 +172,7 @@ def test_sweep_carries_the_settings(sources) -> None:
 def test_not_waiting_for_the_sweep_awaits_only_its_start(sources) -> None:
     """skipAwait would also skip awaiting the Job's deletion, so a replacement could land
     on a Job still terminating (422): a sweep not waited for is awaited until it started."""
-    objects = manifests(BenchmarkSettings(wait_for_sweep=False), sources)
+    objects = manifests(bench(wait_for_sweep=False), sources)
     annotations = objects["sweep"]["metadata"]["annotations"]
     assert annotations[bj.WAIT_FOR] == "jsonpath={.status.startTime}"
     assert "pulumi.com/skipAwait" not in annotations
@@ -176,7 +184,7 @@ def test_not_waiting_for_the_sweep_awaits_only_its_start(sources) -> None:
 def test_a_running_sweep_is_never_replaced_a_failed_one_is(sources, wait: bool) -> None:
     """The provider replaces an unready Job marked replaceUnready: a sweep still running
     (also when benchmarkWaitForSweep flips) keeps running; one that failed is rerun."""
-    settings = BenchmarkSettings(wait_for_sweep=wait)
+    settings = bench(wait_for_sweep=wait)
     running = bj.benchmark_objects(TARGET, settings, sources)["sweep"]
     assert bj.REPLACE_UNREADY not in running["metadata"]["annotations"]
     failed = bj.benchmark_objects(TARGET, settings, sources, rerun_sweep=True)["sweep"]
@@ -184,7 +192,7 @@ def test_a_running_sweep_is_never_replaced_a_failed_one_is(sources, wait: bool) 
 
 
 def test_the_smoke_test_fails_fast_and_the_sweep_survives_disruptions(sources) -> None:
-    objects = manifests(BenchmarkSettings(smoke_timeout_secs=900), sources)
+    objects = manifests(bench(smoke_timeout_secs=900), sources)
     smoke = objects["smoke"]["spec"]
     assert smoke["backoffLimit"] == 0 and smoke["activeDeadlineSeconds"] == 900
     rules = objects["sweep"]["spec"]["podFailurePolicy"]["rules"]
@@ -196,8 +204,8 @@ def test_the_smoke_test_fails_fast_and_the_sweep_survives_disruptions(sources) -
 
 
 def test_a_new_run_id_renames_the_jobs_and_nothing_else(sources) -> None:
-    first = manifests(BenchmarkSettings(run_id="run-1"), sources)
-    second = manifests(BenchmarkSettings(run_id="run-2"), sources)
+    first = manifests(bench(run_id="run-1"), sources)
+    second = manifests(bench(run_id="run-2"), sources)
     for role in ("code", "video-server", "video-service"):
         assert first[role] == second[role], role
     for role in ("smoke", "sweep"):
@@ -214,21 +222,21 @@ def test_longest_run_id_keeps_job_names_valid(sources) -> None:
         longest = max_run_id_len(profile)
         assert longest >= 10, "a longest profile must still allow a readable run id"
         target = replace(TARGET, run=replace(TARGET.run, stack=profile))
-        objects = manifests(BenchmarkSettings(run_id="r" * longest), sources, target)
+        objects = manifests(bench(run_id="r" * longest), sources, target)
         for role, obj in objects.items():
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
             assert len(obj["metadata"]["name"]) <= 63, role
 
 
 def test_defaults_are_the_seed_shape() -> None:
-    settings = BenchmarkSettings()
+    settings = bench()
     assert settings.concurrencies == SEED_SHAPE.concurrencies
     assert settings.videos == SEED_SHAPE.videos.count
     assert settings.videos * settings.questions_per_video == SEED_SHAPE.requests_per_level
 
 
 def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
-    deployment = manifests(BenchmarkSettings(video_server_timeout_secs=2400), sources)[
+    deployment = manifests(bench(video_server_timeout_secs=2400), sources)[
         "video-server"]
     assert deployment["spec"]["progressDeadlineSeconds"] == 2400
     assert deployment["metadata"]["annotations"][bj.TIMEOUT_SECONDS] == "2400"
@@ -239,7 +247,7 @@ def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
 
 
 def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> None:
-    settings = BenchmarkSettings(videos=12)
+    settings = bench(videos=12)
     objects = manifests(settings, sources)
     command = objects["smoke"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--video-url") + 1] == TARGET.video_base_url + "video_0012.mp4"
@@ -249,7 +257,7 @@ def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> 
 
 
 def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources) -> None:
-    objects = manifests(BenchmarkSettings(videos=12), sources)
+    objects = manifests(bench(videos=12), sources)
     maker = objects["video-server"]["spec"]["template"]["spec"]["initContainers"][0]["command"]
     assert maker[maker.index("--count") + 1] == "13"  # 12 measured, 1 smoke
 
@@ -272,7 +280,7 @@ def mounted_volume(tmp_path: Path, sources: dict[str, str]) -> Path:
     """The code ConfigMap as the kubelet mounts it with `items`: each key at its path."""
     volume = tmp_path / "code"
     code = bj.code_config_map("ns", "p", sources)
-    volume_spec = manifests(BenchmarkSettings(), sources)["sweep"]["spec"]["template"]["spec"][
+    volume_spec = manifests(bench(), sources)["sweep"]["spec"]["template"]["spec"][
         "volumes"]
     (items,) = [v["configMap"]["items"] for v in volume_spec if v["name"] == "code"]
     for item in items:
@@ -318,7 +326,7 @@ def run_container(tmp_path: Path, sources: dict[str, str], container: dict[str, 
 def run_runner(tmp_path: Path, sources: dict[str, str], args: list[str], role: str = "sweep",
                **env: str) -> tuple[int, list[str]]:
     """Run `args` in the `role` Job's container: (exit code, its log's lines)."""
-    container = manifests(BenchmarkSettings(), sources)[role]["spec"]["template"]["spec"][
+    container = manifests(bench(), sources)[role]["spec"]["template"]["spec"][
         "containers"][0]
     with run_container(tmp_path, sources, container, args, **env) as pod:
         out, _ = pod.communicate(timeout=300)
@@ -329,7 +337,7 @@ def test_runner_runs_a_benchmark_command_from_the_config_map(tmp_path, sources) 
     """The video maker's own container, as the video server's pod runs it. This interpreter
     has every pin, so pip installed nothing (no index: the offline-image path)."""
     out = tmp_path / "videos"
-    container = manifests(BenchmarkSettings(), sources)["video-server"]["spec"]["template"][
+    container = manifests(bench(), sources)["video-server"]["spec"]["template"][
         "spec"]["initContainers"][0]
     args = [*args_of(container), "--duration", "2", "--width", "64", "--height", "64"]
     args[args.index("--out") + 1], args[args.index("--count") + 1] = str(out), "2"
@@ -436,7 +444,7 @@ def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
 
     with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:
         server.empty_answer = True
-        args = bj.smoke_args(replace(TARGET), BenchmarkSettings())
+        args = bj.smoke_args(replace(TARGET), bench())
         args[args.index("--url") + 1] = server.url
         args[args.index("--video-url") + 1] = "http://127.0.0.1:9/video_0000.mp4"
         code, lines = run_runner(tmp_path, sources, [*args, "--wait", "5"], "smoke")
@@ -452,10 +460,10 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
     """The smoke Job's pod template (immutable: a change replaces the Job) carries the
     deployment's hash, and the sweep passes every fact, code hash included, to its run."""
     first = replace(TARGET, deployment=(("worker_image", "nim:2.1.0"), ("graph_uid", "u1")))
-    objects = manifests(BenchmarkSettings(), sources, first)
+    objects = manifests(bench(), sources, first)
 
     def smoke_template(target: bj.BenchmarkTarget, code: dict[str, str]) -> dict:
-        return manifests(BenchmarkSettings(), code, target)["smoke"]["spec"]["template"]
+        return manifests(bench(), code, target)["smoke"]["spec"]["template"]
 
     same = smoke_template(first, sources)
     assert same == objects["smoke"]["spec"]["template"]
@@ -471,13 +479,13 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
 
 def test_a_code_change_rolls_the_video_server(sources) -> None:
     changed = {**sources, "benchmarks/videos.py": sources["benchmarks/videos.py"] + "\n"}
-    before, after = (manifests(BenchmarkSettings(), s)["video-server"]["spec"]["template"]
+    before, after = (manifests(bench(), s)["video-server"]["spec"]["template"]
                      for s in (sources, changed))
     assert before["metadata"]["annotations"] != after["metadata"]["annotations"]
 
 
 def test_pods_are_kept_through_consolidation_and_drains(sources) -> None:
-    objects = manifests(BenchmarkSettings(), sources)
+    objects = manifests(bench(), sources)
     for role in ("video-server", "smoke", "sweep"):
         annotations = objects[role]["spec"]["template"]["metadata"]["annotations"]
         assert annotations["karpenter.sh/do-not-disrupt"] == "true"
@@ -491,7 +499,7 @@ def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> 
     target = replace(TARGET, run=replace(TARGET.run, pod_placement={
         "nodeSelector": {"pool": "cpu"},
         "tolerations": [{"key": "dedicated", "operator": "Exists"}]}))
-    objects = manifests(BenchmarkSettings(pip_index_url="https://mirror.example/simple"),
+    objects = manifests(bench(pip_index_url="https://mirror.example/simple"),
                         sources, target)
     for spec in pod_specs(objects):
         assert spec["nodeSelector"] == {"pool": "cpu"}
@@ -503,11 +511,11 @@ def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> 
             if container["command"][:2] == ["sh", "-c"]:
                 assert env_of(container)["PIP_INDEX_URL"] == "https://mirror.example/simple"
     assert not any("nodeSelector" in spec for spec in pod_specs(manifests(
-        BenchmarkSettings(), sources)))
+        bench(), sources)))
 
 
 def test_the_video_server_listens_on_ipv4_and_ipv6(sources) -> None:
-    objects = manifests(BenchmarkSettings(), sources)
+    objects = manifests(bench(), sources)
     command = objects["video-server"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[command.index("--bind") + 1] == "::"
     assert objects["video-service"]["spec"]["ipFamilyPolicy"] == "PreferDualStack"
@@ -516,11 +524,11 @@ def test_the_video_server_listens_on_ipv4_and_ipv6(sources) -> None:
 def test_the_video_server_stops_holding_off_drains_once_the_sweep_finished(sources) -> None:
     """Its budget (maxUnavailable 0) and do-not-disrupt annotations protect a sweep, not
     the stack's lifetime: the `up` that finds the run's sweep finished drops both."""
-    objects = bj.benchmark_objects(TARGET, BenchmarkSettings(), sources, sweep_done=True)
+    objects = bj.benchmark_objects(TARGET, bench(), sources, sweep_done=True)
     assert "video-budget" not in objects
     annotations = objects["video-server"]["spec"]["template"]["metadata"]["annotations"]
     assert not set(bj.DO_NOT_DISRUPT) & set(annotations)
-    assert "video-budget" in manifests(BenchmarkSettings(), sources)
+    assert "video-budget" in manifests(bench(), sources)
 
 
 # ---------------------------------------------------------------------------------------
@@ -544,7 +552,7 @@ def test_a_failed_install_ends_with_pips_own_error(tmp_path, sources) -> None:
 def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources) -> None:
     """SIGTERM (the Job's deadline, `pulumi destroy`, a replacement): the last line says
     so and what to do, whatever the command printed as it stopped."""
-    container = manifests(BenchmarkSettings(), sources)["smoke"]["spec"]["template"]["spec"][
+    container = manifests(bench(), sources)["smoke"]["spec"]["template"]["spec"][
         "containers"][0]
     smoke = args_of(container)
     smoke[smoke.index("--url") + 1] = "http://127.0.0.1:9"  # never answers: it waits
@@ -563,7 +571,7 @@ def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources)
 
 
 def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
-    objects = manifests(BenchmarkSettings(sweep_timeout_secs=7200), sources)
+    objects = manifests(bench(sweep_timeout_secs=7200), sources)
     on_stop = env_of(objects["sweep"]["spec"]["template"]["spec"]["containers"][0])["ON_STOP"]
     assert "benchmarkSweepTimeoutSecs (7200 s)" in on_stop and "pulumi destroy" in on_stop
     assert "same benchmarkRunId" in on_stop
@@ -572,7 +580,7 @@ def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
 def test_an_http_mirror_is_trusted_by_pip() -> None:
     """pip ignores a plain-http index unless its host is trusted: the user named it."""
     def env(url: str) -> dict[str, str]:
-        return env_of(bj._runner_container("main", ["videos"], BenchmarkSettings(
+        return env_of(bj._runner_container("main", ["videos"], bench(
             pip_index_url=url), {}))
 
     assert env("http://mirror.internal:8080/simple")["PIP_TRUSTED_HOST"] == \
@@ -586,7 +594,7 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     follow it, with the stack's own kubectl prefix."""
     target = replace(TARGET, run=replace(TARGET.run,
                                          kubectl="kubectl --context h200 -n cosmos3-reasoner"))
-    objects = manifests(BenchmarkSettings(), sources, target)
+    objects = manifests(bench(), sources, target)
     parsed = {}
     for name in ("smoke", "sweep", "video-server"):
         spec = objects[name]["spec"]["template"]["spec"]
@@ -597,4 +605,4 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     assert set(parsed) == {"videos", "smoke", "sweep"}
     assert parsed["sweep"].follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
-        + benchmark_name("sweep", TARGET.run.stack, BenchmarkSettings().run_id))
+        + benchmark_name("sweep", TARGET.run.stack, bench().run_id))

@@ -101,7 +101,7 @@ def test_exactly_enough_gpus_pass_and_one_short_is_named() -> None:
 
 def test_a_replica_never_spans_nodes() -> None:
     settings = tp4_settings()  # 2 workers x 4 GPUs
-    assert settings.workers.serving.gpus_per_replica == 4
+    assert settings.serving.gpus_per_replica == 4
     assert fits(settings, node("gpu-1", 8))
     assert fits(settings, node("gpu-1", 4), node("gpu-2", 4))
     [short] = gpu_problems(settings, node("gpu-1", 6), node("gpu-2", 2))

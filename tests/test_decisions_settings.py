@@ -152,9 +152,9 @@ def test_a_cache_size_that_is_no_quantity_is_reported_once() -> None:
 
 
 def test_an_existing_claim_is_adopted_and_must_be_a_claim_name() -> None:
-    cache = settings({"cacheExistingClaim": "shared-cache"}).cache
-    assert (cache.existing_claim, cache.storage_class, cache.create_claim) == (
-        "shared-cache", None, False)
+    cache = settings({"cacheExistingClaim": "shared-cache"})
+    assert (cache.cache_existing_claim, cache.cache_storage_class, cache.cache_claim_name) == (
+        "shared-cache", None, "shared-cache")
     for bad in ("Bad_Name", "your-claim"):
         assert problems({"cacheExistingClaim": bad}) == [
             f"{P}:cacheExistingClaim: '{bad}' is not a claim name; give the name of an existing "
@@ -165,9 +165,9 @@ def test_an_existing_claim_is_adopted_and_must_be_a_claim_name() -> None:
         "cacheStorageClass <name>`, or set cacheExistingClaim to adopt an existing claim"]
     assert problems({"cacheStorageClass": "Fast_RWX"}) == [
         f"{P}:cacheStorageClass: 'Fast_RWX' is not a storage class name (lowercase DNS name)"]
-    created = settings({}).cache
-    assert (created.storage_class, created.existing_claim, created.size) == (
-        "rwx-test", None, created.size) and created.create_claim
+    created = settings({})
+    assert (created.cache_storage_class, created.cache_existing_claim,
+            created.cache_claim_name) == ("rwx-test", "", "shared-model-cache")
 
 
 def test_the_runtime_s_secret_is_required_and_a_blank_one_is_missing() -> None:
@@ -231,9 +231,11 @@ def test_images_must_be_pinned_and_the_vllm_image_only_counts_on_runtime_vllm() 
 def test_tolerations_are_key_optional_value_optional_effect() -> None:
     items = ["a=:NoSchedule", "k=v", "k", "k:NoExecute", "k:PreferNoSchedule"]
     placement = settings({"gpuTolerations": items}).placement
-    assert [(t.key, t.value, t.effect) for t in placement.tolerations] == [
-        ("a", "", "NoSchedule"), ("k", "v", None), ("k", None, None), ("k", None, "NoExecute"),
-        ("k", None, "PreferNoSchedule")]
+    exists = {"key": "k", "operator": "Exists"}
+    assert placement["tolerations"] == [
+        {"key": "a", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+        {"key": "k", "operator": "Equal", "value": "v"}, exists,
+        {**exists, "effect": "NoExecute"}, {**exists, "effect": "PreferNoSchedule"}]
     fix = ("is not key[=value][:Effect]; e.g. nvidia.com/gpu:NoSchedule (effects: NoSchedule, "
            "PreferNoSchedule, NoExecute)")
     for bad in ("=v", "k=v:Bad", "k=v v", "bad key", "k:", "k=v:NoSchedule:x"):
@@ -243,7 +245,7 @@ def test_tolerations_are_key_optional_value_optional_effect() -> None:
 
 def test_node_selectors_are_label_equals_value() -> None:
     placement = settings({"benchmarkNodeSelector": ["pool=cpu", "empty="]})
-    assert placement.benchmark_placement.node_selector == (("pool", "cpu"), ("empty", ""))
+    assert placement.benchmark_placement == {"nodeSelector": {"pool": "cpu", "empty": ""}}
     fix = ("is not label=value; e.g. nvidia.com/gpu.product=NVIDIA-H200 (`kubectl get nodes "
            "--show-labels` shows your node labels)")
     for bad in ("=v", "a=b c", "a", "bad key=v"):
@@ -276,23 +278,22 @@ def test_nim_tags_must_agree_with_the_gpus_per_worker() -> None:
     two = {"gpusPerWorker": 2, "workerReplicas": 4}
     assert problems({**two, "nimTagsSelector": "nim_tp=2"}) == []
     assert len(problems({**two, "nimTagsSelector": "nim_tp=1"})) == 1
-    workers = settings({**two, "nimTagsSelector": "nim_tp=2"}).workers
-    assert (workers.nim_tags_selector, workers.replicas) == ("nim_tp=2", 4)
+    workers = settings({**two, "nimTagsSelector": "nim_tp=2"})
+    assert (workers.nim_tags_selector, workers.serving.replicas) == ("nim_tp=2", 4)
 
 
 def test_profile_and_served_model_ids() -> None:
-    workers = settings({"nimModelProfile": "a1.b-c_d"}).workers
-    assert workers.nim_model_profile == "a1.b-c_d"
-    assert settings({}).workers.nim_model_profile is None
+    assert settings({"nimModelProfile": "a1.b-c_d"}).nim_model_profile == "a1.b-c_d"
+    assert settings({}).nim_model_profile is None
     assert problems({"nimModelProfile": "-x"}) == [
         f"{P}:nimModelProfile: '-x' is not a NIM profile id; run `list-model-profiles` in the "
         "NIM image or leave it empty to let the download Job detect the GPU"]
-    assert settings({"servedModelName": "org/m-1.0:x_y"}).workers.served_model == "org/m-1.0:x_y"
+    assert settings({"servedModelName": "org/m-1.0:x_y"}).served_model == "org/m-1.0:x_y"
     assert problems({"servedModelName": "-bad"}) == [
         f"{P}:servedModelName: '-bad' is not a model id; use the id `/v1/models` lists (e.g. "
         "nvidia/cosmos3-super-reasoner), or leave it empty"]
-    w = settings({"workerCpu": "12", "workerMemory": "90Gi", "workerSharedMemory": "32Gi"}).workers
-    assert (w.cpu, w.memory, w.shared_memory) == ("12", "90Gi", "32Gi")
+    w = settings({"workerCpu": "12", "workerMemory": "90Gi", "workerSharedMemory": "32Gi"})
+    assert (w.worker_cpu, w.worker_memory, w.worker_shared_memory) == ("12", "90Gi", "32Gi")
 
 
 def test_nim_only_keys_are_refused_on_runtime_vllm() -> None:
@@ -339,7 +340,7 @@ def test_benchmark_levels_and_counts_are_read_as_given() -> None:
         smoke=True, sweep=True, wait_for_sweep=True, run_id="run-9", concurrencies=(2, 8),
         videos=3, questions_per_video=2, image="reg/b:1",
         smoke_timeout_secs=601, sweep_timeout_secs=602, video_server_timeout_secs=603,
-        pip_index_url=b.pip_index_url)
+        pip_index_url=b.pip_index_url, stop_within_pct=b.stop_within_pct, full=b.full)
     # The stop rule: the seed's 3 % and the adaptive sweep by default; a stack may widen
     # or narrow it (a number as the CLI's string or native YAML), or send every video.
     assert (b.stop_within_pct, b.full) == (3.0, False)
@@ -481,10 +482,10 @@ def test_each_secret_is_a_stack_s_own_kubernetes_secret() -> None:
 def test_the_cache_size_and_keep_are_read_as_given_with_or_without_an_existing_claim() -> None:
     for claim in ("", "shared-cache"):
         cache = settings({"cacheSize": "250Gi", "cacheKeepOnDestroy": False,
-                          "cacheExistingClaim": claim}).cache
-        assert (cache.size, cache.keep_on_destroy) == ("250Gi", False)
-        cache = settings({"cacheKeepOnDestroy": True, "cacheExistingClaim": claim}).cache
-        assert cache.keep_on_destroy is True
+                          "cacheExistingClaim": claim})
+        assert (cache.cache_size, cache.cache_keep_on_destroy) == ("250Gi", False)
+        cache = settings({"cacheKeepOnDestroy": True, "cacheExistingClaim": claim})
+        assert cache.cache_keep_on_destroy is True
 
 
 def test_memory_sizes_start_at_one_gib() -> None:
@@ -493,7 +494,7 @@ def test_memory_sizes_start_at_one_gib() -> None:
         f"{P}:workerMemory: '1023Mi' is too small; give a memory size such as 96Gi",
         f"{P}:workerSharedMemory: '1023Mi' is too small; give a size such as 64Gi"]
     assert problems({"workerCpu": "0"}) == [f"{P}:workerCpu: '0' is too small"]
-    assert settings({"workerCpu": "100m"}).workers.cpu == "100m"
+    assert settings({"workerCpu": "100m"}).worker_cpu == "100m"
 
 
 def test_the_vllm_image_is_not_judged_on_runtime_nim() -> None:
@@ -516,9 +517,9 @@ def test_the_benchmark_stages_can_each_be_turned_off() -> None:
 
 
 def test_ids_may_hold_capitals_and_the_served_model_follows_the_variant() -> None:
-    workers = settings({"nimModelProfile": "Abc.1", "servedModelName": "Org/Model"}).workers
+    workers = settings({"nimModelProfile": "Abc.1", "servedModelName": "Org/Model"})
     assert (workers.nim_model_profile, workers.served_model) == ("Abc.1", "Org/Model")
-    assert settings({"modelVariant": "nano"}).workers.served_model == "nvidia/cosmos3-nano-reasoner"
+    assert settings({"modelVariant": "nano"}).served_model == "nvidia/cosmos3-nano-reasoner"
 
 
 def test_a_run_id_of_one_character_is_all_an_overlong_stack_leaves() -> None:

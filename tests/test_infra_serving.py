@@ -243,7 +243,7 @@ def test_hf_token_lives_only_in_its_secret() -> None:
 def test_readme_topologies_on_one_eight_gpu_node() -> None:
     for replicas, gpus in ((8, 1), (2, 4), (1, 8)):
         serving = settings_of("topology", {"workerReplicas": replicas,
-                                           "gpusPerWorker": gpus}).workers.serving
+                                           "gpusPerWorker": gpus}).serving
         assert serving == Serving(replicas=replicas, gpus_per_replica=gpus)
         assert serving.total_gpus == 8
 
@@ -310,7 +310,7 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
                  "vllmImage": TEST_VLLM_IMAGE}
     settings = settings_of("nano-trial", overrides, hf_token=TEST_HF_TOKEN)
     served = "nvidia/cosmos3-nano-reasoner"
-    assert names.served_model_name(settings.workers.serving.variant) == served
+    assert names.served_model_name(settings.serving.variant) == served
     if runtime == "vllm":
         _, main = worker_of(settings)
         assert flag(main["args"], "--served-model-name") == served

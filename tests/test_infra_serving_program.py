@@ -31,7 +31,7 @@ SECRET_MARK = "1b47061264138c4ac30d75fd1eb44270"
 
 
 def runtime_of(stack: str) -> str:
-    return parse_settings(user_config(stack), stack).workers.serving.runtime
+    return parse_settings(user_config(stack), stack).serving.runtime
 
 
 def user_config(stack: str, **overrides: Any) -> dict[str, str]:
@@ -78,9 +78,9 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     settings = parse_settings(user_config(stack), stack)
     worker = graph["spec"]["components"][1]
     main = worker["podTemplate"]["spec"]["containers"][0]
-    assert worker["replicas"] == settings.workers.serving.replicas
+    assert worker["replicas"] == settings.serving.replicas
     assert main["resources"]["limits"]["nvidia.com/gpu"] == (
-        settings.workers.serving.gpus_per_replica)
+        settings.serving.gpus_per_replica)
 
 
 @pytest.mark.parametrize("stack", STACK_FILES)

@@ -19,10 +19,10 @@ def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     assert settings.profile == stack
     assert settings.routing == PROFILES[stack]
     assert settings.graph_name == names.graph_name(stack)
-    assert settings.workers.serving == Serving()  # nim, super fp8, 8x1 on H200
+    assert settings.serving == Serving()  # nim, super fp8, 8x1 on H200
     assert (settings.download_timeout_secs, settings.graph_timeout_secs) == (7200, 3600)
-    assert settings.cache.keep_on_destroy and settings.cache.create_claim
-    assert settings.cache.claim_name == names.MODEL_CACHE_PVC_NAME
+    assert settings.cache_keep_on_destroy and not settings.cache_existing_claim
+    assert settings.cache_claim_name == names.MODEL_CACHE_PVC_NAME
 
 
 def test_settings_hold_no_secret() -> None:
@@ -87,7 +87,7 @@ def test_the_seed_placeholder_storage_class_is_rejected() -> None:
 def test_an_existing_claim_needs_no_storage_class() -> None:
     raw = stack_config("round-robin", {"cacheExistingClaim": "my-cache"}, storage_class=None)
     settings = parse_settings(raw, "round-robin")
-    assert settings.cache.claim_name == "my-cache" and not settings.cache.create_claim
+    assert settings.cache_claim_name == settings.cache_existing_claim == "my-cache"
 
 
 def test_custom_stack_routes_as_configured() -> None:
@@ -106,8 +106,8 @@ def test_node_selector_and_tolerations_parse() -> None:
         "imagePullSecrets": ["registry-pull-secret"],
     })
     settings = parse_settings(raw, "round-robin")
-    assert settings.placement.node_selector == (("nvidia.com/gpu.product", "NVIDIA-H200"),)
-    assert [t.manifest() for t in settings.placement.tolerations] == [
+    assert settings.placement["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    assert settings.placement["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
     ]

@@ -104,3 +104,27 @@ def test_the_toolkit_never_imports_the_pulumi_program() -> None:
 
 def test_the_toolkit_imports_no_pulumi_at_all() -> None:
     assert _toolkit_reaches("pulumi") == []
+
+
+def test_the_mutation_plan_names_code_that_exists() -> None:
+    """`[tool.mutate]` in pyproject.toml (docs/development.md, "Mutation testing") names
+    functions and equivalent mutants by name: a restructure that renames or removes one
+    would silently shrink what `./run.sh mutate` checks."""
+    import importlib
+    import tomllib
+
+    plan = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["mutate"]
+    missing = []
+    for path, entry in plan.items():
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        names = [*entry.get("functions", []), *(
+            # mutmut's names: x_<function>__mutmut_N, xǁ<Class>ǁ<method>__mutmut_N
+            mutant.split(".")[-1].removeprefix("xǁ").removeprefix("x_").rsplit("__mutmut_", 1)[0]
+            for mutant in entry.get("equivalent", []))]
+        for name in names:
+            found: object = module
+            for part in name.replace("ǁ", ".").split("."):
+                found = getattr(found, part, None)
+            if found is None:
+                missing.append(f"{path}: {name}")
+    assert missing == []

@@ -64,14 +64,14 @@ def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> 
         else:
             assert ours == theirs
     assert stack.routing == PROFILES[profile]
-    assert stack.workers.replicas == components[WORKER_COMPONENT]["replicas"]
+    assert stack.serving.replicas == components[WORKER_COMPONENT]["replicas"]
 
 
 @pytest.mark.parametrize("stack", stack_names(REPO_ROOT))
 def test_every_stack_file_can_be_rehearsed_without_its_secrets(stack: str) -> None:
     """The vLLM stacks too: the rehearsal needs no token, no image, no storage class."""
     settings = stack_settings(stack)
-    assert settings.workers.replicas >= 1 and settings.routing is not None
+    assert settings.serving.replicas >= 1 and settings.routing is not None
 
 
 def test_dynamo_env_keeps_everything_on_loopback(tmp_path: Path) -> None:
