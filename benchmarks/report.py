@@ -193,7 +193,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
-                "dir": str(run.source / state.get("dir", sweep.level_dir_name(concurrency))),
+                "dir": str(run.source / sweep.level_dir_name(concurrency)),
             })
     return rows
 

@@ -103,6 +103,9 @@ def test_a_gain_cell_says_when_its_interval_covers_zero() -> None:
                        "throughput_gain_ci95_high": 0.0}).endswith("(no measurable difference)")
     assert _gain_cell({**row, "throughput_gain_ci95_low": 0.5}) == "+12% [+0%, +20%]"
     assert _gain_cell({**row, "throughput_gain_ci95_low": None}) == "+12%"
+    # The baseline's own row, or a level the baseline lacks: no gain to show.
+    assert _gain_cell({**row, "throughput_gain_pct": None, "throughput_gain_ci95_low": None}
+                      ) == "n/a"
 
 
 def summary(concurrency: int, throughput: float) -> LevelSummary:
