@@ -27,6 +27,7 @@ from benchmarks.sweep import (
     level_chunks,
     level_complete,
     level_summary,
+    replicate_interval,
     resolve_affinity,
     settings_changes,
     stopped_by,
@@ -106,7 +107,8 @@ def test_every_reason_to_fail_a_level_is_given(tmp_path: Path) -> None:
 
 def test_a_level_is_kept_only_when_complete_with_its_summary_on_disk(tmp_path: Path) -> None:
     complete = {"levels": {"4": {"status": STATUS_COMPLETE,
-                                 "chunks": [{"dir": "chunk-00"}, {"dir": "chunk-01"}]}}}
+                                 "chunks": [{"dir": "chunk-00", "videos": ["v0"]},
+                                            {"dir": "chunk-01", "videos": ["v1"]}]}}}
     assert not level_complete(tmp_path, complete, 4)  # its export is gone
     for chunk in ("chunk-00", "chunk-01"):
         folder = tmp_path / "concurrency-4" / chunk
@@ -183,6 +185,11 @@ def test_a_level_stops_at_three_tight_chunks_runs_on_while_wide_and_when_videos_
     assert stopped_by(TIGHT, 0, CONFIG) == "interval"
     assert stopped_by(WIDE, 5, replace(CONFIG, stop_within_pct=60.0)) == "interval"
     assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=2.0)) is None
+    assert stopped_by(WIDE, 1, CONFIG) is None  # one chunk left: it runs
+    # The interval's edge: a half width equal to the setting stops, one just above doesn't.
+    edge = replicate_interval(TIGHT).relative_half_width * 100
+    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=edge)) == "interval"
+    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=edge * 0.999)) is None
     full = replace(CONFIG, full=True)
     assert stopped_by(TIGHT, 5, full) is None
     assert stopped_by(TIGHT, 0, full) == "full"
@@ -201,6 +208,7 @@ def test_a_levels_figures_are_the_mean_of_its_chunks_and_its_counts_their_sums()
         concurrency=4, requests=59, errors=1, request_throughput=2.0, ttft_p50_ms=15.0,
         ttft_p90_ms=1.0, request_latency_p50_ms=1.0, output_token_throughput=1.0,
         prompt_cache_read_pct=None)
+    assert level_summary([chunk(1.5)]) == chunk(1.5)  # a level of one chunk is that chunk
 
 
 def test_a_resume_keeps_the_finished_chunks_in_order(tmp_path: Path) -> None:
@@ -213,6 +221,7 @@ def test_a_resume_keeps_the_finished_chunks_in_order(tmp_path: Path) -> None:
     assert kept_chunks(tmp_path, {"chunks": chunks[1:]}, planned) == []  # not in order
     assert kept_chunks(tmp_path, {"chunks": chunks}, [["v1"], ["v0"]]) == []  # other videos
     assert kept_chunks(tmp_path, {}, planned) == []
+    assert kept_chunks(tmp_path, {"chunks": [{"videos": ["v0"]}]}, planned) == []  # no folder
 
 
 def test_the_cli_options_are_the_run_objects_fields() -> None:
@@ -241,7 +250,7 @@ def test_good_settings_have_no_problem(tmp_path: Path) -> None:
     assert problems_of(tmp_path) == []
     assert problems_of(tmp_path, url="https://frontend.test:8000/v1", run_id="a" * 30,
                        profile="My_profile.2-b", output_tokens=1,
-                       tokenizer="org/name") == []
+                       tokenizer="org/name", stop_within_pct=0.5) == []
     (tmp_path / "tok").mkdir()
     assert problems_of(tmp_path, tokenizer=str(tmp_path / "tok")) == []
 
