@@ -330,7 +330,8 @@ DETAILS = (
         "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
             "" if r["replicates"] is None else
             f" in {r['replicates']} chunks (stopped by {r['stopped_by']})"),
-        **{FIGURES[k][0]: partial(_figure, key=k) for k in list(FIGURES)[2:]}}),
+        **{FIGURES[k][0]: partial(_figure, key=k)
+           for k in ("ttft_p90_ms", "request_latency_p50_ms", "output_token_throughput")}}),
     ("## Routing stickiness (which worker served each video's questions)", "", {
         "videos on one worker": lambda r: "n/a" if r["stickiness_share_single_worker"] is None
         else f"{r['stickiness_share_single_worker']:,.0%}",
