@@ -95,7 +95,6 @@ class RehearsalConfig:
         help="levels, the seed's by default")
     standin_tokens: int = option("--standin-tokens", STANDIN_TOKENS, type=int,
                                  help="tokens of each video's text stand-in")
-    output_tokens: int = SEED_SHAPE.output_tokens
     speedup_ratio: float = option(
         "--speedup-ratio", CALIBRATED.speedup_ratio, type=float,
         help="the mocker's speed-up of every step; the default makes a first visit cost what "
@@ -127,7 +126,7 @@ class RehearsalConfig:
         return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
                 "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
                 "--decode-speedup-ratio": self.decode_speedup_ratio,
-                "output tokens": self.output_tokens}
+                "output tokens": SEED_SHAPE.output_tokens}
 
 
 def config_problems(config: RehearsalConfig) -> list[str]:
@@ -277,7 +276,7 @@ class Rehearsal:
         cfg = self.config
         return build_run_dataset(
             folder, cfg.videos, cfg.questions_per_video,
-            text_standin_tokens=cfg.standin_tokens, output_tokens=cfg.output_tokens,
+            text_standin_tokens=cfg.standin_tokens, output_tokens=SEED_SHAPE.output_tokens,
             video_source="text stand-in (local rehearsal)")
 
     def sweep_config(self, stack: Settings, dataset: Path) -> SweepConfig:
@@ -285,7 +284,7 @@ class Rehearsal:
         return SweepConfig(
             url=f"http://{LOOPBACK}", dataset=dataset,
             profile=stack.profile, affinity=stack.routing.affinity,
-            concurrencies=cfg.concurrencies, output_tokens=cfg.output_tokens,
+            concurrencies=cfg.concurrencies, output_tokens=SEED_SHAPE.output_tokens,
             stop_within_pct=cfg.stop_within_pct, full=cfg.full,
             tokenizer=str(self.model.resolve()), run_dir=self.run_dir / stack.profile,
             attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.serving.replicas)),
