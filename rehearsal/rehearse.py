@@ -77,8 +77,8 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class RehearsalConfig:
-    """One rehearsal; each field with a flag is an option of `python -m rehearsal` (the
-    sweep's `option`), so the parsed options are the config as they are."""
+    """One rehearsal; each field is an option of `python -m rehearsal` (the sweep's
+    `option`), so the parsed options are the config as they are."""
 
     profiles: tuple[str, ...] = option(
         "--profiles", DEFAULT_PROFILES, nargs="+", metavar="STACK",
@@ -426,10 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=__doc__)
     for f in fields(RehearsalConfig):
-        if "flag" in f.metadata:
-            kwargs = dict(f.metadata)
-            default = argparse.SUPPRESS if f.default is None else f.default
-            p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
+        kwargs = dict(f.metadata)
+        default = argparse.SUPPRESS if f.default is None else f.default
+        p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
     return p
 
 
