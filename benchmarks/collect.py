@@ -65,11 +65,11 @@ def other_runs(results_root: Path, location: Run) -> list[Path]:
     deployment, routing aside: report.binding_changes)."""
     mine = read_run(results_root / location.stack / location.run_id / MANIFEST_NAME).manifest
     newest: dict[str, Path] = {}
-    for run in sorted((m.parent for m in results_root.glob(f"*/*/{MANIFEST_NAME}")),
-                      key=lambda r: r.stat().st_mtime):
-        if run.parent.name != location.stack and finished_levels(run) \
-                and not binding_changes(mine, read_run(run / MANIFEST_NAME).manifest):
-            newest[run.parent.name] = run
+    for path in sorted(results_root.glob(f"*/*/{MANIFEST_NAME}"),
+                       key=lambda m: m.parent.stat().st_mtime):
+        run, stack = read_run(path), path.parent.parent.name
+        if stack != location.stack and run.levels and not binding_changes(mine, run.manifest):
+            newest[stack] = path.parent
     return [newest[stack] for stack in sorted(newest)]
 
 
@@ -307,10 +307,11 @@ def pulumi_benchmark_output(root: Path, stack: str) -> dict[str, Any] | None:
     return output if isinstance(output, dict) else None
 
 
-def resolve_location(root: Path, stack: str, run_id: str | None) -> Run:
-    """Where the run is: the stack's `benchmark` output (what was really deployed), else its
-    config files; `run_id`, when given, overrides the stack's."""
-    info = pulumi_benchmark_output(root, stack)
+def resolve_location(root: Path, stack: str, run_id: str | None,
+                     output: dict[str, Any] | None = None) -> Run:
+    """Where the run is: the stack's `benchmark` output (given, as the hook does, or what was
+    really deployed), else its config files; `run_id`, when given, overrides the stack's."""
+    info = output or pulumi_benchmark_output(root, stack)
     location = Run.from_output(info) if info else location_from_config(root, stack)
     return replace(location, run_id=run_id) if run_id else location
 
@@ -339,8 +340,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        location = Run.from_output(args.run) if args.run else \
-            resolve_location(REPO_ROOT, args.stack, args.run_id)
+        location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.run)
         cluster = KubernetesClusterIO(location.kube_context or None,
                                       os.environ.get(KUBECONFIG_ENV))
         run_dir = bring_results_home(cluster, location, args.results,

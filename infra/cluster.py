@@ -182,13 +182,13 @@ def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] |
     """The cache claim's spec to declare; None: use the claim by name only. An existing
     claim is never rewritten: one this project made is declared with its live spec (so
     server-side apply finds no conflict), another is used as `cacheExistingClaim` would."""
-    claim = live.claim if live else None
+    claim, wanted = live.claim if live else None, manifests.model_cache_claim(settings)["spec"]
     if claim is None:
-        return manifests.model_cache_claim(settings)["spec"]
+        return wanted
     if not _ours(claim.metadata):
         return None
     spec = client.ApiClient().sanitize_for_serialization(claim.spec)
-    return {k: spec.get(k) for k in ("accessModes", "storageClassName", "resources")}
+    return {k: spec.get(k) for k in wanted}  # the fields the built claim declares
 
 
 def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
@@ -276,19 +276,19 @@ def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
             for line in check(settings, live)]
 
 
-def _found(*rows: tuple[Any, str, str]) -> list[str]:
-    """The messages whose condition holds, each after the setting that fixes it."""
-    return [f"{PROJECT}:{key}: {text}" for bad, key, text in rows if bad]
+def _found(*rows: tuple[Any, str | None, str]) -> list[str]:
+    """The messages whose condition holds, each after the setting that fixes it (None: the
+    fix is in the cluster, no setting)."""
+    return [f"{f'{PROJECT}:{key}' if key else 'cluster'}: {text}" for bad, key, text in rows
+            if bad]
 
 
 def _crd(settings: Settings, live: LiveObjects) -> list[str]:
     served = [v.name for v in (live.crd.spec.versions if live.crd else []) if v.served]
-    if GRAPH_VERSION in served:
-        return []
     fix = f"serves {', '.join(served)}, not {GRAPH_VERSION}: upgrade" if served else (
         "is not installed: install")
-    return [f"cluster: the DynamoGraphDeployment CRD ({GRAPH_CRD}) {fix} the Dynamo platform "
-            "(its Helm chart) before `pulumi up`"]
+    return _found((GRAPH_VERSION not in served, None, f"the DynamoGraphDeployment CRD "
+                   f"({GRAPH_CRD}) {fix} the Dynamo platform (its Helm chart) before `pulumi up`"))
 
 
 def _operator(settings: Settings, live: LiveObjects) -> list[str]:
