@@ -201,13 +201,8 @@ def dataset_lines(*, video_refs: Sequence[str] | None = None, video_count: int |
 def build_dataset(out: Path, *, video_refs: Sequence[str] | None = None,
                   video_count: int | None = None, video_settings: dict | None = None,
                   video_source: str | None = None, **fields: Any) -> DatasetInfo:
-    """Write the dataset (`dataset_lines`' arguments) to `out` and its sidecar; returns what
-    it holds.
-
-    Video mode: `video_refs` (URLs or local paths, see `video_references`).
-    Text stand-in mode (rehearsal): `text_standin_tokens=N, video_count=V` gives V
-    sessions whose every line starts with the same ~N-token block, distinct per session.
-    """
+    """Write the dataset (`dataset_lines`' arguments, modes and all) to `out` and its
+    sidecar; returns what it holds."""
     shape = DatasetShape(**fields)
     lines = dataset_lines(video_refs=video_refs, video_count=video_count, **asdict(shape))
     out.parent.mkdir(parents=True, exist_ok=True)

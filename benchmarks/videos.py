@@ -183,11 +183,8 @@ def make_videos(
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "videos", help="make synthetic videos with FFmpeg",
-        description="Make deterministic, mutually distinct synthetic videos with FFmpeg "
-        "(system ffmpeg, else the one imageio-ffmpeg ships). Valid files from an earlier "
-        "run with the same settings are reused.")
+    p = subparsers.add_parser("videos", help="make synthetic videos with FFmpeg",
+                              description=__doc__)
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
     # One option per VideoShape field, its default the seed's.
     for flag, field, what in (("--count", "count", "videos"),
