@@ -20,7 +20,6 @@ A sidecar `<name>.meta.json` records what the dataset holds, for the run manifes
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -88,17 +87,30 @@ def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
 
 
 @dataclass(frozen=True)
-class DatasetInfo:
+class DatasetShape:
+    """How each video becomes requests: the lines are made of it, the sidecar records it."""
+
+    questions_per_video: int = SEED_SHAPE.questions_per_video
+    output_tokens: int = SEED_SHAPE.output_tokens
+    seed: int = SEED_SHAPE.random_seed
+    text_standin_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.questions_per_video <= len(QUESTIONS):
+            raise ValueError(f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
+                             f"(got {self.questions_per_video})")
+        if self.output_tokens < 1:
+            raise ValueError(f"--output-tokens must be at least 1 (got {self.output_tokens})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetInfo(DatasetShape):
     """What a dataset file holds (written beside it as `<name>.meta.json`)."""
 
     path: str
     mode: str
     videos: int
-    questions_per_video: int
     requests: int
-    output_tokens: int
-    seed: int
-    text_standin_tokens: int | None = None
     video_source: str | None = None
     video_settings: dict | None = None
 
@@ -155,70 +167,52 @@ def video_references(videos_dir: Path | None = None, base_url: str | None = None
     return [str((videos_dir / name).resolve()) for name in names]
 
 
-def dataset_lines(
-    *,
-    video_refs: Sequence[str] | None = None,
-    video_count: int | None = None,
-    text_standin_tokens: int | None = None,
-    questions_per_video: int = SEED_SHAPE.questions_per_video,
-    output_tokens: int = SEED_SHAPE.output_tokens,
-    seed: int = SEED_SHAPE.random_seed,
-) -> list[dict]:
-    """The dataset as data (pure). Exactly one mode: `video_refs`, or
-    `text_standin_tokens` with `video_count` (how many stand-in videos)."""
-    if not 1 <= questions_per_video <= len(QUESTIONS):
-        raise ValueError(f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
-                         f"(got {questions_per_video})")
-    if output_tokens < 1:
-        raise ValueError(f"--output-tokens must be at least 1 (got {output_tokens})")
-    standin = text_standin_tokens is not None
+def dataset_lines(*, video_refs: Sequence[str] | None = None, video_count: int | None = None,
+                  **fields: Any) -> list[dict]:
+    """The dataset as data (pure), of `DatasetShape(**fields)`. Exactly one mode:
+    `video_refs`, or `text_standin_tokens` with `video_count` (how many stand-in videos)."""
+    shape = DatasetShape(**fields)
+    standin = shape.text_standin_tokens is not None
     if standin:
         if video_refs:
             raise ValueError("a text stand-in dataset takes no videos: drop "
                              "--videos/--video-base-url")
         if not video_count or video_count < 1:
             raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
-        heads = [standin_text(i, text_standin_tokens, seed) for i in range(video_count)]
+        heads = [standin_text(i, shape.text_standin_tokens, shape.seed)
+                 for i in range(video_count)]
     elif video_refs:
         heads = [video_url(ref) for ref in video_refs]
     else:
         raise ValueError("no videos: give video references, or a text stand-in size")
     lines = []
     for i, head in enumerate(heads):
-        for question in QUESTIONS[:questions_per_video]:
+        for question in QUESTIONS[:shape.questions_per_video]:
             content = (f"{head}\n\n{question}" if standin else
                        [{"type": "video_url", "video_url": {"url": head}},
                         {"type": "text", "text": question}])
             # A single user message (no history), in its video's session.
             lines.append({"session_id": f"video-{i:04d}",
                           "messages": [{"role": "user", "content": content}],
-                          "output_length": output_tokens})
+                          "output_length": shape.output_tokens})
     return lines
 
 
-def build_dataset(out: Path, *, video_settings: dict | None = None,
-                  video_source: str | None = None, **shape: Any) -> DatasetInfo:
-    """Write the dataset of `shape` (`dataset_lines`' arguments) to `out` and its sidecar;
-    returns what it holds.
-
-    Video mode: `video_refs` (URLs or local paths, see `video_references`).
-    Text stand-in mode (rehearsal): `text_standin_tokens=N, video_count=V` gives V
-    sessions whose every line starts with the same ~N-token block, distinct per session.
-    """
-    lines = dataset_lines(**shape)
-    # The shape as the lines were made of it, defaults filled in: the sidecar records it.
-    given = inspect.signature(dataset_lines).bind(**shape)
-    given.apply_defaults()
-    used = {k: given.arguments[k] for k in
-            ("questions_per_video", "output_tokens", "seed", "text_standin_tokens")}
+def build_dataset(out: Path, *, video_refs: Sequence[str] | None = None,
+                  video_count: int | None = None, video_settings: dict | None = None,
+                  video_source: str | None = None, **fields: Any) -> DatasetInfo:
+    """Write the dataset (`dataset_lines`' arguments, modes and all) to `out` and its
+    sidecar; returns what it holds."""
+    shape = DatasetShape(**fields)
+    lines = dataset_lines(video_refs=video_refs, video_count=video_count, **asdict(shape))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
     tmp.replace(out)
     info = DatasetInfo(
-        path=str(out.resolve()), videos=len(lines) // used["questions_per_video"],
-        mode=MODE_TEXT_STANDIN if used["text_standin_tokens"] is not None else MODE_VIDEO,
-        requests=len(lines), video_source=video_source, video_settings=video_settings, **used)
+        **asdict(shape), path=str(out.resolve()), videos=len(lines) // shape.questions_per_video,
+        mode=MODE_VIDEO if shape.text_standin_tokens is None else MODE_TEXT_STANDIN,
+        requests=len(lines), video_source=video_source, video_settings=video_settings)
     meta_path(out).write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
 

@@ -128,10 +128,8 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "smoke", help="one video question through the openai SDK; non-empty answer passes",
-        description="Wait until the model is listed at /v1/models, send one chat completion "
-        "with a video before a question, pass on a non-empty answer.")
+    p = subparsers.add_parser("smoke", description=__doc__, help="one video question through "
+                              "the openai SDK; non-empty answer passes")
     p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--video-url", required=True, help="video URL (or a local file)")
     p.add_argument("--model", default=SmokeConfig.model, help=f"default {SmokeConfig.model}")

@@ -102,17 +102,19 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _reusable(out_dir: Path, shape: VideoShape) -> dict[str, dict]:
-    """Entries of an earlier run with the same settings (count aside), their files intact."""
+def _reusable(out_dir: Path, shape: VideoShape) -> dict[int, dict]:
+    """Entries of an earlier run with the same settings (count aside) that `shape` wants,
+    by index, their files intact."""
     manifest = load_manifest(out_dir) or {}
     if {**manifest.get("settings", {}), "count": 0} != {**asdict(shape), "count": 0}:
         return {}
-    return {entry["name"]: entry for entry in manifest.get("videos", [])
-            if (out_dir / entry["name"]).is_file()
+    return {entry["index"]: entry for entry in manifest.get("videos", [])
+            if entry["index"] < shape.count and (out_dir / entry["name"]).is_file()
             and _sha256(out_dir / entry["name"]) == entry["sha256"]}
 
 
-def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path) -> dict:
+def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path, made: dict) -> None:
+    """Encode video `index` and list it in `made` at once, so a stop keeps it."""
     name = video_name(index)
     tmp = out_dir / f".{name}.partial"
     # MP4, H.264, the exact frame count.
@@ -127,7 +129,8 @@ def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path) -> dict:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"FFmpeg failed on {name}: {result.stderr.strip()[-500:]}")
     path = tmp.replace(out_dir / name)
-    return {"name": name, "index": index, "sha256": _sha256(path), "bytes": path.stat().st_size}
+    made[index] = {"name": name, "index": index, "sha256": _sha256(path),
+                   "bytes": path.stat().st_size}
 
 
 def make_videos(
@@ -144,8 +147,7 @@ def make_videos(
     exe = exe or ffmpeg_exe()
     # The first line of `ffmpeg -version` up to its copyright, e.g. 'ffmpeg version 5.1.9-0'.
     version = (ffmpeg(exe, "-version").stdout or "unknown").splitlines()[0].split(" Copyright")[0]
-    reusable = _reusable(out_dir, shape)
-    entries = {i: entry for i in range(shape.count) if (entry := reusable.get(video_name(i)))}
+    entries = _reusable(out_dir, shape)
     todo = [i for i in range(shape.count) if i not in entries]
     progress(f"videos: {shape.count} wanted in {out_dir} ({len(entries)} reused, {len(todo)} "
              f"to make, {shape.duration_secs} s at {shape.fps} FPS, {shape.width}x{shape.height}, "
@@ -160,10 +162,10 @@ def make_videos(
 
     step = max(1, len(todo) // 20)
     pool = ThreadPoolExecutor(max_workers=jobs or max(1, min(4, os.cpu_count() or 1)))
-    futures = [pool.submit(_make_one, exe, shape, i, out_dir) for i in todo]
+    futures = [pool.submit(_make_one, exe, shape, i, out_dir, entries) for i in todo]
     try:
         for done, future in enumerate(as_completed(futures), start=1):
-            entries[future.result()["index"]] = future.result()
+            future.result()
             if done % step == 0 or done == len(todo):
                 save()
                 progress(f"videos: made {done}/{len(todo)}")
@@ -171,8 +173,6 @@ def make_videos(
         # Ctrl-C or a failed encode: stop at once, and keep every video already made for
         # the next run to reuse.
         pool.shutdown(wait=False, cancel_futures=True)
-        entries.update((f.result()["index"], f.result()) for f in futures
-                       if f.done() and not f.cancelled() and f.exception() is None)
         save()
         why = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped"
         progress(f"videos: {why}; {len(entries)} of {shape.count} kept for the next run")
@@ -183,11 +183,8 @@ def make_videos(
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "videos", help="make synthetic videos with FFmpeg",
-        description="Make deterministic, mutually distinct synthetic videos with FFmpeg "
-        "(system ffmpeg, else the one imageio-ffmpeg ships). Valid files from an earlier "
-        "run with the same settings are reused.")
+    p = subparsers.add_parser("videos", help="make synthetic videos with FFmpeg",
+                              description=__doc__)
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
     # One option per VideoShape field, its default the seed's.
     for flag, field, what in (("--count", "count", "videos"),

@@ -31,18 +31,17 @@ if [ ! -x .venv/bin/python ] && ! "$PYTHON" -m venv .venv; then
     "(sudo apt-get install python3-venv), then run this again." >&2
   exit 1
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  -r requirements.txt -c constraints.txt
+export PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+.venv/bin/python -m pip install --upgrade pip
+.venv/bin/python -m pip install -r requirements.txt -c constraints.txt
 # ai-dynamo requires `aisimulate`, a placeholder package that downloads from a host
 # outside the package registries; the frontend and the default mocker never import it.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
-  "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION"
+.venv/bin/python -m pip install --no-deps "ai-dynamo==$DYNAMO_VERSION" \
+  "ai-dynamo-runtime==$DYNAMO_VERSION"
 # The security scan (tests/test_security.py) runs checkov from a venv of its own: its
 # pins would clash with the project's.
 rm -rf .venv-scan
 "$PYTHON" -m venv .venv-scan
-.venv-scan/bin/python -m pip install --quiet --disable-pip-version-check \
-  -r constraints-scan.txt
+.venv-scan/bin/python -m pip install -r constraints-scan.txt
 echo "$want" > "$stamp"
 echo "setup: done (.venv)"
