@@ -45,13 +45,11 @@ class ProfileRun:
     source: Path
     manifest: dict[str, Any]
     levels: dict[int, LevelSummary] = field(default_factory=dict)
-    stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
     chunks: dict[int, list[LevelSummary]] = field(default_factory=dict)
 
 
 def read_run(manifest_path: Path) -> ProfileRun:
-    """A run as its sweep recorded it: each finished level's summary, its chunks' and, where
-    workers were attributed, how sticky routing was."""
+    """A run as its sweep recorded it: each finished level's summary and its chunks'."""
     manifest = json.loads(manifest_path.read_text())
     run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
                      manifest_path.parent, manifest)
@@ -61,8 +59,6 @@ def read_run(manifest_path: Path) -> ProfileRun:
         run.levels[int(level)] = LevelSummary(**state["summary"])
         run.chunks[int(level)] = [LevelSummary(**chunk["summary"])
                                   for chunk in state.get("chunks") or [] if chunk.get("summary")]
-        if isinstance(state.get("routing"), dict):
-            run.stickiness[int(level)] = {k: state["routing"].get(k) for k in STICKINESS_KEYS}
     return run
 
 
@@ -166,7 +162,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             if level is None:
                 continue
             state = run.manifest["levels"][str(concurrency)]
-            sticky = run.stickiness.get(concurrency, {})
+            routing = state.get("routing") or {}
             chunks = run.chunks.get(concurrency, [])
             figures = {}
             for name in FIGURES:
@@ -188,11 +184,11 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                                                 base.request_throughput if base else None),
                 "throughput_gain_ci95_low": gain[0] if gain else None,
                 "throughput_gain_ci95_high": gain[1] if gain else None,
-                **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
-                # Server-side evidence the sweep recorded: the frontend's prefix-cache count
-                # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
+                # Server-side evidence the sweep recorded: the workers the responses name and
+                # the frontend's prefix-cache count (benchmarks/evidence.py `level_evidence`).
+                **{f"stickiness_{k}": routing.get(k) for k in STICKINESS_KEYS},
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
-                **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
+                **{k: routing.get(k) for k in SPREAD_KEYS},
                 "dir": str(run.source / sweep.level_dir_name(concurrency)),
             })
     return rows
@@ -437,8 +433,8 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     rows = report_rows(runs)
     report = {"baseline": runs[0].label, "profiles": [r.label for r in runs], "rows": rows,
               "seed_comparison": seed_comparison(rows, ttft_floor_ms),
-              "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest,
-                        "stickiness": dict(sorted(r.stickiness.items()))} for r in runs]}
+              "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest}
+                       for r in runs]}
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
     markdown.write_text(render_markdown(report))
