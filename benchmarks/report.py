@@ -12,7 +12,7 @@ import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import groupby
 from pathlib import Path
@@ -22,11 +22,12 @@ from scipy.stats import t as student_t
 
 from benchmarks import sweep
 from benchmarks.aiperf_run import LevelSummary
+from benchmarks.evidence import Stickiness
 from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
-STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
+STICKINESS_KEYS = tuple(f.name for f in fields(Stickiness))  # of the sweep's routing record
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
 # Each level's figures, the one list every table, plot and the seed's comparison draws on:
