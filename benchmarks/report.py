@@ -21,7 +21,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from benchmarks import sweep
-from benchmarks.aiperf_run import LevelSummary
+from benchmarks.aiperf_run import FIGURES, LevelSummary, fmt
 from benchmarks.evidence import Stickiness
 from infra.calibration import SEED_TABLE
 from infra.names import InputError
@@ -30,12 +30,6 @@ BAD_INPUT = "bad report input"
 STICKINESS_KEYS = tuple(f.name for f in fields(Stickiness))  # of the sweep's routing record
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
-# Each level's figures, the one list every table, plot and the seed's comparison draws on:
-# key -> (label, digits, unit).
-FIGURES = {"request_throughput": ("req/s", 2, ""), "ttft_p50_ms": ("TTFT p50", 0, " ms"),
-           "ttft_p90_ms": ("TTFT p90", 0, " ms"),
-           "request_latency_p50_ms": ("request latency p50", 0, " ms"),
-           "output_token_throughput": ("output tokens/s", 0, "")}
 
 
 @dataclass
@@ -293,14 +287,10 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
             "", *comparison["verdicts"]]
 
 
-def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
-
-
 def _figure(row: Mapping[str, Any], key: str) -> str:
     """A row's figure as FIGURES formats it."""
     _, digits, unit = FIGURES[key]
-    return _fmt(row[key], digits, unit)
+    return fmt(row[key], digits, unit)
 
 
 def _rate_cell(row: dict[str, Any]) -> str:
@@ -332,11 +322,11 @@ DETAILS = (
     ("## Routing stickiness (which worker served each video's questions)", "", {
         "videos on one worker": lambda r: "n/a" if r["stickiness_share_single_worker"] is None
         else f"{r['stickiness_share_single_worker']:,.0%}",
-        "workers per video": lambda r: _fmt(r["stickiness_mean_workers_per_video"], 2)}),
+        "workers per video": lambda r: fmt(r["stickiness_mean_workers_per_video"], 2)}),
     ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
      "caches (the frontend's own counters), and how the requests spread over the workers that "
      "served them (the worker each response names).", {
-         "prefix-cache hit": lambda r: _fmt(r["prefix_cache_hit_pct"], 0, "%"),
+         "prefix-cache hit": lambda r: fmt(r["prefix_cache_hit_pct"], 0, "%"),
          "workers (requests each)": lambda r: "n/a" if r[SPREAD_KEYS[0]] is None else
          f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-{r[SPREAD_KEYS[1]]})"}),
 )
