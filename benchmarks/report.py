@@ -276,14 +276,15 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     digits = {label: d for label, d, _ in FIGURES.values()}
     gains = {g["concurrency"]: f"{g['run']:+.0f}% / {g['seed']:+.0f}% "
              f"({g['run'] - g['seed']:+.0f})" for g in comparison["gains"]}
+    # The columns in SEED_GOALS' order, as `seed_comparison` made the cells.
+    first, *others = (label + unit for label, _, unit in map(FIGURES.get, SEED_GOALS))
     body = []
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
         req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
         body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
     return ["This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
-            *_table(["conc", "profile", "req/s", "gain (points off)", "TTFT p50 ms",
-                     "latency p50 ms", "TTFT p90 ms"], body),
+            *_table(["conc", "profile", first, "gain (points off)", *others], body),
             "", *comparison["verdicts"]]
 
 
