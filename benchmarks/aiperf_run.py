@@ -98,9 +98,11 @@ class ExportError(ValueError):
     pass
 
 
-def _figure(metric: str, stat: str = "avg", **default: Any) -> Any:
-    """A LevelSummary figure, read from this AIPerf metric and statistic of the summary export."""
-    return field(metadata={"aiperf": (metric, stat)}, **default)
+def _figure(metric: str, stat: str = "avg", label: str = "", digits: int = 0, unit: str = "",
+            **default: Any) -> Any:
+    """A LevelSummary figure, read from this AIPerf metric and statistic of the summary export;
+    a labelled one is shown (with `digits` and `unit`) in a level's line and the report."""
+    return field(metadata={"aiperf": (metric, stat), "shown": (label, digits, unit)}, **default)
 
 
 @dataclass(frozen=True)
@@ -110,28 +112,33 @@ class LevelSummary:
     concurrency: int
     requests: int = _figure("request_count")
     errors: int = _figure("error_request_count")
-    request_throughput: float = _figure("request_throughput")
-    ttft_p50_ms: float | None = _figure("time_to_first_token", "p50")
-    ttft_p90_ms: float | None = _figure("time_to_first_token", "p90")
-    request_latency_p50_ms: float | None = _figure("request_latency", "p50")
-    output_token_throughput: float | None = _figure("output_token_throughput")
+    request_throughput: float = _figure("request_throughput", label="req/s", digits=2)
+    ttft_p50_ms: float | None = _figure("time_to_first_token", "p50", "TTFT p50", unit=" ms")
+    ttft_p90_ms: float | None = _figure("time_to_first_token", "p90", "TTFT p90", unit=" ms")
+    request_latency_p50_ms: float | None = _figure("request_latency", "p50",
+                                                   "request latency p50", unit=" ms")
+    output_token_throughput: float | None = _figure("output_token_throughput",
+                                                    label="output tokens/s")
     # Share of prompt tokens the workers served from their prefix caches (AIPerf's usage).
     prompt_cache_read_pct: float | None = _figure("overall_usage_prompt_cache_read_pct",
                                                   default=None)
 
     def line(self) -> str:
         """One human line: what a finished level prints."""
-        return (
-            f"concurrency {self.concurrency}: {self.request_throughput:.2f} req/s, "
-            f"TTFT p50 {_fmt(self.ttft_p50_ms, ' ms')} p90 {_fmt(self.ttft_p90_ms, ' ms')}, "
-            f"request latency p50 {_fmt(self.request_latency_p50_ms, ' ms')}, "
-            f"{_fmt(self.output_token_throughput)} output tokens/s "
-            f"({self.requests} requests, {self.errors} errors)"
-        )
+        shown = ", ".join(f"{label} {fmt(getattr(self, name), digits, unit)}"
+                          for name, (label, digits, unit) in FIGURES.items())
+        return (f"concurrency {self.concurrency}: {shown} ({self.requests} requests, "
+                f"{self.errors} errors)")
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
-    return "n/a" if value is None else f"{value:.1f}{unit}"
+# Each shown figure of a level: key -> (label, digits, unit), the one list the level's line
+# and every table, plot and the seed's comparison of the report draw on.
+FIGURES = {f.name: f.metadata["shown"] for f in fields(LevelSummary)
+           if f.metadata and f.metadata["shown"][0]}
+
+
+def fmt(value: float | None, digits: int = 2, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
 
 
 def _stat(export: dict[str, Any], metric: str, stat: str) -> float | None:

@@ -105,10 +105,6 @@ class Attribution:
     workers_by_video: dict[str, list[int]]
     unattributed: int
 
-    @property
-    def requests(self) -> int:
-        return sum(len(w) for w in self.workers_by_video.values()) + self.unattributed
-
 
 def attribute_raw_export(path: Path) -> Attribution:
     """Per video (conversation id) of AIPerf's raw export, the worker of each measured

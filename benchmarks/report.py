@@ -12,7 +12,7 @@ import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import groupby
 from pathlib import Path
@@ -21,20 +21,15 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from benchmarks import sweep
-from benchmarks.aiperf_run import LevelSummary
+from benchmarks.aiperf_run import FIGURES, LevelSummary, fmt
+from benchmarks.evidence import Stickiness
 from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
-STICKINESS_KEYS = ("videos", "share_single_worker", "mean_workers_per_video", "workers_seen")
+STICKINESS_KEYS = tuple(f.name for f in fields(Stickiness))  # of the sweep's routing record
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
 REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
-# Each level's figures, the one list every table, plot and the seed's comparison draws on:
-# key -> (label, digits, unit).
-FIGURES = {"request_throughput": ("req/s", 2, ""), "ttft_p50_ms": ("TTFT p50", 0, " ms"),
-           "ttft_p90_ms": ("TTFT p90", 0, " ms"),
-           "request_latency_p50_ms": ("request latency p50", 0, " ms"),
-           "output_token_throughput": ("output tokens/s", 0, "")}
 
 
 @dataclass
@@ -45,13 +40,11 @@ class ProfileRun:
     source: Path
     manifest: dict[str, Any]
     levels: dict[int, LevelSummary] = field(default_factory=dict)
-    stickiness: dict[int, dict[str, Any]] = field(default_factory=dict)
     chunks: dict[int, list[LevelSummary]] = field(default_factory=dict)
 
 
 def read_run(manifest_path: Path) -> ProfileRun:
-    """A run as its sweep recorded it: each finished level's summary, its chunks' and, where
-    workers were attributed, how sticky routing was."""
+    """A run as its sweep recorded it: each finished level's summary and its chunks'."""
     manifest = json.loads(manifest_path.read_text())
     run = ProfileRun(manifest.get("profile") or manifest_path.parent.name,
                      manifest_path.parent, manifest)
@@ -61,8 +54,6 @@ def read_run(manifest_path: Path) -> ProfileRun:
         run.levels[int(level)] = LevelSummary(**state["summary"])
         run.chunks[int(level)] = [LevelSummary(**chunk["summary"])
                                   for chunk in state.get("chunks") or [] if chunk.get("summary")]
-        if isinstance(state.get("routing"), dict):
-            run.stickiness[int(level)] = {k: state["routing"].get(k) for k in STICKINESS_KEYS}
     return run
 
 
@@ -166,7 +157,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             if level is None:
                 continue
             state = run.manifest["levels"][str(concurrency)]
-            sticky = run.stickiness.get(concurrency, {})
+            routing = state.get("routing") or {}
             chunks = run.chunks.get(concurrency, [])
             figures = {}
             for name in FIGURES:
@@ -188,11 +179,11 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                                                 base.request_throughput if base else None),
                 "throughput_gain_ci95_low": gain[0] if gain else None,
                 "throughput_gain_ci95_high": gain[1] if gain else None,
-                **{f"stickiness_{k}": sticky.get(k) for k in STICKINESS_KEYS},
-                # Server-side evidence the sweep recorded: the frontend's prefix-cache count
-                # and the workers the responses name (benchmarks/evidence.py `level_evidence`).
+                # Server-side evidence the sweep recorded: the workers the responses name and
+                # the frontend's prefix-cache count (benchmarks/evidence.py `level_evidence`).
+                **{f"stickiness_{k}": routing.get(k) for k in STICKINESS_KEYS},
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
-                **{k: (state.get("routing") or {}).get(k) for k in SPREAD_KEYS},
+                **{k: routing.get(k) for k in SPREAD_KEYS},
                 "dir": str(run.source / sweep.level_dir_name(concurrency)),
             })
     return rows
@@ -285,25 +276,22 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     digits = {label: d for label, d, _ in FIGURES.values()}
     gains = {g["concurrency"]: f"{g['run']:+.0f}% / {g['seed']:+.0f}% "
              f"({g['run'] - g['seed']:+.0f})" for g in comparison["gains"]}
+    # The columns in SEED_GOALS' order, as `seed_comparison` made the cells.
+    first, *others = (label + unit for label, _, unit in map(FIGURES.get, SEED_GOALS))
     body = []
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
         req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
         body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
     return ["This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
-            *_table(["conc", "profile", "req/s", "gain (points off)", "TTFT p50 ms",
-                     "latency p50 ms", "TTFT p90 ms"], body),
+            *_table(["conc", "profile", first, "gain (points off)", *others], body),
             "", *comparison["verdicts"]]
-
-
-def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
 def _figure(row: Mapping[str, Any], key: str) -> str:
     """A row's figure as FIGURES formats it."""
     _, digits, unit = FIGURES[key]
-    return _fmt(row[key], digits, unit)
+    return fmt(row[key], digits, unit)
 
 
 def _rate_cell(row: dict[str, Any]) -> str:
@@ -335,11 +323,11 @@ DETAILS = (
     ("## Routing stickiness (which worker served each video's questions)", "", {
         "videos on one worker": lambda r: "n/a" if r["stickiness_share_single_worker"] is None
         else f"{r['stickiness_share_single_worker']:,.0%}",
-        "workers per video": lambda r: _fmt(r["stickiness_mean_workers_per_video"], 2)}),
+        "workers per video": lambda r: fmt(r["stickiness_mean_workers_per_video"], 2)}),
     ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
      "caches (the frontend's own counters), and how the requests spread over the workers that "
      "served them (the worker each response names).", {
-         "prefix-cache hit": lambda r: _fmt(r["prefix_cache_hit_pct"], 0, "%"),
+         "prefix-cache hit": lambda r: fmt(r["prefix_cache_hit_pct"], 0, "%"),
          "workers (requests each)": lambda r: "n/a" if r[SPREAD_KEYS[0]] is None else
          f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-{r[SPREAD_KEYS[1]]})"}),
 )
@@ -437,8 +425,8 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     rows = report_rows(runs)
     report = {"baseline": runs[0].label, "profiles": [r.label for r in runs], "rows": rows,
               "seed_comparison": seed_comparison(rows, ttft_floor_ms),
-              "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest,
-                        "stickiness": dict(sorted(r.stickiness.items()))} for r in runs]}
+              "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest}
+                       for r in runs]}
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"
     markdown.write_text(render_markdown(report))

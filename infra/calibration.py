@@ -154,13 +154,9 @@ class SweepPlan:
 
     @property
     def gpu_hours(self) -> float:
-        return self._gpu_hours(self.sweep_secs)
+        return self.gpu_hours_of(self.sweep_secs)
 
-    @property
-    def adaptive_gpu_hours(self) -> float:
-        return self._gpu_hours(self.adaptive_secs)
-
-    def _gpu_hours(self, sweep_secs: float) -> float:
+    def gpu_hours_of(self, sweep_secs: float) -> float:
         """GPUs are held from the graph's start; the download holds one replica's."""
         return (DOWNLOAD_SECS * self.download_gpus
                 + (GRAPH_START_SECS + sweep_secs) * self.gpus) / 3600
@@ -171,7 +167,7 @@ class SweepPlan:
                f"({p.chunks} chunks, {p.chunks * p.concurrency} videos)" for p in self.levels]
         for mode, secs in (("full", self.sweep_secs), ("adaptive", self.adaptive_secs)):
             out.append(f"  {mode:<8} sweep {secs / 3600:5.2f} h, {secs * self.gpus / 3600:5.1f} "
-                       f"GPU-hours ({self._gpu_hours(secs):.1f} with download and graph start)")
+                       f"GPU-hours ({self.gpu_hours_of(secs):.1f} with download and graph start)")
         return [*out,
                 f"  adaptive: {self.adaptive_secs / self.sweep_secs:.0%} of full's sweep "
                 f"GPU-hours (stop within +-{self.within_pct:g}%), at a {self.cv:.1%} spread of "

@@ -134,7 +134,7 @@ def test_the_adaptive_seed_table_costs_at_most_a_third_of_the_full_one(affinity:
             chunks * (level.concurrency * 20 / level.req_s + CHUNK_START_SECS))
     assert plan.adaptive_secs == pytest.approx(sum(p.adaptive_secs for p in plan.levels))
     assert plan.adaptive_secs <= plan.sweep_secs / 3
-    assert plan.adaptive_gpu_hours == pytest.approx(
+    assert plan.gpu_hours_of(plan.adaptive_secs) == pytest.approx(
         (1800 + 8 * (900 + plan.adaptive_secs)) / 3600)
     lines = "\n".join(plan.lines())
     print(lines)

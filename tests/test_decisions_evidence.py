@@ -103,7 +103,7 @@ RECORDS = (raw_record("v1", 1), raw_record("v1", 2), raw_record("v2", 2),
 def test_the_raw_export_is_read_per_video_warm_up_left_out(tmp_path: Path) -> None:
     attribution = attribute_raw_export(write_raw(tmp_path, *RECORDS) / RAW_EXPORT)
     assert attribution == Attribution({"v1": [1, 2], "v2": [2]}, 2)
-    assert attribution.requests == 5
+    assert sum(map(len, attribution.workers_by_video.values())) + attribution.unattributed == 5
 
 
 def test_stickiness_ignores_videos_without_a_worker() -> None:

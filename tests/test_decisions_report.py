@@ -118,12 +118,13 @@ def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path
     state = {"status": "complete", "output_lengths": {"other": 2},
              "prefix_cache_hit_pct": 40.0, "replicates": 2, "stopped_by": "videos",
              "interval_method": INTERVAL_METHOD,
-             "routing": {"requests_per_worker_min": 1, "requests_per_worker_max": 3}}
+             "routing": {"videos": 3, "requests_per_worker_min": 1,
+                         "requests_per_worker_max": 3}}
     base = ProfileRun("rr", tmp_path / "rr", {"levels": {"1": {}, "2": {}}},
                       {2: summary(2, 10.0), 1: summary(1, 5.0)},
                       chunks={2: [summary(2, 9.0), summary(2, 11.0)]})
     other = ProfileRun("sa", tmp_path / "sa", {"levels": {"2": state, "4": {}}},
-                       {2: summary(2, 12.5), 4: summary(4, 20.0)}, {2: {"videos": 3}},
+                       {2: summary(2, 12.5), 4: summary(4, 20.0)},
                        chunks={2: [summary(2, 12.0), summary(2, 13.0)]})
     rows = report_rows([base, other])
     assert [(r["concurrency"], r["profile"]) for r in rows] == [

@@ -105,9 +105,10 @@ def test_stickiness_from_the_rehearsal_is_shown(sweep_runs: SweepRuns, tmp_path:
     assert "| 2 | session-affinity | n/a | 3 (3-3) |" in markdown  # the workers' spread
     assert "| 1 | session-affinity | n/a | n/a |" not in markdown  # levels without any
     data = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert data["runs"][0]["stickiness"] == {"2": sticky}
-    row = next(r for r in data["rows"] if r["concurrency"] == 2)
-    assert row["stickiness_share_single_worker"] == 1.0
+    stickiness = {r["concurrency"]: {k: r[f"stickiness_{k}"] for k in sticky}
+                  for r in data["rows"]}
+    assert stickiness == {c: dict.fromkeys(sticky) for c in LEVELS} | {2: sticky}
+    assert stickiness[2]["share_single_worker"] == 1.0
 
 
 def test_a_folder_of_runs_is_read_from_their_manifests(
