@@ -31,7 +31,6 @@ def served_model_name(variant: str = "super") -> str:
 
 
 SERVED_MODEL_NAME = served_model_name()
-NGC_SECRET_KEY = "NGC_API_KEY"
 MODEL_CACHE_PVC_NAME = "shared-model-cache"
 # Short on purpose: the operator derives longer names from it.
 GRAPH_NAME_PREFIX = "cosmos3"
@@ -94,7 +93,7 @@ def max_graph_len(components: dict[str, bool]) -> int:
 
 def max_namespace_len(graph: str) -> int:
     """The longest Kubernetes namespace whose Dynamo namespace label fits with `graph`."""
-    return min(DNS_LABEL_MAX, DNS_LABEL_MAX - len(dynamo_namespace("", graph)))
+    return DNS_LABEL_MAX - len(dynamo_namespace("", graph))
 
 
 # --- The benchmark's objects: every name carries the profile (stacks share a namespace and
@@ -128,7 +127,8 @@ def results_subpath(profile: str, run_id: str) -> str:
     return f"benchmarks/{profile}/{run_id}"
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
+    """A snake_case name as camelCase: a field's config key or output key."""
     return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
 
 
@@ -174,7 +174,7 @@ class Run:
 
     def output(self) -> dict[str, Any]:
         """The stack output: every field, and the names and commands a user looks up."""
-        out = {_camel(k): list(v) if isinstance(v, tuple) else v
+        out = {camel(k): list(v) if isinstance(v, tuple) else v
                for k, v in asdict(self).items()}
         return {**out, "resultsPath": self.results_path,
                 "smokeJob": self.smoke_job if self.smoke else "",
@@ -185,7 +185,7 @@ class Run:
     @classmethod
     def from_output(cls, output: dict[str, Any]) -> Run:
         """The run an `output()` describes (its derived keys are ignored)."""
-        known = {_camel(f.name): f.name for f in fields(cls)}
+        known = {camel(f.name): f.name for f in fields(cls)}
         return cls(**{known[k]: tuple(v) if isinstance(v, list) else v
                       for k, v in output.items() if k in known})
 

@@ -31,7 +31,7 @@ HF_TOKEN = "hfToken"
 # Each secret key: its Kubernetes Secret (name suffix, data key), its fix when missing, and
 # the stand-in the tools that read a stack without deploying it use.
 SECRETS = {
-    NGC_API_KEY: ("ngc-api-key", names.NGC_SECRET_KEY, "run `pulumi config set --secret "
+    NGC_API_KEY: ("ngc-api-key", "NGC_API_KEY", "run `pulumi config set --secret "
                   "ngcApiKey` (an NGC API key with access to the Cosmos3 NIM)",
                   "stand-in-no-ngc-key"),
     HF_TOKEN: ("hf-token", sv.HF_SECRET_KEY, "runtime vllm downloads the gated model from "
@@ -271,12 +271,6 @@ class ConfigReader:
     def problem(self, key: str, message: str) -> None:
         self.rejected.add(key)
         self.problems.append(f"{self.full(key)}: {message}")
-
-
-def kubectl_prefix(namespace: str, context: str | None) -> str:
-    """The start of every kubectl command we print: the stack's cluster and namespace."""
-    target = ["--context", shlex.quote(context)] if context else []
-    return " ".join(["kubectl", *target, "-n", namespace])
 
 
 class SettingsError(names.InputError):
@@ -543,11 +537,6 @@ def _serving(r: ConfigReader, placement: Mapping[str, Any]) -> sv.Serving:
     return serving
 
 
-def _key(field_name: str) -> str:
-    """The config key a field holds as given: its camelCase name."""
-    return re.sub(r"_([a-z])", lambda m: m[1].upper(), field_name)
-
-
 def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
                    secret_keys: frozenset[str] | None = None) -> Settings:
     """Validate a stack's config; raise one `SettingsError` listing every problem.
@@ -568,7 +557,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     _stack_rows(r, profile, serving)
     required = _secrets(r, serving.runtime, secret_keys)
     vllm, existing = serving.runtime == "vllm", v["cacheExistingClaim"]
-    given = {f.name: v[_key(f.name)] for f in fields(Settings) if _key(f.name) in KEYS}
+    given = {f.name: v[key] for f in fields(Settings) if (key := names.camel(f.name)) in KEYS}
     settings = Settings(**{
         **given, "vllm_image": v["vllmImage"] if vllm else None,
         "cache_storage_class": None if existing else v["cacheStorageClass"],
@@ -579,9 +568,10 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         cache_claim_name=existing or names.MODEL_CACHE_PVC_NAME,
         served_model=v["servedModelName"] or names.served_model_name(serving.variant),
         placement=placement, benchmark_placement=_placement(v, "benchmark"),
-        benchmark=BenchmarkSettings(**{f.name: v[_key(f"benchmark_{f.name}")]
+        benchmark=BenchmarkSettings(**{f.name: v[names.camel(f"benchmark_{f.name}")]
                                        for f in fields(BenchmarkSettings) if f.init}),
-        kube_context=context, kubectl=kubectl_prefix(v["namespace"], context),
+        kube_context=context, kubectl=shlex.join(
+            ["kubectl", *(["--context", context] if context else []), "-n", v["namespace"]]),
         graph_name=graph, worker_image=v["vllmImage"] if vllm else v["nimImage"],
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
