@@ -595,12 +595,10 @@ class _Sweep:
         chunk_dir.mkdir(parents=True)
         dataset = chunk_dir / CHUNK_DATASET
         dataset.write_bytes(b"".join(b"".join(self.data.sessions[v]) for v in videos))
-        spec = LevelSpec(
-            url=url, model=config.model, dataset=dataset.resolve(), concurrency=concurrency,
-            sessions=len(videos), output_tokens=config.output_tokens,
-            artifact_dir=chunk_dir.resolve(), tokenizer=str(config.tokenizer),
-            affinity=bool(config.affinity), random_seed=config.random_seed,
-            extra_body=config.extra_body, request_timeout_secs=config.request_timeout_secs)
+        shared = {f.name for f in fields(LevelSpec)} & vars(config).keys()  # as open_run set
+        spec = LevelSpec(**{**{k: getattr(config, k) for k in shared}, "url": url,
+                            "dataset": dataset.resolve(), "concurrency": concurrency,
+                            "sessions": len(videos), "artifact_dir": chunk_dir.resolve()})
         before = scrape_frontend(url)
         summary = self.run_aiperf(spec, sum(len(self.data.sessions[v]) for v in videos), bound,
                                   deadline)
@@ -644,11 +642,11 @@ class _Sweep:
                 aiperf_command(spec), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=aiperf_env()) as process:
             try:
-                while True:
-                    wait = min(self.config.heartbeat_secs, deadline - time.monotonic())
-                    with suppress(subprocess.TimeoutExpired):
-                        code = process.wait(timeout=max(wait, 0.0))
-                        break
+                while (code := process.poll()) is None:
+                    with suppress(subprocess.TimeoutExpired):  # to the next heartbeat
+                        process.wait(timeout=max(0.0, min(self.config.heartbeat_secs,
+                                                           deadline - time.monotonic())))
+                        continue
                     if time.monotonic() >= deadline:
                         raise SweepError(
                             f"{name} ran longer than {bound:g} s; raise --level-timeout or "
@@ -770,11 +768,9 @@ def _run(args: argparse.Namespace) -> int:
             first, _, details = str(exc).partition("\n")
             if isinstance(exc, InputError):
                 first, details = f"{exc.heading}: {'; '.join(exc.problems)}", ""
-            if details:
-                print(f"sweep: {details}", file=sys.stderr, flush=True)
-            if isinstance(exc, LevelFailed):
-                print(f"sweep: {_resume_hint(args, run_dir)}", file=sys.stderr, flush=True)
-            print(f"sweep: error: {first}", file=sys.stderr, flush=True)
+            hint = _resume_hint(args, run_dir) if isinstance(exc, LevelFailed) else ""
+            for line in filter(None, (details, hint, f"error: {first}")):
+                print(f"sweep: {line}", file=sys.stderr, flush=True)
             return 1
         except KeyboardInterrupt:
             hint = _resume_hint(args, run_dir) if run_dir.exists() else "nothing started"
