@@ -164,6 +164,22 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
+        code = declare("code", parts["code"], benchmark, depends_on=[namespace])
+        server = declare("video-server", parts["video-server"], benchmark,
+                         depends_on=[namespace, code])
+        # After the server: its endpoints exist only once a server pod is Ready.
+        ready: list[pulumi.Resource] = [graph, server, declare(
+            "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
+        if "video-budget" in parts:
+            declare("video-budget", parts["video-budget"], benchmark, depends_on=[namespace])
+        # After the sweep Job is created (or replaced), never on preview: its results come
+        # home, from the cluster the provider deploys to (a path or the content).
+        config = pulumi.runtime.get_config("kubernetes:kubeconfig")
+        hooks = [pulumi.ResourceHook(
+            f"bring-results-home-{target.run.stack}",
+            lambda _: bring_results_home(target.run, config, pulumi.log.info, pulumi.log.warn),
+            pulumi.ResourceHookOptions(on_dry_run=False))] if b.sweep else []
+        run = target.run.output()
         # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
         # a new deployment even with the same settings.
         jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(target, deployment=(
@@ -176,14 +192,6 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
                 f"sweep Job {target.run.sweep_job} is {live.sweep.value} in the "
                 "cluster: kept as it is (a started sweep is never replaced); to measure this "
                 "deployment or code again, set a new benchmarkRunId", resource=benchmark)
-        code = declare("code", parts["code"], benchmark, depends_on=[namespace])
-        server = declare("video-server", parts["video-server"], benchmark,
-                         depends_on=[namespace, code])
-        # After the server: its endpoints exist only once a server pod is Ready.
-        ready: list[pulumi.Resource] = [graph, server, declare(
-            "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
-        if "video-budget" in parts:
-            declare("video-budget", parts["video-budget"], benchmark, depends_on=[namespace])
 
         def job(role: str) -> dict[str, Any]:
             return {**parts[role], "spec": jobs.apply(lambda o: o[role]["spec"])}
@@ -192,23 +200,15 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready,
                              provider=adopting)]
         if b.sweep:
-            # After the sweep Job is created (or replaced), never on preview: its results
-            # come home, from the cluster the provider deploys to (a path or the content).
-            config = pulumi.runtime.get_config("kubernetes:kubeconfig")
-            hook = pulumi.ResourceHook(
-                f"bring-results-home-{target.run.stack}",
-                lambda _: bring_results_home(target.run, config, pulumi.log.info,
-                                             pulumi.log.warn),
-                pulumi.ResourceHookOptions(on_dry_run=False))
             declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
-                    hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
+                    hooks=pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks),
                     ignore_changes=["spec"] if kept else None)
     graph_name = _name(graph)
     return {"namespace": _name(made[0]) if made else settings.namespace,
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
             "modelCacheClaim": _name(claims[0]) if claims else claim,
-            **stack_outputs(settings, graph_name, target.run)}
+            **stack_outputs(settings, graph_name, run if b.any_enabled else None)}
 
 
 def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
@@ -245,8 +245,8 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
-                  ) -> dict[str, Any]:
+def stack_outputs(settings: Settings, graph_name: pulumi.Output[str],
+                  run: dict[str, Any] | None) -> dict[str, Any]:
     """Where the frontend is and how to check it; the `benchmark` output (`collect` reads
     it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
@@ -258,8 +258,8 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names
         "portForwardCommand": graph_name.apply(lambda _: forward),
         "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
     }
-    if settings.benchmark.any_enabled:
-        out["benchmark"] = run.output()
+    if run is not None:
+        out["benchmark"] = run
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
         pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
