@@ -251,24 +251,6 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
     }
 
 
-def _component(settings: Settings, name: str, kind: str, replicas: int,
-               spec: dict[str, Any], **more: Any) -> dict[str, Any]:
-    """A graph component; its pods keep their service-account token: the operator binds it
-    to the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata)."""
-    return {"name": name, "type": kind, "replicas": replicas, **more,
-            "podTemplate": {"metadata": {"labels": labels(settings.profile)}, "spec": spec}}
-
-
-def frontend_component(settings: Settings, parts: Served) -> dict[str, Any]:
-    """Routing lives here: the arguments come from `infra.routing.frontend_args`."""
-    main = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
-            "args": parts.frontend_args,
-            "env": [REQUEST_PLANE_ENV], "resources": resources(*FRONTEND_RESOURCES),
-            "securityContext": container_security()}
-    return _component(settings, names.FRONTEND_COMPONENT, "frontend", 1, pod_spec(
-        [main], settings.image_pull_secrets, nim_user=False))
-
-
 def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
             "timeoutSeconds": 5, "failureThreshold": failures}
@@ -304,20 +286,21 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
             "volumeMounts": [_cache_mount(settings)], "securityContext": container_security()}
 
 
-def worker_component(settings: Settings, parts: Served) -> dict[str, Any]:
-    spec = pod_spec([_worker_container(settings, parts)], settings.image_pull_secrets,
-                    **settings.placement, volumes=[_cache_volume(settings)])
-    return _component(settings, names.WORKER_COMPONENT, "worker", settings.serving.replicas,
-                      spec, sharedMemorySize=settings.worker_shared_memory,
-                      runtimeVersionOverride=settings.worker_runtime_version)
-
-
 def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
-    """The DynamoGraphDeployment: Frontend at components[0], Worker at components[1]."""
+    """The DynamoGraphDeployment: Frontend at components[0] (routing lives there: its
+    arguments are `infra.routing.frontend_args`), Worker at components[1]. Their pods keep
+    their service-account token: the operator binds it to the graph's discovery Role
+    (EndpointSlices, DynamoWorkerMetadata)."""
     # The wait's bound is the resource's customTimeouts (they take precedence over
     # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
     # 00658428), so graphTimeoutSecs changes nothing declared here.
-    parts = parts or served(settings)
+    parts, pull = parts or served(settings), settings.image_pull_secrets
+    frontend = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
+                "args": parts.frontend_args, "env": [REQUEST_PLANE_ENV],
+                "resources": resources(*FRONTEND_RESOURCES),
+                "securityContext": container_security()}
+    worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
+                      volumes=[_cache_volume(settings)])
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
@@ -326,8 +309,16 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
         "spec": {
             "backendFramework": BACKEND_FRAMEWORK,
             "env": [ALLOW_INTERNAL_MEDIA],
-            "components": [frontend_component(settings, parts),
-                           worker_component(settings, parts)],
+            "components": [
+                {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
+                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
+                                 "spec": pod_spec([frontend], pull, nim_user=False)}},
+                {"name": names.WORKER_COMPONENT, "type": "worker",
+                 "replicas": settings.serving.replicas,
+                 "sharedMemorySize": settings.worker_shared_memory,
+                 "runtimeVersionOverride": settings.worker_runtime_version,
+                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
+                                 "spec": worker}}],
         },
     }
 
