@@ -105,8 +105,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
     keep, b, claim = settings.cache_keep_on_destroy, settings.benchmark, settings.cache_claim_name
-    objects, network_policies = manifests.recipe(
-        settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
+    objects, network_policies = manifests.recipe(settings, tokens)
     target = bm.benchmark_target(settings, objects["graph"])
     if b.any_enabled:
         # The sweep Job's state in the cluster decides what a change may do to it: one that

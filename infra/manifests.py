@@ -159,7 +159,7 @@ def served(settings: Settings) -> Served:
     name, key = settings.secret_refs[HF_TOKEN if vllm else NGC_API_KEY]
     token = {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
     return Served(
-        model_env=[token, *env({"HF_HOME": sv.hf_home()})] if vllm else
+        model_env=[token, *env({"HF_HOME": sv.HF_HOME})] if vllm else
         [*env({**nim_model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}), token],
         download_command=hf_command if vllm else
         [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
