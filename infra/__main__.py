@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +69,30 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
                                     pulumi.ResourceOptions(**opts))
 
 
-def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
-           live: cluster.LiveObjects | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Found:
+    """What the cluster holds that decides how the stack declares, read in `main` with the
+    checks (nothing, when not read): the claim's spec to declare (None: the claim is
+    used by name), a drifted claim's warning, the download Job's and the sweep Job's state."""
+
+    claim_spec: dict[str, Any] | None
+    claim_drift: str | None
+    download_done: bool
+    download_stale: bool
+    sweep: cluster.JobState
+
+
+def found(settings: Settings, live: cluster.LiveObjects | None) -> Found:
+    done = cluster.completed(live.download_job if live else None)
+    return Found(cluster.claim_spec(settings, live), cluster.claim_drift(settings, live), done,
+                 done and cluster.download_differs(settings, live.download_job),
+                 cluster.job_status_of(live.sweep_job if live else None).state)
+
+
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
+           ) -> dict[str, Any]:
     """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
-    required key; `live`: what `cluster.observe` found (None: not read).
+    required key; `live`: what the cluster holds.
 
     Creating an existing object fails unless the provider upserts (pulumi-kubernetes
     4.29+): `cluster` (the old name, kept) upserts what outlives a run (what `destroy`
@@ -85,7 +105,14 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                      upsert_existing_objects=upsert)
         for name, upsert in (("cluster", True), ("cluster-create", False)))
     keep, b, claim = settings.cache_keep_on_destroy, settings.benchmark, settings.cache_claim_name
-    objects = manifests.recipe(settings, {k: pulumi.Output.secret(v) for k, v in tokens.items()})
+    objects, network_policies = manifests.recipe(settings, tokens)
+    target = bm.benchmark_target(settings, objects["graph"])
+    if b.any_enabled:
+        # The sweep Job's state in the cluster decides what a change may do to it: one that
+        # failed is run again (resuming its run), one running or finished is kept.
+        given = (bm.shipped_sources(REPO_ROOT), live.sweep is cluster.JobState.FAILED,
+                 live.sweep is cluster.JobState.SUCCEEDED)
+        parts = bm.benchmark_objects(target, b, *given)
 
     # The namespace (created or existing) and the Secret of the token the workers read.
     # `destroy` keeps a namespace it created when the cache is kept: deleting it deletes the claim.
@@ -97,15 +124,15 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
 
     # Each pod takes only the traffic it needs, before any runs.
     policies = group("NetworkPolicies", "network-policies", providers=[creating])
-    for name, policy in manifests.network_policies(settings).items():
+    for name, policy in network_policies.items():
         declare(name, policy, policies, depends_on=[namespace])
 
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
     # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
-    if drift := cluster.claim_drift(settings, live):
-        pulumi.log.warn(drift, resource=model_cache)
-    spec = cluster.claim_spec(settings, live) if not settings.cache_existing_claim else None
+    if live.claim_drift:
+        pulumi.log.warn(live.claim_drift, resource=model_cache)
+    spec = live.claim_spec if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
                       ignore_changes=["spec"])] if spec is not None else []
@@ -114,9 +141,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
             f"model cache claim {claim} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
-    live_job = live.download_job if live else None
-    done = cluster.completed(live_job)
-    if done and cluster.download_differs(settings, live_job):
+    if live.download_stale:
         kubectl, name = settings.kubectl, settings.download_job_name
         pulumi.log.info(
             f"download Job {name} completed for an earlier template and is kept as it is "
@@ -127,35 +152,17 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
     download = declare("download", objects["download"], model_cache,
                        depends_on=[*secrets, *claims], provider=adopting,
-                       ignore_changes=["spec"] if done else DOWNLOAD_PLACEMENT_FIELDS)
+                       ignore_changes=["spec"] if live.download_done
+                       else DOWNLOAD_PLACEMENT_FIELDS)
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
                     depends_on=[download],
                     custom_timeouts=_timeouts(settings.graph_timeout_secs))
-    target = bm.benchmark_target(settings, objects["graph"])
     if b.any_enabled:
-        # The video server, the smoke Job and the sweep Job (each only when enabled). The
-        # sweep Job's state in the cluster decides what a change may do to it: one that
-        # failed is run again (resuming its run), one running or finished is kept.
+        # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
-        state = cluster.job_status_of(live.sweep_job if live else None).state
-        given = (bm.shipped_sources(REPO_ROOT), state is cluster.JobState.FAILED,
-                 state is cluster.JobState.SUCCEEDED)
-        parts = bm.benchmark_objects(target, b, *given)
-        # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
-        # a new deployment even with the same settings.
-        jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(target, deployment=(
-            *target.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
-        # A started sweep is never replaced: the provider replaces a Job (deleting it first)
-        # on any template change, killing a running sweep or throwing a finished one away.
-        kept = state in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
-        if kept and b.sweep:
-            pulumi.log.info(
-                f"sweep Job {parts['sweep']['metadata']['name']} is {state.value} in the "
-                "cluster: kept as it is (a started sweep is never replaced); to measure this "
-                "deployment or code again, set a new benchmarkRunId", resource=benchmark)
         code = declare("code", parts["code"], benchmark, depends_on=[namespace])
         server = declare("video-server", parts["video-server"], benchmark,
                          depends_on=[namespace, code])
@@ -164,6 +171,26 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
             "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
         if "video-budget" in parts:
             declare("video-budget", parts["video-budget"], benchmark, depends_on=[namespace])
+        # After the sweep Job is created (or replaced), never on preview: its results come
+        # home, from the cluster the provider deploys to (a path or the content).
+        config = pulumi.runtime.get_config("kubernetes:kubeconfig")
+        hooks = [pulumi.ResourceHook(
+            f"bring-results-home-{target.run.stack}",
+            lambda _: bring_results_home(target.run, config, pulumi.log.info, pulumi.log.warn),
+            pulumi.ResourceHookOptions(on_dry_run=False))] if b.sweep else []
+        run = target.run.output()
+        # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
+        # a new deployment even with the same settings.
+        jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(target, deployment=(
+            *target.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
+        # A started sweep is never replaced: the provider replaces a Job (deleting it first)
+        # on any template change, killing a running sweep or throwing a finished one away.
+        kept = live.sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+        if kept and b.sweep:
+            pulumi.log.info(
+                f"sweep Job {target.run.sweep_job} is {live.sweep.value} in the "
+                "cluster: kept as it is (a started sweep is never replaced); to measure this "
+                "deployment or code again, set a new benchmarkRunId", resource=benchmark)
 
         def job(role: str) -> dict[str, Any]:
             return {**parts[role], "spec": jobs.apply(lambda o: o[role]["spec"])}
@@ -172,23 +199,15 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
             ready = [declare("smoke", job("smoke"), benchmark, depends_on=ready,
                              provider=adopting)]
         if b.sweep:
-            # After the sweep Job is created (or replaced), never on preview: its results
-            # come home, from the cluster the provider deploys to (a path or the content).
-            config = pulumi.runtime.get_config("kubernetes:kubeconfig")
-            hook = pulumi.ResourceHook(
-                f"bring-results-home-{target.run.stack}",
-                lambda _: bring_results_home(target.run, config, pulumi.log.info,
-                                             pulumi.log.warn),
-                pulumi.ResourceHookOptions(on_dry_run=False))
             declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
-                    hooks=pulumi.ResourceHookBinding(after_create=[hook], after_update=[hook]),
+                    hooks=pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks),
                     ignore_changes=["spec"] if kept else None)
     graph_name = _name(graph)
     return {"namespace": _name(made[0]) if made else settings.namespace,
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
             "modelCacheClaim": _name(claims[0]) if claims else claim,
-            **stack_outputs(settings, graph_name, target.run)}
+            **stack_outputs(settings, graph_name, run if b.any_enabled else None)}
 
 
 def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
@@ -225,8 +244,8 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names.Run
-                  ) -> dict[str, Any]:
+def stack_outputs(settings: Settings, graph_name: pulumi.Output[str],
+                  run: dict[str, Any] | None) -> dict[str, Any]:
     """Where the frontend is and how to check it; the `benchmark` output (`collect` reads
     it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
     port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
@@ -238,8 +257,8 @@ def stack_outputs(settings: Settings, graph_name: pulumi.Output[str], run: names
         "portForwardCommand": graph_name.apply(lambda _: forward),
         "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
     }
-    if settings.benchmark.any_enabled:
-        out["benchmark"] = run.output()
+    if run is not None:
+        out["benchmark"] = run
     if settings.benchmark.sweep:
         plan = stack_plan(settings)
         pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
@@ -267,7 +286,7 @@ def main() -> None:
         raise pulumi.RunError(str(err)) from None
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
-    for name, value in deploy(stack, tokens, live).items():
+    for name, value in deploy(stack, tokens, found(stack, live)).items():
         pulumi.export(name, value)
 
 

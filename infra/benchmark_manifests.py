@@ -198,8 +198,8 @@ def config_map_key(path: str) -> str:
     return path.replace("/", ".")
 
 
-def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) -> dict[str, Any]:
-    """One ConfigMap with every shipped file, keyed by `config_map_key`."""
+def code_config_map(metadata: dict[str, Any], sources: Mapping[str, str]) -> dict[str, Any]:
+    """One ConfigMap with every shipped file, keyed by `config_map_key`, its hash noted."""
     data = {config_map_key(path): text for path, text in sorted(sources.items())}
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > CONFIG_MAP_LIMIT_BYTES:
@@ -207,9 +207,7 @@ def code_config_map(namespace: str, profile: str, sources: Mapping[str, str]) ->
             f"the benchmark code is {size} bytes, over a ConfigMap's 1 MiB; keep generated "
             "or large files out of benchmarks/ and infra/")
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": mf.metadata(namespace, names.benchmark_name("bench-code", profile),
-                                    mf.labels(profile, "benchmark-code"),
-                                    annotations={CODE_ANNOTATION: code_hash(sources)}),
+            "metadata": {**metadata, "annotations": {CODE_ANNOTATION: code_hash(sources)}},
             "data": data}
 
 
@@ -269,60 +267,44 @@ def _container(name: str, image: str, command: list[str], limits: dict[str, Any]
             "securityContext": READ_ONLY_ROOT, "volumeMounts": mounts}
 
 
-def _runner_container(
-    name: str, args: list[str], settings: BenchmarkSettings, limits: dict[str, Any],
-    extra_mounts: list[dict[str, Any]] | None = None, on_stop: str = VIDEOS_ON_STOP,
-) -> dict[str, Any]:
-    """`python -m benchmarks ARGS` through `RUNNER`, from the code ConfigMap. Home, caches
-    and pip's user site on the work volume (the root is read-only); the package index where
-    the user set one (a plain-http one trusted: pip ignores it otherwise)."""
+def runner_env(settings: BenchmarkSettings, command: str, on_stop: str) -> dict[str, str]:
+    """Home, caches and pip's user site on the work volume (the root is read-only); the
+    package index where the user set one (a plain-http one trusted: pip ignores it
+    otherwise); what `RUNNER` installs and says when stopped."""
     url = settings.pip_index_url
-    values = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
-              "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
-              "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1",
-              **({"PIP_INDEX_URL": url} if url else {}),
-              **({"PIP_TRUSTED_HOST": url.split("/")[2]} if url.startswith("http://") else {}),
-              "PACKAGES": " ".join(COMMAND_PACKAGES[args[0]]), "ON_STOP": on_stop}
-    mounts = [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
-              {"name": "work", "mountPath": WORK_DIR}, *(extra_mounts or [])]
-    return _container(name, settings.image, ["sh", "-c", RUNNER, "runner", *args], limits,
-                      mounts, workingDir=WORK_DIR, env=mf.env(values),
+    return {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
+            "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1", "PYTHONPATH": CODE_DIR, "PIP_USER": "1",
+            **({"PIP_INDEX_URL": url} if url else {}),
+            **({"PIP_TRUSTED_HOST": url.split("/")[2]} if url.startswith("http://") else {}),
+            "PACKAGES": " ".join(COMMAND_PACKAGES[command]), "ON_STOP": on_stop}
+
+
+def _runner_container(name: str, args: list[str], image: str, env: list[dict[str, str]],
+                      limits: dict[str, Any], *mounts: dict[str, Any]) -> dict[str, Any]:
+    """`python -m benchmarks ARGS` through `RUNNER`, from the code ConfigMap."""
+    return _container(name, image, ["sh", "-c", RUNNER, "runner", *args], limits,
+                      [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
+                       {"name": "work", "mountPath": WORK_DIR}, *mounts],
+                      workingDir=WORK_DIR, env=env,
                       terminationMessagePolicy="FallbackToLogsOnError")
 
 
-def _pod_spec(run: Run, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
-              restart_policy: str, **more: Any) -> dict[str, Any]:
-    """Never root, no API token, the run's placement and pull secrets."""
-    return mf.pod_spec(containers, run.image_pull_secrets, restartPolicy=restart_policy,
-                       automountServiceAccountToken=False, affinity=PREFER_NO_GPU,
-                       **run.pod_placement, **more, volumes=volumes)
-
-
-def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
-                 code: dict[str, Any], protected: bool = True) -> dict[str, dict[str, Any]]:
+def _video_server(image: str, wait: int, meta: dict[str, Any], selector: dict[str, str],
+                  pod: dict[str, Any], maker: dict[str, Any], annotations: dict[str, str],
+                  protected: bool) -> dict[str, dict[str, Any]]:
     """Its Deployment, Service and (while `protected`, until the sweep finished: no drain
     or consolidation evicts it) PodDisruptionBudget. The Deployment makes the videos (init
     container), then serves them on `::` (Python's DualStackServer takes IPv4 too)."""
-    run, wait = target.run, settings.video_server_timeout_secs
-    selector = mf.labels(run.stack, "benchmark-videos")
     http = {"httpGet": {"path": "/", "port": "http"}}
     server = _container(
-        "main", settings.image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
-                                 "--directory", VIDEOS_DIR, "--bind", "::"],
+        "main", image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
+                        "--directory", VIDEOS_DIR, "--bind", "::"],
         mf.resources("250m", "256Mi", "1", "512Mi"),
         [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
         ports=[{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
         livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
-    # The measured videos, then one for the smoke test alone.
-    count = settings.videos + 1
-    maker = _runner_container("videos", argv("videos", {"out": VIDEOS_DIR, "count": count}),
-                              settings, mf.resources("2", "2Gi", "4", "4Gi"),
-                              [{"name": "videos", "mountPath": VIDEOS_DIR}])
-    volumes = [WORK_VOLUME, code["volume"], {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
-    # The code's hash rolls the server when the code changes.
-    annotations = {**(DO_NOT_DISRUPT if protected else {}), CODE_ANNOTATION: code["hash"]}
-    meta = mf.metadata(run.namespace, names.benchmark_name("videos", run.stack), selector)
     awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
     out = {
         "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,
@@ -331,8 +313,8 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
             "replicas": 1, "progressDeadlineSeconds": wait,
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": selector, "annotations": annotations},
-                         "spec": _pod_spec(run, [server], volumes, "Always",
-                                           initContainers=[maker])}}},
+                         "spec": {**pod, "restartPolicy": "Always", "initContainers": [maker],
+                                  "containers": [server]}}}},
         "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": dict(awaited),
                           "spec": {
             "selector": selector, "ipFamilyPolicy": "PreferDualStack",
@@ -345,71 +327,95 @@ def video_server(target: BenchmarkTarget, settings: BenchmarkSettings,
     return out
 
 
-def _job(target: BenchmarkTarget, settings: BenchmarkSettings, role: str, args: list[str],
-         limits: dict[str, Any], then: str, volumes: list[dict[str, Any]],
-         mounts: list[dict[str, Any]], annotations: dict[str, str], **spec: Any
-         ) -> dict[str, Any]:
-    """A Job running one command within its deadline (`benchmark<Role>TimeoutSecs`), awaited
-    a little longer; its pod template carries the deployment's hash. A stopped pod says
-    what a stop means and, `then`, what to do."""
-    run, deadline_secs = target.run, getattr(settings, f"{role}_timeout_secs")
-    on_stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline_secs} s)) "
-               "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
-               "evicted; " + then)
-    job_labels = mf.labels(run.stack, f"benchmark-{role}", run.run_id)
-    container = _runner_container("main", args, settings, limits, mounts, on_stop)
-    pod_annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
-    timeout = {TIMEOUT_SECONDS: str(deadline_secs + AWAIT_MARGIN_SECS)}
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": mf.metadata(run.namespace, getattr(run, f"{role}_job"), job_labels,
-                                annotations={**timeout, **annotations}),
-        "spec": {"activeDeadlineSeconds": deadline_secs, **spec, "template": {
-            "metadata": {"labels": job_labels, "annotations": pod_annotations},
-            "spec": _pod_spec(run, [container], [WORK_VOLUME, *volumes], "Never")}},
-    }
+# Each Job's limits, what to do after a stop, and its Job spec beside the template.
+JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
+    "smoke": (("500m", "1Gi", "2", "2Gi"),
+              "if the deadline passed, raise it, then `pulumi up`", {"backoffLimit": 0}),
+    "sweep": (("2", "4Gi", "8", "8Gi"),
+              "finished levels stay on the claim; if the deadline passed, raise it, then "
+              "`pulumi up` with the same benchmarkRunId resumes the run",
+              {"backoffLimit": 3, "podFailurePolicy": {"rules": [
+                  {"action": "Ignore",
+                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                  {"action": "FailJob", "onExitCodes": {
+                      "containerName": "main", "operator": "NotIn", "values": [0]}}]}}),
+}
 
 
 def benchmark_objects(
     target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Every object the enabled parts need, by role, in the order they come up.
+    """Every object the enabled parts need, by role, in the order they come up: what the
+    pods run first, then their names, labels and pod spec (asked once), then the objects.
 
     The smoke test (one video, one question, passes on a non-empty answer) has no retries:
     a failure is a finding, and the next `up` runs it again (replaceUnready). A sweep pod
     lost to the cluster (eviction, drain) is retried and resumes the run; a failing sweep
     fails the Job at once. `rerun_sweep` (the live Job failed) lets the next `up` replace
     it; a running sweep never is. Once it finished (`sweep_done`) the video server no
-    longer holds off drains and consolidation."""
+    longer holds off drains and consolidation. A Job runs one command within its deadline
+    (`benchmark<Role>TimeoutSecs`), awaited a little longer; its pod template carries the
+    deployment's hash, and a stopped pod says what a stop means and what to do."""
     if not settings.any_enabled:
         return {}
-    config_map = code_config_map(target.run.namespace, target.run.stack, sources)
+    run = target.run
+    roles = [role for role in JOBS if getattr(settings, role)]
+    code = code_hash(sources)
     items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
-    code = {"hash": code_hash(sources), "volume": {"name": "code", "configMap": {
-        "name": config_map["metadata"]["name"], "items": items}}}
-    target = replace(target, deployment=(*target.deployment, ("code", code["hash"])))
-    out = {"code": config_map, **video_server(target, settings, code, not sweep_done)}
-    if settings.smoke:
-        out["smoke"] = _job(target, settings, "smoke", smoke_args(target, settings),
-                            mf.resources("500m", "1Gi", "2", "2Gi"),
-                            "if the deadline passed, raise it, then `pulumi up`",
-                            [code["volume"]], [], {REPLACE_UNREADY: "true"}, backoffLimit=0)
-    if settings.sweep:
-        claim = {"name": "cache", "persistentVolumeClaim": {"claimName": target.run.cache_claim}}
-        out["sweep"] = _job(
-            target, settings, "sweep", sweep_args(target, settings),
-            mf.resources("2", "4Gi", "8", "8Gi"),
-            "finished levels stay on the claim; if the deadline passed, raise it, then "
-            "`pulumi up` with the same benchmarkRunId resumes the run",
-            [code["volume"], claim], [{"name": "cache", "mountPath": CACHE_DIR}],
-            {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
-             **({REPLACE_UNREADY: "true"} if rerun_sweep else {})},
-            backoffLimit=3, podFailurePolicy={"rules": [
-                {"action": "Ignore",
-                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                {"action": "FailJob",
-                 "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}}]})
+    target = replace(target, deployment=(*target.deployment, ("code", code)))
+    deadlines = {role: getattr(settings, f"{role}_timeout_secs") for role in roles}
+    stops = {role: f"the Job's deadline (benchmark{role.title()}TimeoutSecs "
+             f"({deadlines[role]} s)) passed, or the Job was deleted (`pulumi destroy`, a "
+             "replaced Job) or the pod evicted; " + JOBS[role][1] for role in roles}
+    awaits = {"smoke": {REPLACE_UNREADY: "true"},
+              "sweep": {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
+                        **({REPLACE_UNREADY: "true"} if rerun_sweep else {})}}
+    # The measured videos, then one for the smoke test alone.
+    args = {"videos": argv("videos", {"out": VIDEOS_DIR, "count": settings.videos + 1}),
+            "sweep": sweep_args(target, settings), "smoke": smoke_args(target, settings)}
+    # Names, labels, environments and the pods' common spec: never root, no API token, the
+    # run's placement and pull secrets.
+    config_map = names.benchmark_name("bench-code", run.stack)
+    videos = names.benchmark_name("videos", run.stack)
+    selector = mf.labels(run.stack, "benchmark-videos")
+    meta = {
+        "code": mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code")),
+        "videos": mf.metadata(run.namespace, videos, selector),
+        **{role: mf.metadata(run.namespace, getattr(run, f"{role}_job"),
+                             mf.labels(run.stack, f"benchmark-{role}", run.run_id),
+                             annotations={TIMEOUT_SECONDS: str(
+                                 deadlines[role] + AWAIT_MARGIN_SECS), **awaits[role]})
+           for role in roles}}
+    env = {command: mf.env(runner_env(settings, command, stops.get(command, VIDEOS_ON_STOP)))
+           for command in ("videos", *roles)}
+    pod = mf.pod_spec([], run.image_pull_secrets, automountServiceAccountToken=False,
+                      affinity=PREFER_NO_GPU, **run.pod_placement)
+    volume = {"name": "code", "configMap": {"name": config_map, "items": items}}
+    videos_volume = {"name": "videos", "mountPath": VIDEOS_DIR}
+    maker = _runner_container("videos", args["videos"], settings.image, env["videos"],
+                              mf.resources("2", "2Gi", "4", "4Gi"), videos_volume)
+    out = {"code": code_config_map(meta["code"], sources), **_video_server(
+        settings.image, settings.video_server_timeout_secs, meta["videos"], selector,
+        {**pod, "volumes": [WORK_VOLUME, volume,
+                            {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]},
+        # The code's hash rolls the server when the code changes.
+        maker, {**({} if sweep_done else DO_NOT_DISRUPT), CODE_ANNOTATION: code},
+        not sweep_done)}
+    claim = {"name": "cache", "persistentVolumeClaim": {"claimName": run.cache_claim}}
+    for role in roles:
+        limits, _, spec = JOBS[role]
+        mounts = [{"name": "cache", "mountPath": CACHE_DIR}] if role == "sweep" else []
+        container = _runner_container("main", args[role], settings.image, env[role],
+                                      mf.resources(*limits), *mounts)
+        annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
+        out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta[role],
+                     "spec": {"activeDeadlineSeconds": deadlines[role], **spec, "template": {
+                         "metadata": {"labels": meta[role]["labels"],
+                                      "annotations": annotations},
+                         "spec": {**pod, "restartPolicy": "Never", "containers": [container],
+                                  "volumes": [WORK_VOLUME, volume,
+                                              *([claim] if role == "sweep" else [])]}}}}
     return out
 
 
@@ -431,6 +437,7 @@ def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = 
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": mf.metadata(run.namespace, name,
                                     mf.labels(run.stack, "benchmark-results-reader"), **owner),
-            "spec": _pod_spec(run, [container],
-                              [{"name": "cache", "persistentVolumeClaim": claim}], "Never",
-                              activeDeadlineSeconds=3600)}
+            "spec": mf.pod_spec([container], run.image_pull_secrets, restartPolicy="Never",
+                                automountServiceAccountToken=False, affinity=PREFER_NO_GPU,
+                                **run.pod_placement, activeDeadlineSeconds=3600,
+                                volumes=[{"name": "cache", "persistentVolumeClaim": claim}])}

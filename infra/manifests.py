@@ -10,7 +10,7 @@ vLLM worker with the vllm-cosmos3 plugin on weights a Hugging Face download put 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from infra import names
 from infra import serving as sv
@@ -120,12 +120,6 @@ def token_secret(settings: Settings, config_key: str, value: Any) -> dict[str, A
             "type": "Opaque", "stringData": {key: value}}
 
 
-def _token_env(settings: Settings, config_key: str) -> dict[str, Any]:
-    """The token as its Secret's data key names it, read from that Secret."""
-    name, key = settings.secret_refs[config_key]
-    return {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
-
-
 def model_cache_claim(settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -140,16 +134,37 @@ def model_cache_claim(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _nim_model_env(settings: Settings) -> list[dict[str, Any]]:
-    """What the NIM reads to pick the model profile (shared by download Job and workers)."""
-    model = sv.served_by_nim_environment(settings.serving, settings.nim_tags_selector)
-    return [*env({**model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}),
-            _token_env(settings, NGC_API_KEY)]
+class Served(NamedTuple):
+    """What serving, routing and names say about a stack, asked once before any object is
+    built: the objects are then assembled here alone."""
+
+    model_env: list[dict[str, Any]]  # the runtime's model and token, for download and workers
+    download_command: list[str]
+    worker_args: list[str]
+    frontend_args: list[str]
+    policy_names: dict[str, str]
+    source_cidrs: list[str | None]
 
 
-def _hf_env(settings: Settings) -> list[dict[str, Any]]:
-    """The token (from its Secret) and a hub cache on the claim, for the vLLM path."""
-    return [_token_env(settings, HF_TOKEN), {"name": "HF_HOME", "value": sv.hf_home()}]
+def served(settings: Settings) -> Served:
+    serving, vllm, profile = settings.serving, _runs_vllm(settings), settings.nim_model_profile
+    weights = sv.model_dir(serving)
+    nim_model = sv.served_by_nim_environment(serving, settings.nim_tags_selector)
+    hf_command = sv.hf_download_command(serving, weights)
+    worker_args = sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else []
+    frontend = frontend_args(settings.routing, port=names.FRONTEND_PORT)
+    policy_names = {p: names.stack_object_name(settings.graph_name, p) for p in POLICIES}
+    cidrs = [names.cidr(source) for source in settings.network_policy_sources]
+    # The token as its Secret's data key names it, read from that Secret.
+    name, key = settings.secret_refs[HF_TOKEN if vllm else NGC_API_KEY]
+    token = {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
+    return Served(
+        model_env=[token, *env({"HF_HOME": sv.HF_HOME})] if vllm else
+        [*env({**nim_model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}), token],
+        download_command=hf_command if vllm else
+        [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
+        worker_args=worker_args, frontend_args=frontend, policy_names=policy_names,
+        source_cidrs=cidrs)
 
 
 def _cache_volume(settings: Settings) -> dict[str, Any]:
@@ -200,28 +215,25 @@ def download_pod_labels(settings: Settings) -> dict[str, str]:
             "app.kubernetes.io/instance": settings.download_job_name}
 
 
-def model_download_job(settings: Settings) -> dict[str, Any]:
+def model_download_job(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     """The Job that fills the cache, same image and claim as the workers.
 
     NIM: its own download-to-cache; without a pinned NIM profile the Job gets the GPUs of
     one replica, of the workers' class, so the NIM selects the profile those workers will
     also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
     """
-    vllm, serving = _runs_vllm(settings), settings.serving
-    profile = settings.nim_model_profile
-    on_gpu = not vllm and profile is None
+    parts, vllm = parts or served(settings), _runs_vllm(settings)
+    on_gpu = not vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
         "name": "download",
         "image": settings.vllm_image if vllm else settings.nim_image,
-        "command": sv.hf_download_command(serving, sv.model_dir(serving)) if vllm else
-        [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
-        "env": _hf_env(settings) if vllm else _nim_model_env(settings),
+        "command": parts.download_command, "env": parts.model_env,
         "volumeMounts": [_cache_mount(settings)],
         "securityContext": container_security(),
         "resources": resources(*DOWNLOAD_RESOURCES),
     }
     if on_gpu:
-        container["resources"]["limits"][GPU_RESOURCE] = serving.gpus_per_replica
+        container["resources"]["limits"][GPU_RESOURCE] = settings.serving.gpus_per_replica
     # It never calls the Kubernetes API.
     spec = pod_spec([container], settings.image_pull_secrets, restartPolicy="Never",
                     automountServiceAccountToken=False, volumes=[_cache_volume(settings)],
@@ -239,30 +251,12 @@ def model_download_job(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _component(settings: Settings, name: str, kind: str, replicas: int,
-               spec: dict[str, Any], **more: Any) -> dict[str, Any]:
-    """A graph component; its pods keep their service-account token: the operator binds it
-    to the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata)."""
-    return {"name": name, "type": kind, "replicas": replicas, **more,
-            "podTemplate": {"metadata": {"labels": labels(settings.profile)}, "spec": spec}}
-
-
-def frontend_component(settings: Settings) -> dict[str, Any]:
-    """Routing lives here: the arguments come from `infra.routing.frontend_args`."""
-    main = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
-            "args": frontend_args(settings.routing, port=names.FRONTEND_PORT),
-            "env": [REQUEST_PLANE_ENV], "resources": resources(*FRONTEND_RESOURCES),
-            "securityContext": container_security()}
-    return _component(settings, names.FRONTEND_COMPONENT, "frontend", 1, pod_spec(
-        [main], settings.image_pull_secrets, nim_user=False))
-
-
 def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": STARTUP_PROBE_PERIOD_SECS,
             "timeoutSeconds": 5, "failureThreshold": failures}
 
 
-def _worker_container(settings: Settings) -> dict[str, Any]:
+def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
     """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
     weights, its probes on Dynamo's system port."""
     serving, port = settings.serving, names.WORKER_SYSTEM_PORT
@@ -270,14 +264,13 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
     if _runs_vllm(settings):
         container: dict[str, Any] = {
             "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
-            "args": sv.vllm_worker_args(serving, sv.model_dir(serving), settings.served_model),
-            "env": [*_hf_env(settings), system_port, REQUEST_PLANE_ENV],
+            "args": parts.worker_args, "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
             "ports": [{"name": "system", "containerPort": port}]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
         container = {
             "image": settings.nim_image, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
-            "env": [*_nim_model_env(settings), *env({"NIM_DYNAMO_WORKER": "true",
+            "env": [*parts.model_env, *env({"NIM_DYNAMO_WORKER": "true",
                     "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
                     REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
             "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
@@ -293,19 +286,21 @@ def _worker_container(settings: Settings) -> dict[str, Any]:
             "volumeMounts": [_cache_mount(settings)], "securityContext": container_security()}
 
 
-def worker_component(settings: Settings) -> dict[str, Any]:
-    spec = pod_spec([_worker_container(settings)], settings.image_pull_secrets,
-                    **settings.placement, volumes=[_cache_volume(settings)])
-    return _component(settings, names.WORKER_COMPONENT, "worker", settings.serving.replicas,
-                      spec, sharedMemorySize=settings.worker_shared_memory,
-                      runtimeVersionOverride=settings.worker_runtime_version)
-
-
-def graph(settings: Settings) -> dict[str, Any]:
-    """The DynamoGraphDeployment: Frontend at components[0], Worker at components[1]."""
+def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
+    """The DynamoGraphDeployment: Frontend at components[0] (routing lives there: its
+    arguments are `infra.routing.frontend_args`), Worker at components[1]. Their pods keep
+    their service-account token: the operator binds it to the graph's discovery Role
+    (EndpointSlices, DynamoWorkerMetadata)."""
     # The wait's bound is the resource's customTimeouts (they take precedence over
     # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
     # 00658428), so graphTimeoutSecs changes nothing declared here.
+    parts, pull = parts or served(settings), settings.image_pull_secrets
+    frontend = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
+                "args": parts.frontend_args, "env": [REQUEST_PLANE_ENV],
+                "resources": resources(*FRONTEND_RESOURCES),
+                "securityContext": container_security()}
+    worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
+                      volumes=[_cache_volume(settings)])
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
@@ -314,7 +309,16 @@ def graph(settings: Settings) -> dict[str, Any]:
         "spec": {
             "backendFramework": BACKEND_FRAMEWORK,
             "env": [ALLOW_INTERNAL_MEDIA],
-            "components": [frontend_component(settings), worker_component(settings)],
+            "components": [
+                {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
+                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
+                                 "spec": pod_spec([frontend], pull, nim_user=False)}},
+                {"name": names.WORKER_COMPONENT, "type": "worker",
+                 "replicas": settings.serving.replicas,
+                 "sharedMemorySize": settings.worker_shared_memory,
+                 "runtimeVersionOverride": settings.worker_runtime_version,
+                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
+                                 "spec": worker}}],
         },
     }
 
@@ -323,14 +327,18 @@ def graph(settings: Settings) -> dict[str, Any]:
 SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
 
 
-def recipe(settings: Settings, tokens: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def recipe(settings: Settings, tokens: Mapping[str, Any]
+           ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """Every object of the recipe by its resource name, in the order they come up (the
-    namespace only where the stack creates it); `tokens` pass through untouched."""
-    return {**({"namespace": namespace(settings)} if settings.create_namespace else {}),
-            **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
-               for key in settings.required_secrets},
-            "claim": model_cache_claim(settings), "download": model_download_job(settings),
-            "graph": graph(settings)}
+    namespace only where the stack creates it), and the NetworkPolicies by theirs; `tokens`
+    pass through untouched. Serving, routing and names are asked first, once."""
+    parts = served(settings)
+    objects = {**({"namespace": namespace(settings)} if settings.create_namespace else {}),
+               **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
+                  for key in settings.required_secrets},
+               "claim": model_cache_claim(settings),
+               "download": model_download_job(settings, parts), "graph": graph(settings, parts)}
+    return objects, network_policies(settings, parts)
 
 
 # --- NetworkPolicies: every pod the stack makes accepts only the traffic it needs ---------
@@ -349,6 +357,7 @@ COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 # Our pods that take no inbound traffic, and the two that call the frontend.
 CLOSED_COMPONENTS = ("benchmark-smoke", "benchmark-sweep", "benchmark-results-reader")
 CLIENT_COMPONENTS = ("benchmark-smoke", "benchmark-sweep")
+POLICIES = ("frontend", "workers", "videos", "no-ingress", "download")
 
 
 def graph_pods(settings: Settings, frontend: bool | None = None) -> dict[str, Any]:
@@ -358,48 +367,44 @@ def graph_pods(settings: Settings, frontend: bool | None = None) -> dict[str, An
         selector["matchExpressions"] = [{"key": COMPONENT_TYPE_LABEL,
                                          "operator": "In" if frontend else "NotIn",
                                          "values": ["frontend"]}]
-    return {"podSelector": selector}
+    return selector
 
 
-def source_peer(source: str) -> dict[str, Any]:
-    """A CIDR becomes an ipBlock, anything else a namespace by name."""
-    block = names.cidr(source)
-    if block is not None:
-        return {"ipBlock": {"cidr": block}}
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": source}}}
-
-
-def network_policies(settings: Settings) -> dict[str, dict[str, Any]]:
+def network_policies(settings: Settings, parts: Served | None = None
+                     ) -> dict[str, dict[str, Any]]:
     """Every policy of the stack by its short name (none when `networkPolicies` is off)."""
     if not settings.network_policies:
         return {}
-    sources = [source_peer(s) for s in settings.network_policy_sources]
-    graph = graph_pods(settings)
+    parts = parts or served(settings)
+    # A CIDR becomes an ipBlock, anything else a namespace by name.
+    sources = [{"ipBlock": {"cidr": block}} if block is not None else
+               {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": source}}}
+               for source, block in zip(settings.network_policy_sources, parts.source_cidrs,
+                                        strict=True)]
+    graph = {"podSelector": graph_pods(settings)}
 
     def tcp(port: int, peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"from": peers, "ports": [{"protocol": "TCP", "port": port}]}] if peers else []
 
     def ours(components: tuple[str, ...]) -> dict[str, Any]:
-        return {"podSelector": {"matchLabels": {PROFILE_LABEL: settings.profile},
-                                "matchExpressions": [{"key": COMPONENT_LABEL, "operator": "In",
-                                                      "values": list(components)}]}}
+        return {"matchLabels": {PROFILE_LABEL: settings.profile},
+                "matchExpressions": [{"key": COMPONENT_LABEL, "operator": "In",
+                                      "values": list(components)}]}
 
     ingress = {
         "frontend": (graph_pods(settings, frontend=True), [
-            *tcp(names.FRONTEND_PORT, [ours(CLIENT_COMPONENTS)]), {"from": [graph]},
-            *tcp(names.FRONTEND_PORT, sources)]),
+            *tcp(names.FRONTEND_PORT, [{"podSelector": ours(CLIENT_COMPONENTS)}]),
+            {"from": [graph]}, *tcp(names.FRONTEND_PORT, sources)]),
         "workers": (graph_pods(settings, frontend=False), [
             {"from": [graph]}, *tcp(names.WORKER_SYSTEM_PORT, sources)]),
-        "videos": ({"podSelector": {"matchLabels": labels(settings.profile, "benchmark-videos")}},
+        "videos": ({"matchLabels": labels(settings.profile, "benchmark-videos")},
                    tcp(VIDEO_SERVER_PORT, [graph])),
         "no-ingress": (ours(CLOSED_COMPONENTS), []),
-        "download": ({"podSelector": {"matchLabels": download_pod_labels(settings)}}, []),
+        "download": ({"matchLabels": download_pod_labels(settings)}, []),
     }
     return {name: {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": metadata(settings.namespace,
-                             names.stack_object_name(settings.graph_name, name),
+        "metadata": metadata(settings.namespace, parts.policy_names[name],
                              labels(settings.profile)),
-        "spec": {"podSelector": selector["podSelector"], "policyTypes": ["Ingress"],
-                 "ingress": rules},
+        "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": rules},
     } for name, (selector, rules) in ingress.items()}

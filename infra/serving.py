@@ -137,6 +137,8 @@ def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str,
 HF_SECRET_KEY = "HF_TOKEN"
 # Where vLLM pods mount the shared model cache claim.
 VLLM_CACHE_PATH = "/model-cache"
+# HF_HOME on the cache: the CLI's own cache and any extra hub fetch survive pods.
+HF_HOME = f"{VLLM_CACHE_PATH}/huggingface"
 VLLM_WORKER_COMMAND = ("python3", "-m", "dynamo.vllm")
 # Dynamo's system server on the worker: /live once the process runs, /health once ready.
 VLLM_LIVE_PATH = "/live"
@@ -147,11 +149,6 @@ REASONER_ARCHITECTURE = "Cosmos3ReasonerForConditionalGeneration"
 MEDIA_IO_KWARGS = {"video": {"num_frames": -1}}
 # FP8 on vLLM is online quantization of the BF16 checkpoint (no separate FP8 repo).
 VLLM_PRECISION_ARGS = {"fp8": ("--quantization", "fp8"), "bf16": ("--dtype", "bfloat16")}
-
-
-def hf_home() -> str:
-    """HF_HOME on the cache: the CLI's own cache and any extra hub fetch survive pods."""
-    return f"{VLLM_CACHE_PATH}/huggingface"
 
 
 def model_dir(serving: Serving) -> str:

@@ -269,7 +269,7 @@ def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
     for module in COMMANDS:
         assert f"benchmarks/{module}.py" in sources
     assert "constraints.txt" in sources
-    config_map = bj.code_config_map("ns", "p", sources)
+    config_map = bj.code_config_map({"name": "p", "namespace": "ns"}, sources)
     assert config_map["data"][bj.config_map_key("infra/names.py")] == (
         REPO_ROOT / "infra/names.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
@@ -279,7 +279,7 @@ def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
 def mounted_volume(tmp_path: Path, sources: dict[str, str]) -> Path:
     """The code ConfigMap as the kubelet mounts it with `items`: each key at its path."""
     volume = tmp_path / "code"
-    code = bj.code_config_map("ns", "p", sources)
+    code = bj.code_config_map({"name": "p", "namespace": "ns"}, sources)
     volume_spec = manifests(bench(), sources)["sweep"]["spec"]["template"]["spec"][
         "volumes"]
     (items,) = [v["configMap"]["items"] for v in volume_spec if v["name"] == "code"]
@@ -580,8 +580,7 @@ def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
 def test_an_http_mirror_is_trusted_by_pip() -> None:
     """pip ignores a plain-http index unless its host is trusted: the user named it."""
     def env(url: str) -> dict[str, str]:
-        return env_of(bj._runner_container("main", ["videos"], bench(
-            pip_index_url=url), {}))
+        return bj.runner_env(bench(pip_index_url=url), "videos", "")
 
     assert env("http://mirror.internal:8080/simple")["PIP_TRUSTED_HOST"] == \
         "mirror.internal:8080"
