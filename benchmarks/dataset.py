@@ -94,6 +94,10 @@ class DatasetShape:
     output_tokens: int = SEED_SHAPE.output_tokens
     seed: int = SEED_SHAPE.random_seed
     text_standin_tokens: int | None = None
+    # Up to this many ms (seeded, per video) before each question after a video's first
+    # (AIPerf's per-line `delay`): the rehearsal's model of real workers' uneven request
+    # times (infra/calibration.py MOCK_PAUSE_MS). 0 on the cluster, as the seed.
+    pause_ms: float = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.questions_per_video <= len(QUESTIONS):
@@ -101,6 +105,8 @@ class DatasetShape:
                              f"(got {self.questions_per_video})")
         if self.output_tokens < 1:
             raise ValueError(f"--output-tokens must be at least 1 (got {self.output_tokens})")
+        if self.pause_ms < 0:
+            raise ValueError(f"the pause before a question must be >= 0 ms (got {self.pause_ms})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,14 +193,17 @@ def dataset_lines(*, video_refs: Sequence[str] | None = None, video_count: int |
         raise ValueError("no videos: give video references, or a text stand-in size")
     lines = []
     for i, head in enumerate(heads):
-        for question in QUESTIONS[:shape.questions_per_video]:
+        pauses = random.Random(f"pause:{shape.seed}:{i}")
+        for q, question in enumerate(QUESTIONS[:shape.questions_per_video]):
             content = (f"{head}\n\n{question}" if standin else
                        [{"type": "video_url", "video_url": {"url": head}},
                         {"type": "text", "text": question}])
             # A single user message (no history), in its video's session.
             lines.append({"session_id": f"video-{i:04d}",
                           "messages": [{"role": "user", "content": content}],
-                          "output_length": shape.output_tokens})
+                          "output_length": shape.output_tokens,
+                          **({"delay": round(pauses.uniform(0, shape.pause_ms), 1)}
+                             if shape.pause_ms and q else {})})
     return lines
 
 

@@ -46,6 +46,17 @@ SEED_SWEEP_HOURS = {"round-robin": 2.5, "session-affinity": 2.0}
 # The mocker's first visit of the ~8,400-token stand-in at speedup 1, minus its repeat (s):
 # 0.179-0.182 on the pinned Dynamo 1.6.1 mocker (tests/test_calibration.py checks it).
 MOCK_MISS_SECS = 0.180
+# The stretched mocker's cache hit of the seed's answer with decode at its own speed (speedup
+# x decode speedup = 1: 0.841-0.843 s), and its part that decode does not scale, a one-token
+# answer (0.058 s, the rehearsal's TTFT floor). Measured on the pinned mocker;
+# tests/test_calibration.py checks the calibrated hit.
+MOCK_HIT_SECS = 0.842
+MOCK_FLOOR_SECS = 0.058
+# An H200's request times vary; the mocker's are fixed by the answer length, so round robin's
+# rotation falls into step with the videos in flight and keeps each on fewer workers than the
+# seed's. A seeded pause of up to this before each question after a video's first (the
+# dataset's `pause_ms`) lets videos drift apart as on real workers; decode pays its mean back.
+MOCK_PAUSE_MS = 60
 # Assumed, stated in every plan: pulling the NIM's FP8 Super files (~67 GiB), a cold graph.
 DOWNLOAD_SECS = 1800
 GRAPH_START_SECS = 900
@@ -88,16 +99,25 @@ H200 = solve_hardware(1, SEED_TABLE[0].rr_req_s, SEED_TABLE[0].sa_req_s,
 
 @dataclass(frozen=True)
 class MockCalibration:
-    """The mocker's knobs: `--speedup-ratio` stretches a first visit to the H200's cost and
-    `--decode-speedup-ratio` gives decode back (the seed's cache hit is the mock's own)."""
+    """The mock's knobs: `--speedup-ratio` stretches a first visit to the H200's cost,
+    `--decode-speedup-ratio` sets decode so a cache hit plus the mean pause before it costs
+    the H200's hit, and the dataset's `pause_ms`."""
 
     speedup_ratio: float
     decode_speedup_ratio: float
+    pause_ms: float
+
+    def hit_secs(self) -> float:
+        """The calibrated mock's cache hit (its floor does not scale with the knobs)."""
+        return MOCK_FLOOR_SECS + (MOCK_HIT_SECS - MOCK_FLOOR_SECS) / (
+            self.speedup_ratio * self.decode_speedup_ratio)
 
 
 def mock_calibration(hardware: Hardware = H200) -> MockCalibration:
     stretch = MOCK_MISS_SECS / hardware.miss_secs
-    return MockCalibration(round(stretch, 3), round(1 / stretch, 3))
+    decode = (MOCK_HIT_SECS - MOCK_FLOOR_SECS) / (
+        hardware.hit_secs - MOCK_PAUSE_MS / 2000 - MOCK_FLOOR_SECS)
+    return MockCalibration(round(stretch, 3), round(decode / stretch, 3), MOCK_PAUSE_MS)
 
 
 def predicted_req_s(hardware: Hardware, concurrency: int, workers: int, questions: int,

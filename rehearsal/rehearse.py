@@ -101,8 +101,8 @@ class RehearsalConfig:
         "a video costs an H200 (infra/calibration.py)")
     decode_speedup_ratio: float = option(
         "--decode-speedup-ratio", CALIBRATED.decode_speedup_ratio, type=float,
-        help="the mocker's extra speed-up of decode steps; the default gives the seed's "
-        "cache-hit request time")
+        help="the mocker's extra speed-up of decode steps; the default makes a cache hit, "
+        "with the mean pause before it, cost the seed's")
     # Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
     # +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
     stop_within_pct: float = option(
@@ -209,6 +209,9 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
         f"(dynamo.mocker, speedup {config.speedup_ratio:g}, decode speedup "
         f"{config.decode_speedup_ratio:g}: calibrated so that a first visit costs what a "
         "video costs an H200 in the seed's concurrency-1 row), not the Cosmos3 NIM.",
+        f"Each question after a video's first waits a seeded 0-{CALIBRATED.pause_ms:g} ms "
+        "(a mock request's time is fixed by its answer length, an H200's varies: without "
+        "it round robin falls into step with the videos); decode pays the mean back.",
         f"Each video is a ~{config.standin_tokens}-token per-video text block before the "
         "question (the mock model is text-only); a worker reuses it from its prefix cache "
         "only if it processed that video before.",
@@ -277,6 +280,7 @@ class Rehearsal:
         return build_run_dataset(
             folder, cfg.videos, cfg.questions_per_video,
             text_standin_tokens=cfg.standin_tokens, output_tokens=SEED_SHAPE.output_tokens,
+            pause_ms=CALIBRATED.pause_ms,
             video_source="text stand-in (local rehearsal)")
 
     def sweep_config(self, stack: Settings, dataset: Path) -> SweepConfig:

@@ -30,7 +30,7 @@ from infra.calibration import (
     predicted_req_s,
     solve_hardware,
 )
-from infra.names import SERVED_MODEL_NAME
+from infra.names import SEED_SHAPE, SERVED_MODEL_NAME
 from infra.routing import PROFILES
 from rehearsal.local_dynamo import LocalDynamo, LocalDynamoConfig, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
@@ -50,11 +50,15 @@ def test_the_concurrency_1_row_solves_to_an_h200_s_costs() -> None:
     assert predicted_req_s(H200, 1, 8, 20, affinity=True) == pytest.approx(row.sa_req_s)
 
 
-def test_the_mocker_is_stretched_to_h200_time_and_decode_given_back() -> None:
+def test_the_mocker_is_stretched_to_h200_time_and_a_hit_with_its_pause_costs_the_h200_s(
+        ) -> None:
     knobs = mock_calibration()
     assert knobs.speedup_ratio == pytest.approx(MOCK_MISS_SECS / H200.miss_secs, abs=0.001)
-    assert knobs.speedup_ratio * knobs.decode_speedup_ratio == pytest.approx(1.0, abs=0.002)
+    assert knobs.hit_secs() + knobs.pause_ms / 2000 == pytest.approx(H200.hit_secs, abs=0.002)
+    # Decode runs faster than the mocker's own: the pause's mean is paid back.
+    assert knobs.speedup_ratio * knobs.decode_speedup_ratio > 1.05
     assert RehearsalConfig().speedup_ratio == knobs.speedup_ratio
+    assert RehearsalConfig().decode_speedup_ratio == knobs.decode_speedup_ratio
     argv = mocker_command("python", LocalDynamoConfig(
         PROFILES["round-robin"], Path("m"), 8, Path("w"), knobs.speedup_ratio,
         knobs.decode_speedup_ratio))
@@ -170,9 +174,9 @@ def test_the_spread_between_chunks_is_measured_from_runs(tmp_path: Path) -> None
     assert f"at a {expected:.1%} spread of req/s between chunks" in result.stdout
 
 
-def _seconds(url: str, text: str) -> float:
-    body = {"model": SERVED_MODEL_NAME, "max_tokens": 1,
-            "messages": [{"role": "user", "content": text}]}
+def _seconds(url: str, text: str, tokens: int = 1) -> float:
+    body = {"model": SERVED_MODEL_NAME, "max_tokens": tokens, "min_tokens": tokens,
+            "ignore_eos": True, "messages": [{"role": "user", "content": text}]}
     request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
     started = time.monotonic()
@@ -198,5 +202,9 @@ def test_the_real_mocker_s_first_visit_costs_what_the_calibration_says(
             text = f"{standin_text(video, STANDIN_TOKENS)}\n\nWhat happens?"
             first, again = _seconds(stack.url, text), _seconds(stack.url, text)
             costs.append(first - again)
-    print(f"first-visit cost {sorted(costs)} s, expected {expected:.3f} s")
+        hits = sorted(_seconds(stack.url, text, SEED_SHAPE.output_tokens) for _ in range(3))
+    print(f"first-visit cost {sorted(costs)} s, expected {expected:.3f} s; cache hit {hits} s")
     assert sorted(costs)[1] == pytest.approx(expected, rel=0.3)
+    if knobs:  # a hit and the mean pause before it: the H200's hit
+        assert hits[1] == pytest.approx(knobs.hit_secs(), rel=0.1)
+        assert hits[1] + knobs.pause_ms / 2000 == pytest.approx(H200.hit_secs, rel=0.1)

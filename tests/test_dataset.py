@@ -56,6 +56,30 @@ def test_one_session_per_video_video_first_exact_output_length() -> None:
     assert len(set(QUESTIONS)) == 20
 
 
+def test_the_rehearsal_s_pause_is_seeded_per_video_and_read_by_aiperf() -> None:
+    """A pause only after a video's first question, within its bound, the same for a video
+    whatever the count; the cluster's dataset (no pause) has none; AIPerf reads it as the
+    line's `delay`."""
+    from aiperf.dataset.loader.models import MooncakeTrace
+
+    def pauses(count: int, pause_ms: float) -> list[list[float | None]]:
+        lines = dataset_lines(video_count=count, text_standin_tokens=8, questions_per_video=5,
+                              pause_ms=pause_ms)
+        return [[line.get("delay") for line in group]
+                for _, group in groupby(lines, lambda x: x["session_id"])]
+
+    three = pauses(3, 60)
+    assert all(video[0] is None and all(0 <= p <= 60 for p in video[1:]) for video in three)
+    assert len({p for video in three for p in video[1:]}) == 12
+    assert pauses(2, 60) == three[:2]
+    assert pauses(3, 0) == [[None] * 5] * 3
+    line = dataset_lines(video_count=1, text_standin_tokens=8, questions_per_video=2,
+                         pause_ms=60)[1]
+    assert MooncakeTrace.model_validate(line).delay == line["delay"]
+    with pytest.raises(ValueError, match="pause before a question"):
+        dataset_lines(video_count=1, text_standin_tokens=8, pause_ms=-1)
+
+
 def test_local_videos_are_inlined_as_data_urls(tmp_path: Path) -> None:
     video = tmp_path / "video_0000.mp4"
     video.write_bytes(b"\x00\x00\x00\x18ftypmp42 not really a video")
