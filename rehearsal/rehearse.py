@@ -234,11 +234,12 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
                 f"Round robin at concurrency {level}{lockstep} kept "
                 f"{spread['share_single_worker']:.0%} of videos on one worker "
                 f"({spread['mean_workers_per_video']:.1f} workers per video of {workers}): the "
-                "mock workers' identical request times let round robin's rotation fall into "
-                "step with the in-flight videos, so each video's next question reached the "
-                "worker that served its last one. Real workers' timing jitter breaks this "
-                f"lockstep, so the gain over round robin at concurrency {level} understates "
-                "what real workers would show.")
+                "mock workers' even request times (a fixed answer length, which the seeded "
+                "pause before each question only partly breaks) let round robin's rotation "
+                "fall into step with the in-flight videos, so each video's next question "
+                "reached the worker that served its last one. Real workers' timing jitter "
+                f"breaks this lockstep, so the gain over round robin at concurrency {level} "
+                "understates what real workers would show.")
     return notes
 
 
