@@ -106,13 +106,13 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         for name, upsert in (("cluster", True), ("cluster-create", False)))
     keep, b, claim = settings.cache_keep_on_destroy, settings.benchmark, settings.cache_claim_name
     objects, network_policies = manifests.recipe(settings, tokens)
-    target = bm.benchmark_target(settings, objects["graph"])
+    run = bm.run_of(settings, objects["graph"])
     if b.any_enabled:
         # The sweep Job's state in the cluster decides what a change may do to it: one that
         # failed is run again (resuming its run), one running or finished is kept.
         given = (bm.shipped_sources(REPO_ROOT), live.sweep is cluster.JobState.FAILED,
                  live.sweep is cluster.JobState.SUCCEEDED)
-        parts = bm.benchmark_objects(target, b, *given)
+        parts = bm.benchmark_objects(run, b, *given)
 
     # The namespace (created or existing) and the Secret of the token the workers read.
     # `destroy` keeps a namespace it created when the cache is kept: deleting it deletes the claim.
@@ -175,20 +175,19 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         # home, from the cluster the provider deploys to (a path or the content).
         config = pulumi.runtime.get_config("kubernetes:kubeconfig")
         hooks = [pulumi.ResourceHook(
-            f"bring-results-home-{target.run.stack}",
-            lambda _: bring_results_home(target.run, config, pulumi.log.info, pulumi.log.warn),
+            f"bring-results-home-{run.stack}",
+            lambda _: bring_results_home(run, config, pulumi.log.info, pulumi.log.warn),
             pulumi.ResourceHookOptions(on_dry_run=False))] if b.sweep else []
-        run = target.run.output()
         # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
         # a new deployment even with the same settings.
-        jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(target, deployment=(
-            *target.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
+        jobs = graph.metadata.apply(lambda m: bm.benchmark_objects(replace(run, deployment=(
+            *run.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
         # A started sweep is never replaced: the provider replaces a Job (deleting it first)
         # on any template change, killing a running sweep or throwing a finished one away.
         kept = live.sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
         if kept and b.sweep:
             pulumi.log.info(
-                f"sweep Job {target.run.sweep_job} is {live.sweep.value} in the "
+                f"sweep Job {run.sweep_job} is {live.sweep.value} in the "
                 "cluster: kept as it is (a started sweep is never replaced); to measure this "
                 "deployment or code again, set a new benchmarkRunId", resource=benchmark)
 
@@ -207,7 +206,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             "graphName": graph_name,
             "frontendService": graph_name.apply(names.frontend_service_name),
             "modelCacheClaim": _name(claims[0]) if claims else claim,
-            **stack_outputs(settings, graph_name, run if b.any_enabled else None)}
+            **stack_outputs(settings, graph_name, run.output() if b.any_enabled else None)}
 
 
 def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:

@@ -14,7 +14,7 @@ import ast
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from infra.names import Run
 from infra.routing import routing_args
 from infra.settings import BenchmarkSettings, Settings
 
-VIDEO_SERVICE_PORT = 80
 CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
@@ -85,61 +84,32 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
                   "drain or `pulumi destroy`); its next pod makes them again")
 
 
-@dataclass(frozen=True)
-class BenchmarkTarget:
-    """What the Jobs point at (the run, the frontend) and what the run records about the
-    deployment it measures (`notes` in words, `deployment` as key -> value)."""
-
-    run: Run
-    frontend_service: str
-    session_affinity: bool
-    model: str = names.SERVED_MODEL_NAME
-    notes: tuple[str, ...] = ()
-    deployment: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def frontend_url(self) -> str:
-        return f"http://{self.frontend_service}.{self.run.namespace}.svc:{names.FRONTEND_PORT}"
-
-    @property
-    def video_base_url(self) -> str:
-        # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
-        service = names.benchmark_name("videos", self.run.stack)
-        return f"http://{service}.{self.run.namespace}.svc:{VIDEO_SERVICE_PORT}/"
-
-
-def run_of(settings: Settings) -> Run:
-    """The stack's run, as the program deploys it and `collect` finds it."""
-    b = settings.benchmark
-    return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace,
-               cache_claim=settings.cache_claim_name, image=b.image,
-               image_pull_secrets=tuple(settings.image_pull_secrets),
-               kube_context=settings.kube_context or "", kubectl=settings.kubectl,
-               pod_placement=dict(settings.benchmark_placement), smoke=b.smoke,
-               sweep=b.sweep)
-
-
-def benchmark_target(settings: Settings, rendered_graph: Mapping[str, Any]) -> BenchmarkTarget:
-    """What a run measures in words, and what binds it: the hash of the graph as declared
-    (`rendered_graph`), so no setting that changes the graph can be missed."""
-    serving, routing = settings.serving, settings.routing
+def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
+    """The stack's run, as the program deploys it and `collect` finds it: what it measures
+    in words, and what binds it: the hash of the graph as declared (`rendered_graph`, by
+    default rendered here), so no setting that changes the graph can be missed."""
+    b, serving, routing = settings.benchmark, settings.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.served_model,
         "routing": " ".join(routing_args(routing)),
-        "graph": graph_hash(rendered_graph, settings.profile),
-        "benchmark_image": settings.benchmark.image,
+        "graph": graph_hash(rendered_graph or mf.graph(settings), settings.profile),
+        "benchmark_image": b.image,
     }
     workers = ("{runtime} workers: {variant} {precision}, {replicas} x {gpus_per_worker} GPU "
                "({gpu}), image {worker_image}; frontend image {frontend_image}").format(**facts)
-    return BenchmarkTarget(
-        run=run_of(settings), frontend_service=settings.frontend_service,
-        session_affinity=routing.affinity, model=settings.served_model,
-        notes=(f"cluster run: stack {settings.stack}, run id {settings.benchmark.run_id}",
-               workers),
-        deployment=tuple((k, str(v)) for k, v in facts.items()))
+    return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace,
+               cache_claim=settings.cache_claim_name, image=b.image,
+               frontend_service=settings.frontend_service, session_affinity=routing.affinity,
+               model=settings.served_model,
+               notes=(f"cluster run: stack {settings.stack}, run id {b.run_id}", workers),
+               deployment=tuple((k, str(v)) for k, v in facts.items()),
+               image_pull_secrets=tuple(settings.image_pull_secrets),
+               kube_context=settings.kube_context or "", kubectl=settings.kubectl,
+               pod_placement=dict(settings.benchmark_placement), smoke=b.smoke,
+               sweep=b.sweep)
 
 
 # --- Source shipped in the ConfigMap -------------------------------------------------------
@@ -230,28 +200,27 @@ def argv(command: str, options: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def smoke_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
+def smoke_args(run: Run, settings: BenchmarkSettings) -> list[str]:
     # Its own video, after the measured ones: the smoke test leaves nothing cached for the sweep.
-    video = target.video_base_url + names.video_name(settings.videos)
-    return argv("smoke", {"url": target.frontend_url, "model": target.model, "video-url": video})
+    video = run.video_base_url + names.video_name(settings.videos)
+    return argv("smoke", {"url": run.frontend_url, "model": run.model, "video-url": video})
 
 
-def sweep_args(target: BenchmarkTarget, settings: BenchmarkSettings) -> list[str]:
-    run = target.run
+def sweep_args(run: Run, settings: BenchmarkSettings) -> list[str]:
     return argv("sweep", {
-        "url": target.frontend_url, "model": target.model, "profile": run.stack,
-        "video-base-url": target.video_base_url, "video-count": settings.videos,
+        "url": run.frontend_url, "model": run.model, "profile": run.stack,
+        "video-base-url": run.video_base_url, "video-count": settings.videos,
         "questions-per-video": settings.questions_per_video,
         "concurrency": list(settings.concurrencies), "run-id": run.run_id,
         "out": f"{CACHE_DIR}/{run.results_path}",
         # Explicit either way: the header follows the stack's routing, not its name.
-        "session-affinity" if target.session_affinity else "no-session-affinity": True,
+        "session-affinity" if run.session_affinity else "no-session-affinity": True,
         # Server-side evidence: which worker served each request (the frontend names it),
         # beside the frontend's prefix-cache counters the sweep always reads.
         "attribute-workers": True,
         "stop-within-pct": settings.stop_within_pct, "full": settings.full,
-        "note": target.notes,
-        "deployment": tuple(f"{key}={value}" for key, value in target.deployment),
+        "note": run.notes,
+        "deployment": tuple(f"{key}={value}" for key, value in run.deployment),
         "follow-command": run.follow_command,
     })
 
@@ -318,7 +287,7 @@ def _video_server(image: str, wait: int, meta: dict[str, Any], selector: dict[st
         "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": dict(awaited),
                           "spec": {
             "selector": selector, "ipFamilyPolicy": "PreferDualStack",
-            "ports": [{"name": "http", "port": VIDEO_SERVICE_PORT, "targetPort": "http"}]}},
+            "ports": [{"name": "http", "port": names.VIDEO_SERVICE_PORT, "targetPort": "http"}]}},
     }
     if protected:
         out["video-budget"] = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
@@ -343,7 +312,7 @@ JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
 
 
 def benchmark_objects(
-    target: BenchmarkTarget, settings: BenchmarkSettings, sources: Mapping[str, str],
+    run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Every object the enabled parts need, by role, in the order they come up: what the
@@ -359,11 +328,10 @@ def benchmark_objects(
     deployment's hash, and a stopped pod says what a stop means and what to do."""
     if not settings.any_enabled:
         return {}
-    run = target.run
     roles = [role for role in JOBS if getattr(settings, role)]
     code = code_hash(sources)
     items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
-    target = replace(target, deployment=(*target.deployment, ("code", code)))
+    run = replace(run, deployment=(*run.deployment, ("code", code)))
     deadlines = {role: getattr(settings, f"{role}_timeout_secs") for role in roles}
     stops = {role: f"the Job's deadline (benchmark{role.title()}TimeoutSecs "
              f"({deadlines[role]} s)) passed, or the Job was deleted (`pulumi destroy`, a "
@@ -373,7 +341,7 @@ def benchmark_objects(
                         **({REPLACE_UNREADY: "true"} if rerun_sweep else {})}}
     # The measured videos, then one for the smoke test alone.
     args = {"videos": argv("videos", {"out": VIDEOS_DIR, "count": settings.videos + 1}),
-            "sweep": sweep_args(target, settings), "smoke": smoke_args(target, settings)}
+            "sweep": sweep_args(run, settings), "smoke": smoke_args(run, settings)}
     # Names, labels, environments and the pods' common spec: never root, no API token, the
     # run's placement and pull secrets.
     config_map = names.benchmark_name("bench-code", run.stack)
@@ -408,7 +376,7 @@ def benchmark_objects(
         mounts = [{"name": "cache", "mountPath": CACHE_DIR}] if role == "sweep" else []
         container = _runner_container("main", args[role], settings.image, env[role],
                                       mf.resources(*limits), *mounts)
-        annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(target.deployment)}
+        annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(run.deployment)}
         out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta[role],
                      "spec": {"activeDeadlineSeconds": deadlines[role], **spec, "template": {
                          "metadata": {"labels": meta[role]["labels"],

@@ -15,6 +15,7 @@ is created: one over its limit fails only after the download and `graphTimeoutSe
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -39,6 +40,8 @@ WORKER_COMPONENT = "Worker"
 # The graph's components by name, and whether each is a worker (its objects get a hash).
 GRAPH_COMPONENTS = {FRONTEND_COMPONENT: False, WORKER_COMPONENT: True}
 FRONTEND_PORT = 8000
+# The benchmark's video server Service.
+VIDEO_SERVICE_PORT = 80
 WORKER_SYSTEM_PORT = 9090
 # Header that binds a request to a session; the frontend routes on it when affinity is on.
 SESSION_HEADER = "X-Dynamo-Session-ID"
@@ -132,16 +135,28 @@ def camel(name: str) -> str:
     return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
 
 
+def _tuples(value: Any) -> Any:
+    """JSON's lists as the tuples a frozen `Run` holds (maps are kept)."""
+    return tuple(map(_tuples, value)) if isinstance(value, list) else value
+
+
 @dataclass(frozen=True)
 class Run:
-    """One stack's run: where its Jobs run and its results live. The program builds it once
-    and exports `output()`, its one serialised form; `collect` reads it back (`from_output`)."""
+    """One stack's run: where its Jobs run and its results live, what they call, and what
+    the run records of the deployment it measures (`notes` in words, `deployment` as key,
+    value pairs; the sweep refuses to resume under others). The program builds it once and
+    exports `output()`, its one serialised form; `collect` reads it back (`from_output`)."""
 
     stack: str
     run_id: str
     namespace: str
     cache_claim: str
     image: str
+    frontend_service: str = ""
+    session_affinity: bool = False
+    model: str = SERVED_MODEL_NAME
+    notes: tuple[str, ...] = ()
+    deployment: tuple[tuple[str, str], ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
     # The stack's `kubernetes:context` ("": the current one); every printed command's prefix.
     kube_context: str = ""
@@ -160,6 +175,16 @@ class Run:
         return benchmark_name("sweep", self.stack, self.run_id)
 
     @property
+    def frontend_url(self) -> str:
+        return f"http://{self.frontend_service}.{self.namespace}.svc:{FRONTEND_PORT}"
+
+    @property
+    def video_base_url(self) -> str:
+        # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
+        service = benchmark_name("videos", self.stack)
+        return f"http://{service}.{self.namespace}.svc:{VIDEO_SERVICE_PORT}/"
+
+    @property
     def results_path(self) -> str:
         return results_subpath(self.stack, self.run_id)
 
@@ -174,8 +199,7 @@ class Run:
 
     def output(self) -> dict[str, Any]:
         """The stack output: every field, and the names and commands a user looks up."""
-        out = {camel(k): list(v) if isinstance(v, tuple) else v
-               for k, v in asdict(self).items()}
+        out = {camel(k): v for k, v in json.loads(json.dumps(asdict(self))).items()}
         return {**out, "resultsPath": self.results_path,
                 "smokeJob": self.smoke_job if self.smoke else "",
                 "sweepJob": self.sweep_job if self.sweep else "",
@@ -186,8 +210,7 @@ class Run:
     def from_output(cls, output: dict[str, Any]) -> Run:
         """The run an `output()` describes (its derived keys are ignored)."""
         known = {camel(f.name): f.name for f in fields(cls)}
-        return cls(**{known[k]: tuple(v) if isinstance(v, list) else v
-                      for k, v in output.items() if k in known})
+        return cls(**{known[k]: _tuples(v) for k, v in output.items() if k in known})
 
 
 # --- Rules input follows, and the one error type -----------------------------------------

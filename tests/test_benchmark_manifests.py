@@ -43,13 +43,11 @@ K8S_VERSION = "1.33"
 # Commands a benchmark pod runs (the others only run on the user's machine).
 IN_CLUSTER_COMMANDS = ("videos", "smoke", "sweep")
 
-TARGET = bj.BenchmarkTarget(
-    run=Run(stack="session-affinity", run_id=bench().run_id,
-            namespace="cosmos3-reasoner", cache_claim="shared-model-cache",
-            image=bench().image, image_pull_secrets=("registry-pull-secret",)),
-    frontend_service="cosmos3-super-reasoner-agg-h200-session-affinity-frontend",
-    session_affinity=True,
-)
+TARGET = Run(stack="session-affinity", run_id=bench().run_id,
+             namespace="cosmos3-reasoner", cache_claim="shared-model-cache",
+             image=bench().image, image_pull_secrets=("registry-pull-secret",),
+             frontend_service="cosmos3-super-reasoner-agg-h200-session-affinity-frontend",
+             session_affinity=True)
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +56,10 @@ def sources() -> dict[str, str]:
 
 
 def manifests(settings: BenchmarkSettings, sources: dict[str, str],
-              target: bj.BenchmarkTarget = TARGET) -> dict[str, dict[str, Any]]:
+              target: Run = TARGET) -> dict[str, dict[str, Any]]:
     """The objects, with the run as `run_of` makes it from these settings."""
-    run = replace(target.run, run_id=settings.run_id, image=settings.image)
-    return bj.benchmark_objects(replace(target, run=run), settings, sources)
+    run = replace(target, run_id=settings.run_id, image=settings.image)
+    return bj.benchmark_objects(run, settings, sources)
 
 
 def args_of(container: dict[str, Any]) -> list[str]:
@@ -89,9 +87,8 @@ def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
     objects = manifests(bench(), sources)
     objects["reader"] = bj.results_reader_pod(
-        TARGET.run, "reader-x", ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
-    no_secrets = replace(TARGET, run=replace(TARGET.run, image_pull_secrets=()),
-                         session_affinity=False)
+        TARGET, "reader-x", ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
+    no_secrets = replace(TARGET, image_pull_secrets=(), session_affinity=False)
     objects.update({f"plain-{k}": v for k, v in manifests(
         bench(wait_for_sweep=False), sources, no_secrets).items()})
     for role, obj in objects.items():
@@ -104,15 +101,15 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
 
 
 def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
-    reader = bj.results_reader_pod(TARGET.run, "reader-x", owner_job=("sweep-job", "uid-1"))
+    reader = bj.results_reader_pod(TARGET, "reader-x", owner_job=("sweep-job", "uid-1"))
     assert reader["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep-job", "uid": "uid-1"}]
-    assert "ownerReferences" not in bj.results_reader_pod(TARGET.run, "reader-x")["metadata"]
+    assert "ownerReferences" not in bj.results_reader_pod(TARGET, "reader-x")["metadata"]
 
 
 def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
     objects = manifests(bench(), sources)
-    objects["reader"] = bj.results_reader_pod(TARGET.run, "reader-x")
+    objects["reader"] = bj.results_reader_pod(TARGET, "reader-x")
     specs = pod_specs(objects)
     assert len(specs) == 4
     for spec in specs:
@@ -221,7 +218,7 @@ def test_longest_run_id_keeps_job_names_valid(sources) -> None:
     for profile in ("session-affinity", "p" * MAX_PROFILE_LEN):
         longest = max_run_id_len(profile)
         assert longest >= 10, "a longest profile must still allow a readable run id"
-        target = replace(TARGET, run=replace(TARGET.run, stack=profile))
+        target = replace(TARGET, stack=profile)
         objects = manifests(bench(run_id="r" * longest), sources, target)
         for role, obj in objects.items():
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -462,7 +459,7 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
     first = replace(TARGET, deployment=(("worker_image", "nim:2.1.0"), ("graph_uid", "u1")))
     objects = manifests(bench(), sources, first)
 
-    def smoke_template(target: bj.BenchmarkTarget, code: dict[str, str]) -> dict:
+    def smoke_template(target: Run, code: dict[str, str]) -> dict:
         return manifests(bench(), code, target)["smoke"]["spec"]["template"]
 
     same = smoke_template(first, sources)
@@ -496,9 +493,9 @@ def test_pods_are_kept_through_consolidation_and_drains(sources) -> None:
 
 
 def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> None:
-    target = replace(TARGET, run=replace(TARGET.run, pod_placement={
+    target = replace(TARGET, pod_placement={
         "nodeSelector": {"pool": "cpu"},
-        "tolerations": [{"key": "dedicated", "operator": "Exists"}]}))
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}]})
     objects = manifests(bench(pip_index_url="https://mirror.example/simple"),
                         sources, target)
     for spec in pod_specs(objects):
@@ -591,8 +588,7 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     """The Jobs' arguments are written here and read by `python -m benchmarks`: a flag the
     command does not know would fail the pod hours into `up`. The sweep also prints how to
     follow it, with the stack's own kubectl prefix."""
-    target = replace(TARGET, run=replace(TARGET.run,
-                                         kubectl="kubectl --context h200 -n cosmos3-reasoner"))
+    target = replace(TARGET, kubectl="kubectl --context h200 -n cosmos3-reasoner")
     objects = manifests(bench(), sources, target)
     parsed = {}
     for name in ("smoke", "sweep", "video-server"):
@@ -604,4 +600,4 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     assert set(parsed) == {"videos", "smoke", "sweep"}
     assert parsed["sweep"].follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
-        + benchmark_name("sweep", TARGET.run.stack, bench().run_id))
+        + benchmark_name("sweep", TARGET.stack, bench().run_id))

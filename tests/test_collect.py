@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,13 +52,17 @@ def project(tmp_path: Path, stack: str, settings: dict) -> Path:
 def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
     root = project(tmp_path, "session-affinity", STACK_SETTINGS)
     location = location_from_config(root, "session-affinity")
-    assert location == Run(
+    assert replace(location, notes=(), deployment=()) == Run(
         stack="session-affinity", run_id="run-9", namespace="vision-bench",
         cache_claim="shared-model-cache",
         image="docker.io/library/python:3.11.14-slim-bookworm",
+        frontend_service="cosmos3-session-affinity-frontend", session_affinity=True,
         image_pull_secrets=("mirror-pull",), kube_context="h200-cluster",
         kubectl="kubectl --context h200-cluster -n vision-bench",
     )
+    # What the run records of the deployment comes from the same files.
+    assert location.notes[0] == "cluster run: stack session-affinity, run id run-9"
+    assert "--router-session-affinity-ttl-secs" in dict(location.deployment)["routing"]
     assert location.results_path == "benchmarks/session-affinity/run-9"
     # What collect prints for a running sweep points at the stack's cluster.
     assert location.follow_command == ("kubectl --context h200-cluster -n vision-bench logs "

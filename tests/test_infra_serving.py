@@ -17,7 +17,7 @@ from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGrou
 from dynamo.vllm.backend_args import DynamoVllmArgGroup
 
 from infra import manifests, names
-from infra.benchmark_manifests import benchmark_target, smoke_args, sweep_args
+from infra.benchmark_manifests import run_of, smoke_args, sweep_args
 from infra.serving import (
     HF_SECRET_KEY,
     REASONER_ARCHITECTURE,
@@ -314,7 +314,7 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
     if runtime == "vllm":
         _, main = worker_of(settings)
         assert flag(main["args"], "--served-model-name") == served
-    target = benchmark_target(settings, manifests.graph(settings))
+    target = run_of(settings)
     for args in (smoke_args(target, settings.benchmark), sweep_args(target, settings.benchmark)):
         assert flag(args, "--model") == served
     notes = " ".join(target.notes)
@@ -322,7 +322,7 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
     # Where the frontend lists another id, one setting points everything at it.
     renamed = settings_of("nano-trial", {**overrides, "servedModelName": "nvidia/other-id"},
                           hf_token=TEST_HF_TOKEN)
-    target = benchmark_target(renamed, manifests.graph(renamed))
+    target = run_of(renamed)
     assert flag(smoke_args(target, renamed.benchmark), "--model") == "nvidia/other-id"
     if runtime == "vllm":
         assert flag(worker_of(renamed)[1]["args"], "--served-model-name") == "nvidia/other-id"
