@@ -152,13 +152,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
     baseline, rows = runs[0], []
     for concurrency in sorted({c for r in runs for c in r.levels}):
         base = baseline.levels.get(concurrency)
-        for run in runs:
-            level = run.levels.get(concurrency)
-            if level is None:
-                continue
+        for run in [r for r in runs if concurrency in r.levels]:
+            level, chunks = run.levels[concurrency], run.chunks.get(concurrency, [])
             state = run.manifest["levels"][str(concurrency)]
             routing = state.get("routing") or {}
-            chunks = run.chunks.get(concurrency, [])
             figures = {}
             for name in FIGURES:
                 interval = sweep.replicate_interval(_figures(chunks, name))
