@@ -152,13 +152,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
     baseline, rows = runs[0], []
     for concurrency in sorted({c for r in runs for c in r.levels}):
         base = baseline.levels.get(concurrency)
-        for run in runs:
-            level = run.levels.get(concurrency)
-            if level is None:
-                continue
+        for run in [r for r in runs if concurrency in r.levels]:
+            level, chunks = run.levels[concurrency], run.chunks.get(concurrency, [])
             state = run.manifest["levels"][str(concurrency)]
             routing = state.get("routing") or {}
-            chunks = run.chunks.get(concurrency, [])
             figures = {}
             for name in FIGURES:
                 interval = sweep.replicate_interval(_figures(chunks, name))
@@ -288,16 +285,12 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
             "", *comparison["verdicts"]]
 
 
-def _figure(row: Mapping[str, Any], key: str) -> str:
-    """A row's figure as FIGURES formats it."""
+def _figure(row: Mapping[str, Any], key: str, interval: bool = False) -> str:
+    """A row's figure as FIGURES formats it, and its 95% interval when asked and known."""
     _, digits, unit = FIGURES[key]
-    return fmt(row[key], digits, unit)
-
-
-def _rate_cell(row: dict[str, Any]) -> str:
-    low, high = row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
-    return _figure(row, "request_throughput") + ("" if low is None else
-                                                 f" [{low:,.2f}, {high:,.2f}]")
+    low, high = row[f"{key}_ci95_low"], row[f"{key}_ci95_high"]
+    bounds = f" [{fmt(low, digits)}, {fmt(high, digits)}]" if interval and low is not None else ""
+    return fmt(row[key], digits, unit) + bounds
 
 
 def _gain_cell(row: dict[str, Any]) -> str:
@@ -310,7 +303,8 @@ def _gain_cell(row: dict[str, Any]) -> str:
 
 
 # The comparison's columns: label, from which profile on (the gain is over the first), cell.
-SUMMARY = (("req/s", 0, _rate_cell), ("throughput gain", 1, _gain_cell),
+SUMMARY = (("req/s", 0, partial(_figure, key="request_throughput", interval=True)),
+           ("throughput gain", 1, _gain_cell),
            ("TTFT p50", 0, partial(_figure, key="ttft_p50_ms")))
 # The per-row sections after it: heading, words, and each row's cells by column.
 DETAILS = (
