@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -31,6 +31,7 @@ from benchmarks.report import build_report
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
+    Say,
     SweepConfig,
     SweepError,
     dist_version,
@@ -71,8 +72,6 @@ REHEARSAL_FILE = "rehearsal.json"
 SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
-
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
