@@ -546,20 +546,19 @@ class _Sweep:
         """Run one level's chunks until the stop rule ends it (finished chunks of an
         earlier attempt kept); mark it complete, or failed and raise LevelFailed."""
         name, level_dir = f"concurrency {concurrency}", self.run_dir / level_dir_name(concurrency)
-        levels = self.manifest["levels"]
+        earlier = self.manifest["levels"].get(str(concurrency)) or {}
         if level_complete(self.run_dir, self.manifest, concurrency):
-            kept = LevelSummary(**levels[str(concurrency)]["summary"])
-            self.say(f"{kept.line()} [kept from the earlier run]")
+            self.say(f"{LevelSummary(**earlier['summary']).line()} [kept from the earlier run]")
             return
         planned = level_chunks(list(self.data.sessions), concurrency)
-        chunks = kept_chunks(level_dir, levels.get(str(concurrency)) or {}, planned)
+        chunks = kept_chunks(level_dir, earlier, planned)
         if level_dir.exists():
             self.say(f"{name}: keeping {len(chunks)} finished chunks of an earlier attempt"
                      if chunks else f"{name}: removing an unfinished earlier attempt")
             for path in level_dir.iterdir():
                 if path.name not in {chunk["dir"] for chunk in chunks}:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
-        level = levels[str(concurrency)] = {
+        level = self.manifest["levels"][str(concurrency)] = {
             "status": STATUS_RUNNING, "dir": level_dir.name, "started_at": _now(),
             "attempt": self.attempt, "interval_method": INTERVAL_METHOD, "chunks": chunks}
         self.save()
