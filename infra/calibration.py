@@ -56,10 +56,7 @@ MOCK_FLOOR_SECS = 0.058
 # rotation falls into step with the videos in flight and keeps each on fewer workers than the
 # seed's. A seeded pause of up to this before each question after a video's first (the
 # dataset's `pause_ms`) lets videos drift apart as on real workers; decode pays its mean back.
-# 150: at 60, round robin stayed partly in step at 4 (4.7-6.9 workers per video, its gain
-# there 12-20%); at 150 it spreads every video over all eight workers at 2 and 4, and its
-# req/s there are the seed's within 2% (docs/rehearsal.md, Calibration).
-MOCK_PAUSE_MS = 150
+MOCK_PAUSE_MS = 60
 # Assumed, stated in every plan: pulling the NIM's FP8 Super files (~67 GiB), a cold graph.
 DOWNLOAD_SECS = 1800
 GRAPH_START_SECS = 900
