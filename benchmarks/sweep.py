@@ -24,13 +24,14 @@ import math
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -67,7 +68,6 @@ from benchmarks.evidence import (
     routing_problems,
     scrape_frontend,
 )
-from benchmarks.processes import log_tail, sigterm_as_interrupt
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.names import (
     RUN_ID,
@@ -137,6 +137,27 @@ class LevelRun:
 # Brings up what one level measures, called with its concurrency and folder: the rehearsal
 # starts a fresh local Dynamo per level; a fixed endpoint (the cluster's frontend) needs none.
 LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last `lines` non-blank lines of a log: what an error shows of a failed process
+    (AIPerf here, the rehearsal's servers)."""
+    try:
+        text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no output)"
+    return "\n".join(text[-lines:]) or "(no output)"
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C while inside, so `finally` blocks stop what was started
+    (a Job being stopped, the rehearsal's parent going)."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class SweepError(RuntimeError):

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
-from benchmarks.processes import log_tail
+from benchmarks.sweep import log_tail
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import Routing, frontend_args, frontend_command

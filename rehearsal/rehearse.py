@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.dataset import build_run_dataset
-from benchmarks.processes import sigterm_as_interrupt
 from benchmarks.report import build_report
 from benchmarks.sweep import (
     MANIFEST_NAME,
@@ -38,6 +37,7 @@ from benchmarks.sweep import (
     open_run,
     option,
     run_sweep,
+    sigterm_as_interrupt,
     write_json,
 )
 from infra.calibration import mock_calibration

@@ -151,7 +151,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from benchmarks.processes import sigterm_as_interrupt
+    from benchmarks.sweep import sigterm_as_interrupt
     from rehearsal.local_dynamo import LocalDynamo
     from infra.routing import PROFILES, Routing
     from tests.support_rehearsal import small_stack_config
