@@ -568,3 +568,20 @@ def test_a_key_with_a_problem_is_not_judged_again_by_a_rule_across_keys() -> Non
     assert err.value.problems == [
         f"{P}:benchmarkRunId: missing; it is declared with a default in Pulumi.yaml, so restore "
         "that entry or run `pulumi config set benchmarkRunId <value>`"]
+
+
+def test_the_names_and_the_kubectl_prefix_derived_from_a_stack() -> None:
+    """What the program, `collect` and every printed command read: the stack's own names,
+    the kubectl prefix with its context and namespace, the image the workers run."""
+    raw = {**stack_config("session-affinity", {"namespace": "vision"}),
+           "kubernetes:context": "h200"}
+    s = parse_settings(raw, "session-affinity")
+    assert s.kubectl == "kubectl --context h200 -n vision"
+    assert (s.graph_name, s.download_job_name, s.frontend_service) == (
+        "cosmos3-session-affinity", "cosmos3-session-affinity-model-download",
+        "cosmos3-session-affinity-frontend")
+    assert s.worker_image == s.nim_image
+    assert settings({"namespace": "vision"}).kubectl == "kubectl -n vision"
+    vllm = settings({"runtime": "vllm", "hfToken": "hf-test",
+                     "vllmImage": "reg.example/dynamo-vllm:1.0.0"})
+    assert vllm.worker_image == "reg.example/dynamo-vllm:1.0.0" != vllm.nim_image

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infra.serving import GPU_CLASSES, Serving, vllm_worker_args
+from infra.serving import (
+    GPU_CLASSES,
+    GPU_PRODUCT_LABEL,
+    MAX_REPLICAS,
+    Serving,
+    vllm_worker_args,
+)
 from infra.settings import FIELD_KEYS, SettingsError, parse_settings, serving_problems
 from tests.support_pulumi import stack_config
 
@@ -95,3 +101,32 @@ def test_vllm_arguments_follow_the_topology() -> None:
 
 def test_every_gpu_class_is_labelled_as_kubernetes_labels_it() -> None:
     assert all(label.startswith("NVIDIA-") for label in GPU_CLASSES)
+
+
+def test_each_fix_names_the_keys_it_involves() -> None:
+    """A topology or GPU problem names, besides its own key, the keys its fix may change."""
+    cases = [
+        (Serving(replicas=1, gpus_per_replica=8, gpus_per_node=4), {"gpusPerNode": 1}),
+        (Serving(replicas=8, gpus_per_replica=4), {"gpusPerWorker": 1, "gpuBudget": 2}),
+        (Serving(gpu_product="NVIDIA-A100-SXM4-80GB"), {"gpuProduct": 1}),
+        (Serving(precision="bf16"), {"gpuProduct": 1, "gpusPerWorker": 1}),
+    ]
+    for serving, keys in cases:
+        (problem,) = serving_problems(serving, full)
+        for key, times in keys.items():
+            assert problem[1].count(full(key)) == times, (key, problem)
+    ((_, unknown),) = serving_problems(Serving(gpu_product="NVIDIA-T4"), full)
+    assert unknown.endswith(f"known: {', '.join(GPU_CLASSES)} (as the "
+                            f"{GPU_PRODUCT_LABEL} node label spells them)")
+
+
+def test_the_gpu_checks_run_at_every_replica_count_and_not_after_a_topology_problem() -> None:
+    """fp8 on a GPU without it is refused at one replica and at the most, and a topology
+    problem is the only one reported (its fix may change the rest)."""
+    a100 = "NVIDIA-A100-SXM4-80GB"
+    for replicas in (1, MAX_REPLICAS):
+        found = serving_problems(
+            Serving(replicas=replicas, gpu_product=a100, gpu_budget=MAX_REPLICAS), full)
+        assert [key for key, _ in found] == ["precision"], replicas
+    found = serving_problems(Serving(gpus_per_replica=16, gpu_product=a100), full)
+    assert [key for key, _ in found] == ["gpusPerWorker"]
