@@ -85,9 +85,10 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 
 
 def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
-    """The stack's run, as the program deploys it and `collect` finds it: what it measures
-    in words, and what binds it: the hash of the graph as declared (`rendered_graph`, by
-    default rendered here), so no setting that changes the graph can be missed."""
+    """The stack's run, as the program deploys it and `collect` finds it. What it measures
+    is in words (`notes`) and in facts (`deployment`), which hold the hash of the graph as
+    declared (`rendered_graph`, rendered here by default): no setting that changes the
+    graph can be missed."""
     b, serving, routing = settings.benchmark, settings.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
