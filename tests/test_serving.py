@@ -115,6 +115,10 @@ def test_each_fix_names_the_keys_it_involves() -> None:
         (problem,) = serving_problems(serving, full)
         for key, times in keys.items():
             assert problem[1].count(full(key)) == times, (key, problem)
+    ((_, node),) = serving_problems(cases[0][0], full)
+    assert node.endswith("lower it, or raise the node size if yours is bigger")
+    ((_, fp8),) = serving_problems(cases[2][0], full)
+    assert "+ (documented for Super, kept for Nano as the cautious rule) but " in fp8
     ((_, unknown),) = serving_problems(Serving(gpu_product="NVIDIA-T4"), full)
     assert unknown.endswith(f"known: {', '.join(GPU_CLASSES)} (as the "
                             f"{GPU_PRODUCT_LABEL} node label spells them)")
