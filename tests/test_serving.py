@@ -111,13 +111,14 @@ def test_each_fix_names_the_keys_it_involves() -> None:
         (Serving(gpu_product="NVIDIA-A100-SXM4-80GB"), {"gpuProduct": 1}),
         (Serving(precision="bf16"), {"gpuProduct": 1, "gpusPerWorker": 1}),
     ]
+    fixes = []
     for serving, keys in cases:
-        (problem,) = serving_problems(serving, full)
+        ((_, fix),) = serving_problems(serving, full)
         for key, times in keys.items():
-            assert problem[1].count(full(key)) == times, (key, problem)
-    ((_, node),) = serving_problems(cases[0][0], full)
+            assert fix.count(full(key)) == times, (key, fix)
+        fixes.append(fix)
+    node, _, fp8, _ = fixes
     assert node.endswith("lower it, or raise the node size if yours is bigger")
-    ((_, fp8),) = serving_problems(cases[2][0], full)
     assert "+ (documented for Super, kept for Nano as the cautious rule) but " in fp8
     ((_, unknown),) = serving_problems(Serving(gpu_product="NVIDIA-T4"), full)
     assert unknown.endswith(f"known: {', '.join(GPU_CLASSES)} (as the "
