@@ -56,16 +56,13 @@ MOCK_FLOOR_SECS = 0.058
 # rotation falls into step with the videos in flight and keeps each on fewer workers than the
 # seed's. A seeded pause of up to this before each question after a video's first (the
 # dataset's `pause_ms`) lets videos drift apart as on real workers; decode pays its mean back.
-# 300, not 60: at 60, 5 of 8 round-robin chunks at 2 fell into step (1.99 req/s against the
-# seed's 1.90); at 300, 2 of 8 (1.92 req/s), so a level's gain moves less between runs
-# (docs/rehearsal.md, "Where the rehearsal and the seed differ").
+# 300, not 60: round robin then falls into step in 2 of 8 chunks at 2, not 5 (docs/rehearsal.md).
 MOCK_PAUSE_MS = 300
 # Assumed, stated in every plan: pulling the NIM's FP8 Super files (~67 GiB), a cold graph.
 DOWNLOAD_SECS = 1800
 GRAPH_START_SECS = 900
 # req/s spread between a level's chunks (sd / mean) until `plan --spread RUN...` measures it:
-# 4.4% (0-60 ms pause) and 2.6% (0-300 ms) in docs/rehearsal.md's repeat rehearsals; 5%
-# keeps the plan on the long side for nodes noisier than the mock.
+# 4.4% (0-60 ms pause) and 2.6% (0-300 ms) in docs/rehearsal.md's repeats: the larger, rounded up.
 REPLICATE_CV = 0.05
 # AIPerf's own start per chunk: about 8 s in the tests' sweeps (tests/support_sweep_runs.py).
 CHUNK_START_SECS = 8
