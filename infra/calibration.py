@@ -1,12 +1,5 @@
-"""What a request costs on the recipe's hardware, the mock workers calibrated to it, and the
-plan of a sweep (its hours and GPU-hours) before `pulumi up` spends them.
-
-Nothing is fitted to the rows the rehearsal is checked against: only the seed's concurrency-1
-row feeds the costs, through its physics (DESIGN.md section 9: round robin reaches 8 workers
-per video, affinity 1), and the mocker's own first-visit cost (`MOCK_MISS_SECS`) sets the
-stretch. KV capacity stays at the mocker's default: every rehearsed level starts cold and a
-video's questions arrive together, so nothing is evicted before its last question.
-"""
+"""Costs from the seed's concurrency-1 row alone (its other rows stay the rehearsal's test): the
+mock's calibration, and a sweep's GPU-hours before `pulumi up` spends them (docs/rehearsal.md)."""
 
 from __future__ import annotations
 
@@ -52,10 +45,8 @@ MOCK_MISS_SECS = 0.180
 # tests/test_calibration.py checks the calibrated hit.
 MOCK_HIT_SECS = 0.842
 MOCK_FLOOR_SECS = 0.058
-# An H200's request times vary; the mocker's are fixed by the answer length, so round robin's
-# rotation falls into step with the videos in flight and keeps each on fewer workers than the
-# seed's. A seeded pause of up to this before each question after a video's first (the
-# dataset's `pause_ms`) lets videos drift apart as on real workers; decode pays its mean back.
+# The seeded pause before each question after a video's first (the dataset's `pause_ms`): the
+# mock's request times are fixed, so without it round robin falls into step with the videos.
 # 300, not 60: round robin then falls into step in 2 of 8 chunks at 2, not 5 (docs/rehearsal.md).
 MOCK_PAUSE_MS = 300
 # Assumed, stated in every plan: pulling the NIM's FP8 Super files (~67 GiB), a cold graph.
@@ -100,9 +91,8 @@ H200 = solve_hardware(1, SEED_TABLE[0].rr_req_s, SEED_TABLE[0].sa_req_s,
 
 @dataclass(frozen=True)
 class MockCalibration:
-    """The mock's knobs: `--speedup-ratio` stretches a first visit to the H200's cost,
-    `--decode-speedup-ratio` sets decode so a cache hit plus the mean pause before it costs
-    the H200's hit, and the dataset's `pause_ms`."""
+    """`--speedup-ratio` stretches a first visit to the H200's cost; `--decode-speedup-ratio`
+    makes a cache hit plus the mean pause cost the H200's hit."""
 
     speedup_ratio: float
     decode_speedup_ratio: float
@@ -132,9 +122,8 @@ def predicted_req_s(hardware: Hardware, concurrency: int, workers: int, question
 
 def chunks_needed(concurrency: int, videos: int, cv: float = REPLICATE_CV,
                   within_pct: float = SEED_SHAPE.stop_within_pct) -> int:
-    """Chunks of `concurrency` videos a level runs under the stop rule: at least
-    `min_replicates`, then until the Student t 95% half-width of the mean req/s,
-    t * cv / sqrt(n), is within `within_pct` %, or the whole chunks run out."""
+    """Chunks a level runs under the sweep's stop rule: at least `min_replicates`, until the
+    Student t 95% half-width t * cv / sqrt(n) is within `within_pct` % or the videos run out."""
     from scipy.stats import t as student_t  # the sweep's (AIPerf's); only plans reach this
 
     available = max(1, videos // concurrency)
