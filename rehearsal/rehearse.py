@@ -1,12 +1,5 @@
-"""Local rehearsal (`./run.sh`, `python -m rehearsal`): the whole benchmark on this machine.
-
-Per profile (stack) and level a fresh local Dynamo on 127.0.0.1 (a real dynamo.frontend with
-the stack's routing flags, dynamo.mocker with its worker count; cold caches: a mock worker's
-cache holds every video of a rehearsal) serves the cluster's adaptive AIPerf sweep of a text
-stand-in dataset, with worker attribution; profiles run a level side by side while their
-requests in flight fit the machine, and the report sets them beside the seed's table. No
-cluster, no GPU; the same --run-id resumes. What it models and its limits: docs/rehearsal.md.
-"""
+"""Local rehearsal: each profile's benchmark as the cluster runs it, against a real Dynamo frontend
+with CPU mock workers, beside the seed's table, before any GPU is spent (docs/rehearsal.md)."""
 
 from __future__ import annotations
 
@@ -320,9 +313,8 @@ class Rehearsal:
             yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
     def ttft_floor_ms(self, dataset: Path) -> float:
-        """The mock stack's own time to a first token: the median over a few cache hits of
-        the dataset's first request on one idle mock worker. A rehearsed TTFT near it is the
-        frontend's and the mocker's overhead on this machine, not serving."""
+        """Median first-token time of a few cache hits on one idle mock worker: a rehearsed
+        TTFT near it is the frontend's and mocker's overhead on this machine, not serving."""
         first = json.loads(dataset.read_text().splitlines()[0])["messages"]
         stack = self.stacks[self.config.profiles[0]]
         with LocalDynamo(self.stack_config(stack, 1, self.run_dir / "ttft-floor")) as one:
@@ -340,9 +332,8 @@ class Rehearsal:
             self.schedule.finish(profile)
 
     def sweep_side_by_side(self, dataset: Path) -> None:
-        """Every profile's sweep in its own thread, paced by the schedule. On the first
-        failure or Ctrl-C every process the rehearsal started is stopped (a thread cannot be
-        interrupted), twice: the second catches what a thread started meanwhile."""
+        """On a failure or Ctrl-C every process started is stopped, as a thread can't be
+        interrupted, and twice: the second catches what a sweep's thread started meanwhile."""
         with ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep") as pool:
             futures = [pool.submit(self.sweep_profile, p, dataset) for p in self.config.profiles]
             try:
