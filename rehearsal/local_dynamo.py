@@ -1,9 +1,5 @@
-"""A real Dynamo frontend with CPU mock workers on 127.0.0.1: check, start, wait ready, stop.
-
-NATS is the event plane (Dynamo's default ZMQ plane binds 0.0.0.0); discovery is a fresh
-directory of files. `LocalDynamo` stops all it started however it ends (its parent's death
-too), and refuses to run if anything listens beyond 127.0.0.1.
-"""
+"""A real Dynamo frontend with CPU mock workers, on 127.0.0.1 only and stopped however the
+rehearsal ends, so a run leaves nothing exposed or running (docs/rehearsal.md)."""
 
 from __future__ import annotations
 
@@ -95,8 +91,8 @@ def find_nats_server(python: str = sys.executable, search_path: str | None = Non
 
 
 def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> dict[str, str]:
-    """File discovery, NATS events, loopback. HF_HUB_OFFLINE only here: AIPerf takes a local
-    tokenizer directory for a hub repo id when it is set."""
+    """File discovery, NATS events (the default ZMQ plane binds 0.0.0.0), loopback. HF_HUB_OFFLINE
+    only here: AIPerf takes a local tokenizer directory for a hub repo id when it is set."""
     return {**base, "DYN_DISCOVERY_BACKEND": "file", "DYN_FILE_KV": str(discovery_dir),
             "DYN_EVENT_PLANE": "nats", "NATS_SERVER": f"nats://{LOOPBACK}:{nats_port}",
             "DYN_TCP_RPC_HOST": LOOPBACK, "DYN_TCP_RESPONSE_STREAM_HOST": LOOPBACK,
@@ -183,9 +179,8 @@ def stop_descendants() -> None:
 
 
 class PeakMemory(threading.Thread):
-    """Context manager: samples the resident memory of a process tree every `interval` s.
-    Sampled, because `getrusage` reports the largest single child, but the rehearsal's
-    footprint is the sum of several servers and AIPerf's worker processes at once."""
+    """Context manager: a process tree's peak resident memory, sampled because `getrusage` gives
+    the largest single child, not the sum of the servers and AIPerf's workers at once."""
 
     def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
         super().__init__(name="peak-memory", daemon=True)
