@@ -192,8 +192,7 @@ def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], work
                gpus_per_worker: int, affinity: bool, hardware: Hardware = H200,
                cv: float = REPLICATE_CV, within_pct: float = SEED_SHAPE.stop_within_pct
                ) -> SweepPlan:
-    """Each level's wall time sending every video (full) and under the stop rule
-    (adaptive: whole chunks of `concurrency` videos, each `questions` requests a video)."""
+    """Each level's time sending every video (full) and in the stop rule's chunks (adaptive)."""
     levels = []
     for c in concurrencies:
         rate = predicted_req_s(hardware, c, workers, questions, affinity)
@@ -206,8 +205,7 @@ def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], work
 
 def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLICATE_CV
                ) -> SweepPlan:
-    """The plan of a stack's benchmark settings (its stop rule: benchmarkStopWithinPct); KV
-    routing keeps videos like affinity."""
+    """A stack's plan at its benchmarkStopWithinPct; KV routing keeps videos like affinity."""
     bench, serving = settings.benchmark, settings.serving
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
     return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,

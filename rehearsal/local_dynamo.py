@@ -313,8 +313,7 @@ class LocalDynamo:
                                       {"Content-Type": "application/json"})
 
     def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
-        """Milliseconds from sending a streamed one-token request to its first content
-        chunk: AIPerf's TTFT of one request, on whatever else the stack is doing."""
+        """AIPerf's TTFT (ms) of one streamed one-token request, on whatever else the stack does."""
         request = self._chat(messages=messages, max_tokens=1, stream=True)
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)

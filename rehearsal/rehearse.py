@@ -303,8 +303,7 @@ class Rehearsal:
 
     @contextmanager
     def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
-        """The sweep's target for one level, once the schedule says so: a fresh frontend and
-        mocker (cold caches) on its own port."""
+        """The sweep's target for a level once the schedule says so: a fresh, cold stack."""
         self.schedule.wait_turn(stack.profile, level)
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.serving.replicas} mock "
                  f"workers for concurrency {level}")
