@@ -282,7 +282,7 @@ class LocalDynamo:
         if exposed:
             raise LocalDynamoError(
                 f"refusing to run: a started process listens beyond {LOOPBACK} ({exposed}); "
-                "this Dynamo version ignores one of the loopback settings (DESIGN.md section 6)")
+                "this Dynamo version ignores one of the loopback settings (docs/rehearsal.md)")
         record = {"processes": [{"name": p.label, "pid": p.pid, "argv": p.args,
                                  "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],

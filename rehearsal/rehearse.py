@@ -57,8 +57,8 @@ DEFAULT_PROFILES = ("round-robin", "session-affinity")  # the baseline first: ga
 # Requests in flight on the machine at once, over the stacks that run side by side: the
 # seed's top level, which two cores carried in the measured rehearsals.
 IN_FLIGHT_BUDGET = 16
-# A 30 s, 2 FPS video is thousands of visual tokens; ~8,400 showed the effect clearly
-# (DESIGN.md section 6; 1,600 was within noise).
+# A 30 s, 2 FPS video is thousands of visual tokens; ~8,400 showed the effect clearly (1,600
+# was within noise).
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
 REHEARSAL_FILE = "rehearsal.json"
