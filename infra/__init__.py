@@ -1,5 +1,2 @@
-"""Cosmos3 Super Reasoner on Dynamo: the Pulumi program and its pure building blocks.
-
-Modules here other than `__main__` and `components` import no Pulumi, so the benchmark
-toolkit and the local rehearsal can read the same names and routing flags.
-"""
+"""The Pulumi program and its building blocks; only `__main__` imports Pulumi, so the toolkit
+and the rehearsal read the same names and routing flags."""

@@ -1,12 +1,5 @@
-"""The Pulumi program (`main: infra/` in Pulumi.yaml): read config, check, declare, export.
-
-Every object is a manifest of `infra.manifests` or `infra.benchmark_manifests`, handed to
-the provider as it is; this module adds what only Pulumi expresses: groups, order, waits,
-what outlives `pulumi destroy`, and the hook that brings the sweep's results home. The
-language host runs this directory as `__main__` with `infra/` on `sys.path`, so the root is
-added to import `infra`; the toolkit (`benchmarks/`) is never imported: the pods run it,
-and the hook runs `collect`.
-"""
+"""The Pulumi program: read config, check, declare each manifest as it is, export; only what
+Pulumi alone expresses lives here (docs/deploy-reference.md, 'The program')."""
 
 import json
 import os
@@ -22,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
+# The language host puts infra/ on sys.path, not the root `import infra` needs.
 if (_ROOT := str(Path(__file__).resolve().parent.parent)) not in sys.path:
     sys.path.insert(0, _ROOT)
 
@@ -48,9 +42,8 @@ def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
 
 def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
             **opts: Any) -> pulumi.CustomResource:
-    """One object as its manifest is: the provider takes the manifest's fields, under the
-    type its apiVersion and kind name (`kubernetes:core/v1:Secret`). Awaited as long as
-    its `pulumi.com/timeoutSeconds` says, for create and update."""
+    """One object as its manifest is, under the type its apiVersion and kind name; awaited as
+    long as its `pulumi.com/timeoutSeconds` says, on create and update alike."""
     group, _, version = manifest["apiVersion"].rpartition("/")
     seconds = manifest["metadata"].get("annotations", {}).get(manifests.TIMEOUT_SECONDS)
     if seconds:
@@ -71,9 +64,8 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 
 @dataclass(frozen=True)
 class Found:
-    """What the cluster holds that decides how the stack declares, read in `main` with the
-    checks (nothing, when not read): the claim's spec to declare (None: the claim is
-    used by name), a drifted claim's warning, the download Job's and the sweep Job's state."""
+    """What the cluster holds that decides how the stack declares, read once with the checks;
+    `claim_spec` None: the claim is used by name."""
 
     claim_spec: dict[str, Any] | None
     claim_drift: str | None
@@ -91,13 +83,8 @@ def found(settings: Settings, live: cluster.LiveObjects | None) -> Found:
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
            ) -> dict[str, Any]:
-    """Declare the stack in order; returns its outputs. `tokens`: the Pulumi secret of each
-    required key; `live`: what the cluster holds.
-
-    Creating an existing object fails unless the provider upserts (pulumi-kubernetes
-    4.29+): `cluster` (the old name, kept) upserts what outlives a run (what `destroy`
-    keeps, the Jobs an interrupted `up` leaves running); `cluster-create` makes the rest.
-    """
+    """Declare the stack in order and return its outputs; provider `cluster` adopts what
+    outlives a run, `cluster-create` makes the rest (docs/deploy-reference.md, 'Re-runs')."""
     # Explicit providers don't read `kubernetes:*` config: context and kubeconfig passed on.
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
@@ -215,9 +202,8 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
 
 def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
-    """Run `python -m benchmarks collect` for `run`, its lines shown as they come. A failure
-    is a warning with the retry (the sweep succeeded), a sweep left running neither. The
-    kubeconfig (it may hold credentials) goes in the child's environment, never its argv."""
+    """`collect` for `run`, its lines shown as they come; a failure only warns, with the retry:
+    the sweep succeeded. The kubeconfig may hold credentials: environment, never argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
                "--run", json.dumps(run.output()), "--results", str(RESULTS_ROOT)]
     env = {**os.environ, **({names.KUBECONFIG_ENV: kubeconfig} if kubeconfig else {})}

@@ -1,12 +1,5 @@
-"""Manifests of the post-deploy benchmark: the code ConfigMap, the video server (Deployment,
-Service, PodDisruptionBudget), the smoke and sweep Jobs, and the results reader Pod.
-
-Pure, so the program, the tests and `collect` build the same things. The code ships in a
-ConfigMap and runs in a stock, pinned Python image through `RUNNER`: no image to build. A run
-is bound to what it measures (the graph's hash and uid, the benchmark image, the pods' code):
-the smoke Job's template carries the binding's hash, so a new binding reruns it; the sweep
-records it and refuses to resume another. The run id is in both Job names.
-"""
+"""The benchmark's manifests, pure so the program, the tests and `collect` build the same
+things (docs/deploy-reference.md, 'The benchmark's objects')."""
 
 from __future__ import annotations
 
@@ -85,10 +78,8 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 
 
 def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
-    """The stack's run, as the program deploys it and `collect` finds it. What it measures
-    is in words (`notes`) and in facts (`deployment`), which hold the hash of the graph as
-    declared (`rendered_graph`, rendered here by default): no setting that changes the
-    graph can be missed."""
+    """The stack's run, as the program deploys it and `collect` finds it; its facts hold the
+    declared graph's hash, so no setting that changes the graph goes unrecorded."""
     b, serving, routing = settings.benchmark, settings.serving, settings.routing
     facts = {
         "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
@@ -124,8 +115,8 @@ def shipped_sources(repo_root: Path) -> dict[str, str]:
 
 
 def pod_sources(sources: Mapping[str, str]) -> dict[str, str]:
-    """The files the pods run: the entry modules, every module they import (anywhere in
-    the module, transitively), the packages' `__init__`s and the pins."""
+    """The files the pods run (entry modules, their imports at any depth, lazy ones too, the
+    `__init__`s, the pins): editing any other leaves `code_hash` as it is."""
     modules = {path[:-3].replace("/", "."): path for path in sources if path.endswith(".py")}
     seen: set[str] = set()
     todo = [*POD_ENTRY_MODULES, *(f"{p}.__init__" for p in SHIPPED_PACKAGES)]
@@ -238,9 +229,8 @@ def _container(name: str, image: str, command: list[str], limits: dict[str, Any]
 
 
 def runner_env(settings: BenchmarkSettings, command: str, on_stop: str) -> dict[str, str]:
-    """Home, caches and pip's user site on the work volume (the root is read-only); the
-    package index where the user set one (a plain-http one trusted: pip ignores it
-    otherwise); what `RUNNER` installs and says when stopped."""
+    """Home, caches and pip's user site on the work volume, as the root is read-only; a
+    plain-http package index is trusted, or pip would ignore it."""
     url = settings.pip_index_url
     return {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
             "MPLCONFIGDIR": f"{WORK_DIR}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
@@ -263,9 +253,8 @@ def _runner_container(name: str, args: list[str], image: str, env: list[dict[str
 def _video_server(image: str, wait: int, meta: dict[str, Any], selector: dict[str, str],
                   pod: dict[str, Any], maker: dict[str, Any], annotations: dict[str, str],
                   protected: bool) -> dict[str, dict[str, Any]]:
-    """Its Deployment, Service and (while `protected`, until the sweep finished: no drain
-    or consolidation evicts it) PodDisruptionBudget. The Deployment makes the videos (init
-    container), then serves them on `::` (Python's DualStackServer takes IPv4 too)."""
+    """The PodDisruptionBudget only while `protected` (the sweep unfinished): no drain evicts
+    the server mid-level. It binds `::`: Python's DualStackServer takes IPv4 too."""
     http = {"httpGet": {"path": "/", "port": "http"}}
     server = _container(
         "main", image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
@@ -316,17 +305,8 @@ def benchmark_objects(
     run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
     rerun_sweep: bool = False, sweep_done: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Every object the enabled parts need, by role, in the order they come up: what the
-    pods run first, then their names, labels and pod spec (asked once), then the objects.
-
-    The smoke test (one video, one question, passes on a non-empty answer) has no retries:
-    a failure is a finding, and the next `up` runs it again (replaceUnready). A sweep pod
-    lost to the cluster (eviction, drain) is retried and resumes the run; a failing sweep
-    fails the Job at once. `rerun_sweep` (the live Job failed) lets the next `up` replace
-    it; a running sweep never is. Once it finished (`sweep_done`) the video server no
-    longer holds off drains and consolidation. A Job runs one command within its deadline
-    (`benchmark<Role>TimeoutSecs`), awaited a little longer; its pod template carries the
-    deployment's hash, and a stopped pod says what a stop means and what to do."""
+    """Every object the enabled parts need, by role; `rerun_sweep` (the live sweep failed)
+    lets `up` replace it, `sweep_done` lifts the drain guard (docs/deploy-reference.md)."""
     if not settings.any_enabled:
         return {}
     roles = [role for role in JOBS if getattr(settings, role)]
@@ -390,10 +370,8 @@ def benchmark_objects(
 
 def results_reader_pod(run: Run, name: str, owner_job: tuple[str, str] | None = None
                        ) -> dict[str, Any]:
-    """A short-lived pod (made and removed by the hook or `collect`, never by the stack)
-    that mounts the cache claim read-only so results can be copied out, then sleeps
-    (bounded) until deleted. `owner_job` (name, uid) makes the sweep Job its owner, so a
-    reader left by a killed hook goes when `pulumi destroy` deletes that Job."""
+    """A pod the hook or `collect` copies results out of; `owner_job` (name, uid) makes the
+    sweep Job its owner, so `pulumi destroy` removes one a killed hook left."""
     # Ready (and alive) while the results are mounted: the copy reads them.
     probe = {"exec": {"command": ["test", "-d", CACHE_DIR]}, "periodSeconds": 10}
     container = _container("main", run.image, ["python", "-c", "import time; time.sleep(3600)"],

@@ -1,7 +1,5 @@
-"""The preflight: the provider finds what exists only when it applies, hours into `up`; so the
-objects this stack would create or adopt are read first (`observe`, read-only, short timeouts),
-and pure decisions below it adopt them as they are or refuse with the fix.
-"""
+"""The preflight: the provider finds what exists only hours into `up`, so it is read first and
+adopted as it is or refused with the fix (docs/deploy-reference.md, 'The preflight')."""
 
 from __future__ import annotations
 
@@ -74,9 +72,8 @@ def api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
 
 def observe(settings: Settings, kubeconfig: str | None, dry_run: bool,
             say: Callable[[str], None]) -> LiveObjects | None:
-    """Read what the checks need, within READ_DEADLINE_SECS. None when `skipPreflight` is
-    on, or (a preview) when the cluster can't be read, said in one line; on `up` a failed
-    read raises `SettingsError`: unchecked, it would adopt what the checks protect."""
+    """What the checks need, or None (said in one line) if skipped or, on a preview, unread; a
+    real `up` that can't read raises: unchecked, it would adopt what the checks protect."""
     if settings.skip_preflight:
         say("preflight skipped: skipPreflight is true; nothing is read, so an existing "
             "claim, a completed download Job or a failed sweep is not recognised and each "
@@ -179,9 +176,8 @@ def _requests(claim: client.V1PersistentVolumeClaim) -> dict[str, str]:
 
 
 def claim_spec(settings: Settings, live: LiveObjects | None) -> dict[str, Any] | None:
-    """The cache claim's spec to declare; None: use the claim by name only. An existing
-    claim is never rewritten: one this project made is declared with its live spec (so
-    server-side apply finds no conflict), another is used as `cacheExistingClaim` would."""
+    """The claim's spec to declare, None for a claim not ours (used by name); one of ours is
+    declared as it is live, so server-side apply finds no conflict, and never rewritten."""
     claim, wanted = live.claim if live else None, manifests.model_cache_claim(settings)["spec"]
     if claim is None:
         return wanted

@@ -1,11 +1,5 @@
-"""Kubernetes manifests of the recipe and its NetworkPolicies, plain dicts from `Settings`.
-
-Pure, so tests validate exactly what the program declares against the Kubernetes and
-DynamoGraphDeployment schemas; `infra/__main__.py` declares each as it is. Objects both
-stacks share (namespace, cache claim) carry no profile label, so switching stacks adopts
-them unchanged. Runtime `nim` runs the Cosmos3 NIM (the recipe); runtime `vllm` a Dynamo
-vLLM worker with the vllm-cosmos3 plugin on weights a Hugging Face download put on the cache.
-"""
+"""The recipe's manifests and NetworkPolicies as plain dicts, pure so the tests validate exactly
+what the program declares (docs/deploy-reference.md, 'Manifests')."""
 
 from __future__ import annotations
 
@@ -181,12 +175,8 @@ def _runs_vllm(settings: Settings) -> bool:
 
 
 def pod_security(nim_user: bool = True) -> dict[str, Any]:
-    """Never root, under the runtime's default seccomp profile. The NIM (and so every pod
-    that shares its cache) runs as UID/GID 1000, fsGroup making the cache writable where the
-    volume supports it (chowning only when its root differs). The frontend keeps the
-    Dynamo image's own user, `dynamo` (UID 1000, primary group 0 for OpenShift: its
-    writable directories are group 0's), so only the UID is pinned (a named image user
-    can't be checked against runAsNonRoot)."""
+    """Never root; the NIM's UID/GID and fsGroup where the cache is shared, the UID alone for
+    the frontend's image user (docs/deploy-reference.md, 'Manifests')."""
     user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
             "seccompProfile": {"type": "RuntimeDefault"}}
     return user if not nim_user else {**user, "runAsGroup": names.NIM_GID,
@@ -195,9 +185,8 @@ def pod_security(nim_user: bool = True) -> dict[str, Any]:
 
 
 def container_security() -> dict[str, Any]:
-    """No privilege escalation, no capabilities. The root filesystem stays writable for
-    the model servers (the NIM and vLLM write caches and compiled kernels under their
-    home); the benchmark pods add `readOnlyRootFilesystem`."""
+    """No privilege escalation, no capabilities; the root stays writable, as the model servers
+    write caches and kernels under their home (the benchmark pods make it read-only)."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
@@ -216,12 +205,8 @@ def download_pod_labels(settings: Settings) -> dict[str, str]:
 
 
 def model_download_job(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
-    """The Job that fills the cache, same image and claim as the workers.
-
-    NIM: its own download-to-cache; without a pinned NIM profile the Job gets the GPUs of
-    one replica, of the workers' class, so the NIM selects the profile those workers will
-    also select. vLLM: the Hugging Face CLI with the token from its Secret, no GPU.
-    """
+    """The Job that fills the cache; without a pinned NIM profile it gets one replica's GPUs, on
+    the workers' nodes, so the NIM picks the profile the workers will (docs/serving-paths.md)."""
     parts, vllm = parts or served(settings), _runs_vllm(settings)
     on_gpu = not vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
@@ -287,10 +272,8 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
 
 
 def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
-    """The DynamoGraphDeployment: Frontend at components[0] (routing lives there: its
-    arguments are `infra.routing.frontend_args`), Worker at components[1]. Their pods keep
-    their service-account token: the operator binds it to the graph's discovery Role
-    (EndpointSlices, DynamoWorkerMetadata)."""
+    """The DynamoGraphDeployment; its pods keep their service-account token, which the operator
+    binds to the graph's discovery Role (EndpointSlices, DynamoWorkerMetadata)."""
     # The wait's bound is the resource's customTimeouts (they take precedence over
     # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
     # 00658428), so graphTimeoutSecs changes nothing declared here.
@@ -329,9 +312,8 @@ SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
 
 def recipe(settings: Settings, tokens: Mapping[str, Any]
            ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Every object of the recipe by its resource name, in the order they come up (the
-    namespace only where the stack creates it), and the NetworkPolicies by theirs; `tokens`
-    pass through untouched. Serving, routing and names are asked first, once."""
+    """The recipe's objects by resource name, in the order they come up, and the policies by
+    theirs; `tokens` pass through untouched (Pulumi secrets)."""
     parts = served(settings)
     objects = {**({"namespace": namespace(settings)} if settings.create_namespace else {}),
                **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
@@ -342,16 +324,13 @@ def recipe(settings: Settings, tokens: Mapping[str, Any]
 
 
 # --- NetworkPolicies: every pod the stack makes accepts only the traffic it needs ---------
-# Ingress only, each policy selecting this stack's pods alone (the graph's by the operator's
-# labels, ours by the profile label). The frontend's HTTP port takes this stack's smoke test
-# and sweep and `networkPolicySources`; workers and frontend take anything from the graph's
-# pods (Dynamo's TCP request plane streams responses back on the workers' own connections;
-# workers are "the graph's pods but the frontend", whatever type label the operator gives
-# them); the workers' system port (health, /metrics) also `networkPolicySources`; the video
-# server this graph's pods (the media fetch happens where the request is processed). Nothing
-# reaches the download, smoke, sweep or results-reader pods. Egress stays open (NGC or
-# Hugging Face, the API server, DNS, NATS: the cluster's addresses, not ours to list). The
-# operator's labels: ai-dynamo/dynamo deploy/operator/internal/consts/consts.go at 0367e404.
+# Who may reach what: docs/security.md. Ingress only, each policy selecting this stack's pods
+# alone. Frontend and workers take anything from the graph's pods: Dynamo's TCP request plane
+# streams responses back on the workers' own connections; workers are "the graph's pods but
+# the frontend", whatever type label the operator gives them. The video server takes the
+# graph's pods: the media fetch happens where the request is processed. Egress stays open:
+# the cluster's addresses, not ours to list. The operator's labels: ai-dynamo/dynamo
+# deploy/operator/internal/consts/consts.go at 0367e404.
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 # Our pods that take no inbound traffic, and the two that call the frontend.

@@ -1,16 +1,5 @@
-"""The recipe's names and those the Dynamo operator derives, the benchmark's object names
-and its run (`Run`), input rules and their one error type, and the seed's benchmark shape.
-Standard library only: the benchmark pods and the rehearsal import it.
-
-The operator's derived names (ai-dynamo/dynamo `deploy/operator`) are checked before anything
-is created: one over its limit fails only after the download and `graphTimeoutSecs`.
-- `ComputeDynamoNamespace` (dynamocomponentdeployment_types.go at 50820f5b): the label
-  `nvidia.com/dynamo-namespace` = `<k8s-namespace>-<graph>` (dots become '-'), at most 63.
-- `GetDCDResourceName` (graph.go at d4872d7e): `<graph>-<component>`, lowercase, workers
-  with `-<8-character spec hash>`: a DNS label (63).
-- Grove (`MaxCombinedGroveResourceNameLength`, consts.go at 0367e404): len(graph) +
-  len(component) <= 45, checked always, whichever way the platform runs.
-"""
+"""Every name, the operator's derived ones too (sources: docs/deploy-reference.md, 'Derived
+names'), and the input rules; standard library only, as the pods and the rehearsal import it."""
 
 from __future__ import annotations
 
@@ -142,10 +131,8 @@ def _tuples(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Run:
-    """One stack's run: where its Jobs run and its results live, what they call, and what
-    the run records of the deployment it measures (`notes` in words, `deployment` as key,
-    value pairs; the sweep refuses to resume under others). The program builds it once and
-    exports `output()`, its one serialised form; `collect` reads it back (`from_output`)."""
+    """One stack's run, built once by the program and exported as `output()`, which `collect`
+    reads back; the sweep refuses to resume under another `deployment`."""
 
     stack: str
     run_id: str

@@ -1,6 +1,5 @@
-"""How the Dynamo frontend routes, and the one source of its flags: the graph's Frontend and
-the rehearsal's real `dynamo.frontend` run the same list, so a flag Dynamo rejects shows
-up locally before it reaches a cluster."""
+"""The frontend's routing flags in one place: the graph and the rehearsal's real frontend run
+the same list, so a flag Dynamo rejects shows up locally first."""
 
 from __future__ import annotations
 
@@ -59,11 +58,8 @@ def routing_args(routing: Routing) -> list[str]:
 
 def frontend_args(routing: Routing, host: str = "0.0.0.0",
                   port: int = names.FRONTEND_PORT) -> list[str]:
-    """Full argument list after `python3 -m dynamo.frontend`. The graph's frontend binds
-    0.0.0.0, as NVIDIA's Cosmos3 NIM Dynamo manifests do ("Dynamo discovery and routing":
-    `--http-host 0.0.0.0`). Whether Dynamo 1.6.1 parses `::` for an IPv6-only pod network
-    is unverified here (no test may bind beyond 127.0.0.1); on such a cluster, check the
-    frontend's log for its listen address."""
+    """Arguments after `python3 -m dynamo.frontend`; it binds 0.0.0.0, as NVIDIA's manifests
+    do (IPv6: docs/deploy-reference.md)."""
     return ["--http-host", host, "--http-port", str(port), *routing_args(routing)]
 
 

@@ -1,15 +1,5 @@
-"""How a worker serves the model: runtime, variant, precision, topology, GPU class.
-
-The facts each combination needs (GPU memory per replica, compute capability) and what
-follows from them (the NIM environment, the vLLM arguments, the weight download), as pure
-data and functions: the settings' checks and the graph manifest read the same table.
-
-Figures marked "estimate" are derived from parameter counts (weights only, plus a fixed
-allowance for the vision encoder), not measured. Measured or documented: Super FP8 about
-67 GiB on one GPU (Cosmos3 NIM documentation); Nano's Reasoner about 16-17 GB on one GPU
-with vLLM or the NIM (Cosmos3 Reasoner cookbook). A user with better numbers can still
-run a combination the table rejects by choosing a GPU class with more memory.
-"""
+"""How a worker serves the model, as one table the settings' checks and the manifests both
+read; the figures' sources: docs/serving-paths.md."""
 
 from __future__ import annotations
 
@@ -84,11 +74,8 @@ MAX_REPLICAS = 64
 
 @dataclass(frozen=True)
 class Serving:
-    """What each worker replica runs, and on which GPUs.
-
-    `gpu_budget` is how many GPUs the workers may take in total (the seed: one 8-GPU
-    node), so a topology change that would leave pods Pending is caught up front.
-    """
+    """What each replica runs, on which GPUs; `gpu_budget` (all the workers' GPUs) catches a
+    topology that would leave pods Pending before anything is created."""
 
     runtime: str = "nim"
     variant: str = "super"
@@ -118,11 +105,8 @@ NIM_GPU_TAGS = ("n_gpus", "nim_tp")
 
 
 def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str, str]:
-    """NIM profile selection. The Cosmos3 NIM documentation ("Configure the Cosmos3
-    Certified NIM") has the NIM choose the best compatible profile for the model type,
-    variant and precision and the GPUs it sees ("a normal deployment does not need a
-    profile ID"); NIM_TAGS_SELECTOR filters by exact manifest tags (e.g. NVIDIA's
-    `n_gpus=1,nim_tp=1,nim_dp=1`), so it is passed only when the user sets one."""
+    """What the NIM picks its profile by; NIM_TAGS_SELECTOR filters by exact manifest tags, so
+    only a set one is passed (docs/serving-paths.md, `nimTagsSelector`)."""
     env = {
         "NIM_MODEL_TYPE": "reasoner",
         "NIM_MODEL_VARIANT": serving.variant,
@@ -157,12 +141,8 @@ def model_dir(serving: Serving) -> str:
 
 
 def vllm_worker_args(serving: Serving, weights_dir: str, served_model_name: str) -> list[str]:
-    """Arguments after `python3 -m dynamo.vllm` for the upstream vLLM path (seed 003).
-
-    `--enable-multimodal` is Dynamo's; every other flag is a vLLM engine argument that
-    `dynamo.vllm` passes through. The served name stays the recipe's, so the smoke test
-    and the sweep address every configuration alike.
-    """
+    """Arguments after `python3 -m dynamo.vllm` (seed 003); all but `--enable-multimodal` pass
+    through to vLLM's engine (docs/serving-paths.md)."""
     return [
         "--model", weights_dir,
         "--served-model-name", served_model_name,

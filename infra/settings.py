@@ -1,12 +1,5 @@
-"""Stack settings: the config the Pulumi CLI hands the program in (or a stack's files, for the
-tools that run without it), typed and validated `Settings` out, every problem at once, each
-naming its key and the fix; nothing is declared when one is found. Pure but for the files.
-
-One table (`KEYS`) gives each key its type and bounds; defaults and descriptions live only
-in Pulumi.yaml. The rules across keys follow the table; where a bound depends on the stack,
-a rule makes a row and the reader judges it. Values may come as the CLI's strings (lists as
-JSON) or as native YAML. The secret keys are checked for presence only.
-"""
+"""Stack config in, validated `Settings` out, or every problem at once with its key and fix,
+before anything is declared (docs/deploy-reference.md, 'Settings')."""
 
 from __future__ import annotations
 
@@ -283,9 +276,8 @@ class SettingsError(names.InputError):
 
 @dataclass(frozen=True)
 class BenchmarkSettings:
-    """What runs after the graph is Ready, and how long it may take; each field is a key
-    (`smoke_timeout_secs` is benchmarkSmokeTimeoutSecs, so a new key is one row and one
-    field). No defaults: Pulumi.yaml holds them."""
+    """What runs after the graph is Ready; each field is a `benchmark*` key, so a new key is
+    one row and one field. No defaults: Pulumi.yaml holds them."""
 
     smoke: bool
     sweep: bool
@@ -312,10 +304,8 @@ class BenchmarkSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything one stack deploys, validated. `profile` is the stack name. A key read as
-    given is the field of its snake_case name (createNamespace: `create_namespace`). The
-    names derived from the settings are data too, computed once here: what reads a stack
-    reads fields, and never calls back into this module."""
+    """Everything one stack deploys (`profile` is the stack name); the names derived from it
+    are fields too, so what reads a stack never calls back into this module."""
 
     stack: str
     profile: str
@@ -412,9 +402,8 @@ def _describe(routing: rt.Routing) -> str:
 
 
 def _stack_rows(r: ConfigReader, profile: str, serving: sv.Serving) -> None:
-    """The rows whose bounds depend on the stack, judged like `KEYS` (a key rejected there is
-    not judged again); a key without a row here is not judged at all: vllmImage off runtime
-    vllm, the storage class with an existing claim."""
+    """The rows whose bounds depend on the stack, judged like `KEYS`; a key that doesn't count
+    here (vllmImage off runtime vllm, the storage class beside an existing claim) has none."""
     v, graph = r.v, names.graph_name(profile)
     limit, label = names.max_namespace_len(graph), names.dynamo_namespace(v["namespace"], graph)
     known = serving.variant in sv.VARIANTS and serving.precision in sv.PRECISIONS
@@ -625,9 +614,8 @@ def config_from_files(root: Path, stack: str, require_stack_file: bool = True
 
 
 def stack_settings(stack: str, root: Path = REPO_ROOT) -> Settings:
-    """A stack's validated settings from its files, as the tools that read a stack without
-    deploying it need them: cluster-only settings stood in, so only what they use is checked,
-    and no secret is ever read. Raises the program's `SettingsError` before anything."""
+    """A stack's settings from its files, for the tools that don't deploy: cluster-only
+    settings stood in, so only what they use is checked, and no secret is ever read."""
     project, raw = config_from_files(root, stack)
     raw.update({f"{project}:{key}": row[3] for key, row in SECRETS.items()})
     for key, stand_in in PLACEHOLDER_STAND_INS.items():
