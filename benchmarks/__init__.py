@@ -1,1 +1,1 @@
-"""Benchmark toolkit: synthetic videos, AIPerf dataset, smoke test, sweep, report, rehearsal."""
+"""Benchmark toolkit (`python -m benchmarks`): videos, smoke test, sweep, report, collect, plan."""

@@ -1,8 +1,5 @@
-"""`python -m benchmarks <command>`: one sub-command per module listed in COMMANDS.
-
-Each command module defines `register(subparsers)`, which adds its parser and sets
-`func` (called with the parsed arguments; its return value is the exit code).
-"""
+"""`python -m benchmarks <command>`: each module in COMMANDS has `register(subparsers)`, which
+adds its parser and sets `func` (called with the parsed arguments; returns the exit code)."""
 
 from __future__ import annotations
 

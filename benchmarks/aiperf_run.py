@@ -1,18 +1,5 @@
-"""AIPerf 0.13 for one run (a chunk of a concurrency level): its command line (pure:
-settings in, argv out) and its exports read back, for the sweep and the report.
-
-Why each choice of the command:
-- `mooncake_trace` lines with pre-built `messages` (benchmarks/dataset.py) are sent verbatim,
-  so the video stays first; `--num-sessions` = the chunk's videos, no `--request-count`:
-  each video is sent once with all its questions in turn, concurrency N keeps N in flight.
-- Exact output length: `output_length` becomes `max_completion_tokens`, `--extra-inputs`
-  adds `min_tokens` (the same) and `ignore_eos`. No warm-up: it would ask measured videos.
-- `--session-header` renames AIPerf's per-session `X-Correlation-ID` to Dynamo's routing
-  header (round robin sends none); its extra `X-Session-Affinity` is off (`aiperf_env`).
-- Token counts from the server's `usage`, so the tokenizer only has to load.
-- `--export-level raw`: every response verbatim (e.g. Dynamo's `nvext.worker_id`), each
-  record's `metadata.conversation_id` the dataset's session id, `benchmark_phase` its phase.
-"""
+"""AIPerf 0.13 for one chunk: its command line (pure: settings in, argv out) and its exports
+read back (why each option: docs/benchmark-toolkit.md, "AIPerf's command")."""
 
 from __future__ import annotations
 
@@ -180,9 +167,8 @@ def parsed(text: Any) -> Any:
 
 
 def measured_records(records: Path) -> Iterator[dict[str, Any]]:
-    """AIPerf's per-request records (the records or the raw export) of the measured phase,
-    one at a time (a raw export is large). A line still being written (AIPerf 0.13 appends
-    records as requests end) is skipped; no file yet is no records."""
+    """Measured-phase records of either per-request export, one at a time (a raw one is large);
+    a line AIPerf is still appending is skipped, and no file yet means none."""
     try:
         with open(records) as lines:
             for record in map(parsed, lines):
@@ -194,9 +180,8 @@ def measured_records(records: Path) -> Iterator[dict[str, Any]]:
 
 
 def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
-    """How many answered measured requests got other than `wanted` output tokens, or no
-    count at all (a server that sends no `usage`); None: all got it, or the run kept no
-    per-request records."""
+    """Answered requests with other than `wanted` output tokens or no count (no `usage`);
+    None: all got it, or the run kept no per-request records."""
     lengths = [((record.get("metrics") or {}).get("output_sequence_length") or {}).get("value")
                for record in measured_records(chunk_dir / RECORDS_EXPORT)
                if not record.get("error")]

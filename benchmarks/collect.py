@@ -1,9 +1,5 @@
-"""`collect`: bring a cluster run's results home (`results/<stack>/<run-id>/`) and print its
-report; what `pulumi up`'s results hook runs after the sweep Job, and what you run when it
-could not. The copy is `kubectl cp` (the pod's own `tar` over an exec) made with the client's
-exec stream: it takes the kubeconfig as content, a refused exec becomes one line naming the
-permission, and a stream cut short (kubernetes/kubernetes#60140) is an error.
-"""
+"""`collect`: bring a cluster run's results home and print its report, for the results hook or by
+hand (why not `kubectl cp`: docs/benchmark-toolkit.md, "One run, one description")."""
 
 from __future__ import annotations
 
@@ -45,9 +41,8 @@ class CollectError(RuntimeError):
 
 
 class ClusterIO(Protocol):
-    """The only cluster access `collect` needs (tests put a folder behind it). `wait_job`: the
-    Job's state once it ends or `timeout_secs` passes (0: now); `copy_dir_from_pvc`:
-    `<claim>/<results_path>/` into `dest`."""
+    """The only cluster access `collect` needs (tests put a folder behind it); `wait_job` returns
+    at the Job's end or after `timeout_secs` (0: now); the copy is `<claim>/<results_path>/`."""
 
     def wait_job(self, namespace: str, job: str, timeout_secs: float, say: Say) -> JobStatus: ...
     def read_logs(self, namespace: str, job: str, tail_lines: int) -> list[str]: ...

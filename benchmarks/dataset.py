@@ -1,21 +1,5 @@
-"""What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first.
-
-The seed's 20 varied questions per video, each request [video, question]: answers differ
-while all questions about a video share its prefix. Each line is an AIPerf `mooncake_trace`
-entry with a pre-built chat `messages` array, sent verbatim (AIPerf 0.13's `single_turn`
-renderer would put the text first; its `template` endpoint counts `[DONE]` as output), with
-only its own message; a video's questions share its `session_id`, so AIPerf sends them in
-turn as one session.
-
-- Video datasets reference each video by URL (an in-cluster video server) or carry a local
-  file inline as a data URL (fine for a few small videos).
-- Text stand-ins (the rehearsal's text-only mock): a deterministic block of about
-  `text_standin_tokens` words, distinct per video, then the question; the mock's prefix
-  cache then models what session affinity saves. Each word is one token for the tiny
-  tokenizer (benchmarks/tiny_model.py).
-
-A sidecar `<name>.meta.json` records what the dataset holds, for the run manifest.
-"""
+"""What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first
+(the format and why: docs/benchmark-toolkit.md, "The dataset" and "AIPerf's command")."""
 
 from __future__ import annotations
 
@@ -74,11 +58,8 @@ DATASET_FILE = "dataset.jsonl"
 
 
 def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
-    """About `tokens` words standing in for video `video_index`: deterministic, distinct.
-
-    The first words name the video, so two stand-ins differ from their first token and
-    share no cached prefix; the rest is drawn from a generator seeded by (seed, index).
-    """
+    """About `tokens` deterministic words for video `video_index`; the first name the video, so
+    two stand-ins differ from their first token and share no cached prefix."""
     if tokens < 4:
         raise ValueError(f"a text stand-in needs at least 4 tokens (got {tokens})")
     rng = random.Random(f"standin:{seed}:{video_index}")
@@ -145,12 +126,8 @@ def video_url(ref: str) -> str:
 
 def video_references(videos_dir: Path | None = None, base_url: str | None = None,
                      count: int | None = None) -> list[str]:
-    """Video references for `build_dataset`, in index order.
-
-    From `videos_dir` (its `videos.json`): local absolute paths, or `base_url/<name>` when
-    `base_url` is given. Without `videos_dir`, `base_url` and `count` name the files the
-    `videos` command makes (`video_0000.mp4`...), e.g. when only the server holds them.
-    """
+    """`build_dataset`'s videos in index order: those `videos_dir` lists (under `base_url` if
+    given), else `count` of the `videos` command's names under `base_url`, for a server's."""
     if videos_dir is not None:
         listed = (load_manifest(videos_dir) or {}).get("videos")
         if not listed:

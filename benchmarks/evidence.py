@@ -1,13 +1,5 @@
-"""Server-side evidence of a level: why it came out as it did, from the server's side.
-
-- The frontend's Prometheus `/metrics` (Dynamo 1.6.1's names), read before and after a
-  chunk: the share of prompt tokens the workers served from their prefix caches.
-- The worker of each request: the router's counters name only the router, so every request
-  asks for its worker in the response (`WORKER_ID_REQUEST_FIELDS`) and AIPerf's raw export
-  keeps the responses by video. From that, per chunk and level: the share of videos whose
-  questions all went to one worker (1.0 under session affinity), workers per video,
-  requests per worker.
-"""
+"""Server-side evidence of a level, why it came out as it did: the frontend's prefix-cache share
+and each request's worker (what and why: docs/benchmark-toolkit.md, "Server-side evidence")."""
 
 from __future__ import annotations
 
@@ -74,9 +66,8 @@ ATTRIBUTION_FILE = "worker_attribution.json"
 
 
 def worker_id_from_body(body: Any) -> int | None:
-    """The worker id in one response body or stream chunk, if the frontend put one there.
-    Dynamo 1.6.1 sends `{"prefill_worker_id": N, "decode_worker_id": N}` (the same N for an
-    aggregated worker); the decode worker is the one that holds the session."""
+    """The worker id in one response body or stream chunk, the decode worker's: it holds the
+    session (Dynamo 1.6.1's shape: docs/benchmark-toolkit.md, "Server-side evidence")."""
     nvext = body.get("nvext") if isinstance(body, Mapping) else None
     worker = nvext.get("worker_id") if isinstance(nvext, Mapping) else None
     if isinstance(worker, Mapping):
@@ -166,9 +157,8 @@ def worker_spread(*parts: Attribution) -> dict[str, Any]:
 
 def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
                    after: FrontendCounts | None, attribute_workers: bool) -> dict[str, Any]:
-    """What a chunk's manifest entry records (`frontend`): the frontend's prefix-cache
-    share, and (attributing workers) the routing's spread, after which the large raw export
-    goes."""
+    """A chunk's manifest `frontend` entry: its prefix-cache share and, attributing workers,
+    its routing spread, after which the large raw export goes."""
     evidence: dict[str, Any] = {}
     if before and after:
         evidence["prefix_cache_hit_pct"] = prefix_cache_hit_pct(before, after)
@@ -180,9 +170,8 @@ def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
 
 def level_evidence(chunk_dirs: Sequence[Path], chunks: Sequence[Mapping[str, Any]]
                    ) -> dict[str, Any]:
-    """A level's evidence over its chunks (each chunk's as `chunk_evidence` gave it): the
-    mean prefix-cache share (chunks of equal videos send about equal prompt tokens), and
-    the routing over all the level's videos, from each chunk's saved attribution."""
+    """A level's evidence: its chunks' mean prefix-cache share (chunks of equal videos send
+    about equal prompt tokens) and the routing over all its videos' saved attributions."""
     evidence: dict[str, Any] = {}
     if any("prefix_cache_hit_pct" in chunk for chunk in chunks):
         hits = [h for chunk in chunks if (h := chunk.get("prefix_cache_hit_pct")) is not None]
@@ -194,9 +183,8 @@ def level_evidence(chunk_dirs: Sequence[Path], chunks: Sequence[Mapping[str, Any
 
 def routing_problems(routing: Mapping[str, Any] | None, workers: int | None,
                      affinity: bool) -> list[str]:
-    """Where a level's routing evidence contradicts its setup: more worker ids than the
-    graph has workers (replaced during the level), or, under session affinity, a video
-    whose questions went to more than one worker."""
+    """Where routing evidence contradicts the setup: more worker ids than workers (replaced
+    mid-level) or, under session affinity, a video served by more than one worker."""
     if not routing:
         return []
     problems = []

@@ -1,7 +1,5 @@
-"""`plan`: a stack's sweep before `pulumi up` (infra/calibration.py). `--measured RR_RUN
-SA_RUN` (a real sweep of both profiles, as `collect` brought them home) first says how far the
-prediction was, then plans on the hardware they measured; `--spread RUN...`, at their spread.
-"""
+"""`plan`: a stack's sweep predicted (infra/calibration.py) before `pulumi up` spends it, or
+checked against real sweeps (`--measured`, `--spread`: docs/benchmark-toolkit.md, `plan`)."""
 
 from __future__ import annotations
 
@@ -26,9 +24,8 @@ from infra.settings import Settings
 
 
 def measured_spread(run_dirs: Sequence[Path]) -> float:
-    """The relative spread of req/s between chunks (standard deviation over mean), pooled
-    over every level of `run_dirs` that ran two or more: each level's squared spread
-    weighted by its degrees of freedom."""
+    """Relative spread of req/s between chunks (stdev over mean), pooled over every level of
+    `run_dirs` with two or more: the squared spreads weighted by degrees of freedom."""
     pooled = []
     for run_dir in run_dirs:
         for chunks in read_run(run_dir / MANIFEST_NAME).chunks.values():

@@ -1,7 +1,5 @@
-"""`report DIR [DIR ...] --out OUT`: routing profiles side by side, from the sweeps' manifests
-(each level's summary, its chunks' spread as 95% intervals, its routing evidence), the first
-run as baseline and the seed's table beside it (docs/benchmark-toolkit.md).
-"""
+"""`report DIR [DIR ...] --out OUT`: routing profiles side by side from the sweeps' manifests,
+the first run the baseline, the seed's table beside it (docs/benchmark-toolkit.md, `report`)."""
 
 from __future__ import annotations
 
@@ -230,9 +228,8 @@ def _verdict(rule: str, judged: int, misses: Sequence[str], unit: str) -> str:
 
 def _figure_verdict(cells: Sequence[dict[str, Any]], figure: str, tolerance: float | None,
                     floor: float | None) -> str | None:
-    """Each cell within `tolerance` of the seed's; or, with None, affinity's at or below round
-    robin's, judged only above the mock's floor: there it is the mock's own overhead
-    (tokenizing, the frontend's hop), not routing."""
+    """Each cell within `tolerance` of the seed's; None: affinity's at or below round robin's,
+    judged above the mock's floor only (below is its own overhead: docs/benchmark-toolkit.md)."""
     judged = [c for c in cells if c["figure"] == figure and None not in (c["run"], c["seed"])]
     if tolerance is not None:
         misses = [f"{c['profile']} at {c['concurrency']} ({c['run'] / c['seed'] - 1:+.0%})"

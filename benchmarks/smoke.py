@@ -1,10 +1,5 @@
-"""`smoke`: one multimodal request through the `openai` SDK, video before question.
-
-Waits (bounded) until the model is listed at `/v1/models`, then passes only on a non-empty
-answer (`Smoke test passed: <answer>`); a failure ends with one line naming the reason
-(endpoint unreachable, model not listed, HTTP error, empty answer) and a non-zero exit.
-The video is a URL (a local file goes inline), so it runs as is inside a cluster Job.
-"""
+"""`smoke`: one video question through the `openai` SDK, video first, once the model is listed;
+one line says it passed, or why not (docs/benchmark-toolkit.md, `smoke`)."""
 
 from __future__ import annotations
 

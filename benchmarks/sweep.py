@@ -1,19 +1,5 @@
-"""`sweep`: AIPerf against an OpenAI-compatible endpoint at each concurrency level, in
-replicate chunks of whole videos until the level's req/s is known: every video's questions
-as one session, video first, exact output length, no warm-up (as the seed).
-
-Each chunk is its own AIPerf run, recorded in `manifest.json` in results/<profile>/<run-id>/
-(or --out), the one record the report, `collect` and the rehearsal read. A rerun with the
-same run id resumes: it keeps finished levels and chunks; one of other settings is refused,
-so two setups' results never mix.
-
-Chunks: at concurrency N, chunk k takes videos kN..kN+N-1 in dataset order (leftovers are
-not sent): N videos fill every slot from the first request and end within about a request
-of each other, and disjoint chunks visit each video cold once per level, as the seed's
-sweep. Stop rule: after three chunks (`SEED_SHAPE.min_replicates`), once the Student t 95%
-interval of their req/s is within +-`stop_within_pct` % of the mean, or when the videos run
-out.
-"""
+"""`sweep`: AIPerf at each concurrency level in chunks of whole videos until its req/s is known;
+rerun to resume (why: docs/benchmark-toolkit.md, "Chunks and the stop rule")."""
 
 from __future__ import annotations
 
@@ -178,10 +164,8 @@ def option(flag: str, default: Any = MISSING, factory: Any = MISSING, **argparse
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """One sweep; only `url` and `dataset` are required. `affinity` None takes the profile's
-    (infra.routing.PROFILES); `tokenizer` None builds a tiny local one in the run directory
-    (token counts come from the server's usage); `deployment` (what is measured) and
-    `notes` go into the manifest."""
+    """One sweep, each `option` field also its CLI flag. None means: `affinity` the profile's,
+    `tokenizer` a tiny local one built in the run directory (counts come from `usage`)."""
 
     url: str = option("--url", required=True,
                       help="endpoint base URL, e.g. http://127.0.0.1:8000")
@@ -270,8 +254,8 @@ def read_dataset(path: Path) -> Dataset:
 
 
 def level_chunks(videos: Sequence[str], concurrency: int) -> list[list[str]]:
-    """A level's chunks (the module's docstring says why): `concurrency` whole videos each,
-    in dataset order; leftover videos that fill no chunk are not sent."""
+    """`concurrency` whole videos each, in dataset order, leftovers unsent (why:
+    docs/benchmark-toolkit.md, "Chunks and the stop rule")."""
     return [list(videos[start:start + concurrency])
             for start in range(0, len(videos) - concurrency + 1, concurrency)]
 
@@ -469,9 +453,8 @@ def level_complete(run_dir: Path, manifest: Mapping[str, Any], concurrency: int)
 
 def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
                     config: SweepConfig, level_dir: Path) -> list[str]:
-    """Why a measured chunk (and so its level) is not kept: any failed request
-    (docs/benchmark-toolkit.md, "Failed requests"), answers without a token count, other
-    output lengths."""
+    """Why a measured chunk, and so its level, is not kept (why none with a failed request:
+    docs/benchmark-toolkit.md, "Failed requests fail the level")."""
     found = lengths or {"other": 0}
     checks = (
         (summary.errors, f"{summary.errors} of {summary.requests + summary.errors} requests "
@@ -487,9 +470,8 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
 
 
 def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
-    """Check a sweep's settings against the run directory's earlier run, before anything
-    there changes; returns the attempt ready to run, its config resolved (run directory,
-    affinity, tokenizer, extra body). Raises SweepError naming each setting that differs."""
+    """The attempt ready to run, its config resolved; refused, naming each setting that
+    differs, before any file of the directory's earlier run changes."""
     problems = config_problems(config)
     if problems:
         raise InputError(BAD_SETTINGS, problems)
@@ -522,11 +504,8 @@ def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
 
 
 def run_sweep(config: SweepConfig, say: Say = print) -> Path:
-    """Run (or resume) the sweep; returns the run directory.
-
-    Each chunk prints a progress line and each finished level its summary line through
-    `say` at once. Raises SweepError with what to do when a setting is bad or a level fails.
-    """
+    """Run or resume the sweep, each chunk's and level's line through `say` as it ends;
+    returns the run directory. A bad setting or failed level raises with what to do."""
     sweep = open_run(config, say)
     sweep.save()
     config, run_dir = sweep.config, sweep.run_dir
@@ -650,12 +629,8 @@ class _Sweep:
 
     def run_aiperf(self, spec: LevelSpec, requests: int, bound: float, deadline: float
                    ) -> LevelSummary:
-        """Run AIPerf for one chunk; returns its summary, or raises SweepError with why not.
-
-        Each heartbeat relays how many of the chunk's `requests` were answered and failed
-        (AIPerf's records export, as it is written) and stops at the first failed request:
-        such a chunk fails its level anyway, so a stalled endpoint costs one request
-        timeout, not the level's `bound` (seconds, to `deadline`, shared by its chunks)."""
+        """One chunk's AIPerf; each heartbeat relays progress and stops at the first failure (it
+        fails the level anyway): a stall costs a request timeout, not the chunks' shared `bound`."""
         log, records = spec.artifact_dir / LEVEL_LOG, spec.artifact_dir / RECORDS_EXPORT
         started, name = time.monotonic(), f"concurrency {spec.concurrency}"
         with open(log, "w") as out, subprocess.Popen(

@@ -1,11 +1,5 @@
-"""A tiny local model directory (config.json + tokenizer files), built with no hub access.
-
-AIPerf needs a tokenizer and the Dynamo mocker a model directory; offline, both take this
-one. Word level (one token per word, digit or punctuation mark) over the questions and the
-stand-in words (benchmarks/dataset.py), so the prompts' token counts are exact; unknown
-words are one `<unk>` each. Keep HF_HUB_OFFLINE=1 away from AIPerf: it then takes a local
-directory for a hub repo id.
-"""
+"""A tiny local model directory built offline, for AIPerf's tokenizer and the Dynamo mocker; word
+level, so prompts' token counts are exact (docs/benchmark-toolkit.md, "The tiny model")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""`videos`: synthetic videos made with FFmpeg, deterministic for a seed, distinct per video.
-
-Each video: a moving gradient and a test-pattern inset drawn from a generator seeded by
-(seed, index), over a strip of boxes spelling the index in binary, so no two videos share a
-frame and no cache can alias them. Single-threaded bit-exact encodes: same FFmpeg and
-settings, same bytes. FFmpeg is the system's, else the pinned imageio-ffmpeg wheel's.
-`videos.json` records the settings, the FFmpeg version and each file's SHA-256: a rerun
-reuses every intact listed file and makes the rest.
-"""
+"""`videos`: synthetic videos made with FFmpeg, the same bytes for a seed, no frame shared between
+two; a rerun reuses intact files (docs/benchmark-toolkit.md, `videos`)."""
 
 from __future__ import annotations
 
