@@ -324,13 +324,12 @@ def recipe(settings: Settings, tokens: Mapping[str, Any]
 
 
 # --- NetworkPolicies: every pod the stack makes accepts only the traffic it needs ---------
-# Who may reach what: docs/security.md. Ingress only, each policy selecting this stack's pods
-# alone. Frontend and workers take anything from the graph's pods: Dynamo's TCP request plane
-# streams responses back on the workers' own connections; workers are "the graph's pods but
-# the frontend", whatever type label the operator gives them. The video server takes the
-# graph's pods: the media fetch happens where the request is processed. Egress stays open:
-# the cluster's addresses, not ours to list. The operator's labels: ai-dynamo/dynamo
-# deploy/operator/internal/consts/consts.go at 0367e404.
+# Who may reach what: docs/security.md. Frontend and workers take anything from the graph's
+# pods: Dynamo's TCP request plane streams responses back on the workers' own connections;
+# workers are "the graph's pods but the frontend", whatever type label the operator gives
+# them. The video server takes the graph's pods: the media fetch happens where the request
+# is processed. Egress stays open: the cluster's addresses, not ours to list. The operator's
+# labels: ai-dynamo/dynamo deploy/operator/internal/consts/consts.go at 0367e404.
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 # Our pods that take no inbound traffic, and the two that call the frontend.
