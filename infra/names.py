@@ -114,11 +114,6 @@ def max_run_id_len(profile: str) -> int:
     return DNS_LABEL_MAX - 1 - max(len(benchmark_name(job, profile)) for job in ("smoke", "sweep"))
 
 
-def results_subpath(profile: str, run_id: str) -> str:
-    """Where a run's results live inside the cache claim, beside the model files."""
-    return f"benchmarks/{profile}/{run_id}"
-
-
 def camel(name: str) -> str:
     """A snake_case name as camelCase: a field's config key or output key."""
     return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
@@ -173,7 +168,8 @@ class Run:
 
     @property
     def results_path(self) -> str:
-        return results_subpath(self.stack, self.run_id)
+        """Where the run's results live inside the cache claim, beside the model files."""
+        return f"benchmarks/{self.stack}/{self.run_id}"
 
     @property
     def follow_command(self) -> str:

@@ -21,17 +21,14 @@ PROJECT = "cosmos3-routing"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NGC_API_KEY = "ngcApiKey"
 HF_TOKEN = "hfToken"
-# Each secret key: its Kubernetes Secret (name suffix, data key), its fix when missing, and
-# the stand-in the tools that read a stack without deploying it use.
+# Each secret key: its Kubernetes Secret (name suffix, data key), and its fix when missing.
 SECRETS = {
     NGC_API_KEY: ("ngc-api-key", "NGC_API_KEY", "run `pulumi config set --secret "
-                  "ngcApiKey` (an NGC API key with access to the Cosmos3 NIM)",
-                  "stand-in-no-ngc-key"),
+                  "ngcApiKey` (an NGC API key with access to the Cosmos3 NIM)"),
     HF_TOKEN: ("hf-token", sv.HF_SECRET_KEY, "runtime vllm downloads the gated model from "
                "Hugging Face: run `pulumi config set --secret hfToken` (a token of an account "
-               "granted access to nvidia/Cosmos3-Super or -Nano)", "stand-in-no-hf-token"),
+               "granted access to nvidia/Cosmos3-Super or -Nano)"),
 }
-SECRET_KEYS = tuple(SECRETS)
 # The stack name is in the graph name, from which the operator derives longer ones.
 MAX_PROFILE_LEN = names.max_graph_len(names.GRAPH_COMPONENTS) - len(names.graph_name(""))
 # A stock, pinned Python image; the Jobs install the pinned client into it at start.
@@ -553,7 +550,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         "nim_model_profile": v["nimModelProfile"] or None,
     }, stack=stack, profile=profile, routing=routing, serving=serving, required_secrets=required,
         secret_refs={key: (names.stack_object_name(graph, suffix), data)
-                     for key, (suffix, data, _, _) in SECRETS.items()},
+                     for key, (suffix, data, _) in SECRETS.items()},
         cache_claim_name=existing or names.MODEL_CACHE_PVC_NAME,
         served_model=v["servedModelName"] or names.served_model_name(serving.variant),
         placement=placement, benchmark_placement=_placement(v, "benchmark"),
@@ -565,7 +562,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
         download_job_name=names.stack_object_name(graph, "model-download"),
         frontend_service=names.frontend_service_name(graph),
     )
-    known = {r.full(key) for key in (*KEYS, *SECRET_KEYS)}
+    known = {r.full(key) for key in (*KEYS, *SECRETS)}
     r.problems += [f"{key}: unknown setting; check the spelling against the `config:` block "
                    "of Pulumi.yaml, or remove it with `pulumi config rm`"
                    for key in sorted(raw) if key.startswith(f"{project}:") and key not in known]
@@ -581,8 +578,9 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
 
 # Stand-ins for cluster-only settings; never sent anywhere. Secrets are always replaced
 # (`SECRETS`), the others only where the stack leaves the placeholder (or nothing).
-PLACEHOLDER_STAND_INS = {"cacheStorageClass": "stand-in-no-cluster",
-                         "vllmImage": "stand-in.invalid/no-vllm-image:none"}
+STAND_INS = {NGC_API_KEY: "stand-in-no-ngc-key", HF_TOKEN: "stand-in-no-hf-token",
+             "cacheStorageClass": "stand-in-no-cluster",
+             "vllmImage": "stand-in.invalid/no-vllm-image:none"}
 
 
 def stack_names(root: Path) -> list[str]:
@@ -617,9 +615,8 @@ def stack_settings(stack: str, root: Path = REPO_ROOT) -> Settings:
     """A stack's settings from its files, for the tools that don't deploy: cluster-only
     settings stood in, so only what they use is checked, and no secret is ever read."""
     project, raw = config_from_files(root, stack)
-    raw.update({f"{project}:{key}": row[3] for key, row in SECRETS.items()})
-    for key, stand_in in PLACEHOLDER_STAND_INS.items():
+    for key, stand_in in STAND_INS.items():
         value = str(raw.get(f"{project}:{key}") or "")
-        if not value or names.PLACEHOLDER.search(value):
+        if key in SECRETS or not value or names.PLACEHOLDER.search(value):
             raw[f"{project}:{key}"] = stand_in
     return parse_settings(raw, stack, project)

@@ -245,11 +245,11 @@ def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> 
 def sweep_run(tmp_path_factory) -> Path:
     """A real sweep's results folder: `python -m benchmarks sweep` (real AIPerf, tiny
     shape) against the recording OpenAI server on 127.0.0.1."""
-    from infra.names import SERVED_MODEL_NAME, results_subpath
+    from infra.names import SERVED_MODEL_NAME
     from tests.support_openai_server import RecordingOpenAIServer
 
     root = tmp_path_factory.mktemp("claim")
-    out = root / results_subpath(LOCATION.stack, LOCATION.run_id)
+    out = root / LOCATION.results_path
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:

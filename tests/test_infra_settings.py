@@ -7,7 +7,7 @@ import pytest
 from infra import names
 from infra.routing import PROFILES
 from infra.serving import Serving
-from infra.settings import HF_TOKEN, KEYS, SECRET_KEYS, SettingsError, parse_settings
+from infra.settings import HF_TOKEN, KEYS, SECRETS, SettingsError, parse_settings
 from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
 
 STACKS = sorted(PROFILES)
@@ -38,7 +38,7 @@ def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads() -> None:
     name = project_name()
     for key, spec in declared.items():
         assert {"type", "default", "description"} <= set(spec), key
-    assert all(declared[key]["default"] == "" for key in SECRET_KEYS)
+    assert all(declared[key]["default"] == "" for key in SECRETS)
     raw = stack_config("round-robin")
     extra = dict(raw, **{f"{name}:notDeclared": "x"})
     with pytest.raises(SettingsError) as err:
@@ -61,7 +61,7 @@ def test_one_table_types_every_key_pulumi_yaml_declares() -> None:
     kinds = {"string": ("str", "choice", "quantity", "float"), "boolean": ("bool",),
              "integer": ("int",), "array": ("list", "levels")}
     declared = project_file()["config"]
-    assert set(declared) == {*KEYS, *SECRET_KEYS}
+    assert set(declared) == {*KEYS, *SECRETS}
     for key, kind in KEYS.items():
         assert kind[0] in kinds[declared[key]["type"]], key
 
