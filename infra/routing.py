@@ -48,7 +48,7 @@ def routing_args(routing: Routing) -> list[str]:
     args = ["--router-mode", routing.router_mode]
     if routing.router_mode == "kv" and not routing.kv_events:
         args.append("--no-router-kv-events")
-    if routing.affinity_ttl_secs is not None:
+    if routing.affinity:
         args += ["--router-session-affinity-ttl-secs", str(routing.affinity_ttl_secs)]
         # `hard` is Dynamo's default; render it only when it differs, as the recipe does.
         if routing.affinity_mode != "hard":

@@ -107,12 +107,12 @@ NIM_GPU_TAGS = ("n_gpus", "nim_tp")
 def served_by_nim_environment(serving: Serving, tags_selector: str) -> dict[str, str]:
     """What the NIM picks its profile by; NIM_TAGS_SELECTOR filters by exact manifest tags, so
     only a set one is passed (docs/serving-paths.md, `nimTagsSelector`)."""
-    env = {
+    return {
         "NIM_MODEL_TYPE": "reasoner",
         "NIM_MODEL_VARIANT": serving.variant,
         "NIM_PRECISION": serving.precision,
+        **({"NIM_TAGS_SELECTOR": tags_selector} if tags_selector else {}),
     }
-    return {**env, "NIM_TAGS_SELECTOR": tags_selector} if tags_selector else env
 
 
 # --- The upstream vLLM path (seed 003) ---------------------------------------------------
@@ -159,5 +159,4 @@ def vllm_worker_args(serving: Serving, weights_dir: str, served_model_name: str)
 
 def hf_download_command(serving: Serving, weights_dir: str) -> list[str]:
     """Fills the cache from Hugging Face (gated: HF_TOKEN must be set); a rerun resumes."""
-    repo = VARIANTS[serving.variant].hf_repo
-    return ["hf", "download", repo, "--local-dir", weights_dir]
+    return ["hf", "download", VARIANTS[serving.variant].hf_repo, "--local-dir", weights_dir]

@@ -393,7 +393,7 @@ def _routing(r: ConfigReader, profile: str) -> rt.Routing:
 
 def _describe(routing: rt.Routing) -> str:
     mode = routing.router_mode + ("" if routing.kv_events else " without KV events")
-    if routing.affinity_ttl_secs is None:
+    if not routing.affinity:
         return f"{mode}, no session affinity"
     return f"{mode}, session affinity {routing.affinity_ttl_secs} s {routing.affinity_mode}"
 
