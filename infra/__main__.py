@@ -74,13 +74,6 @@ class Found:
     sweep: cluster.JobState
 
 
-def found(settings: Settings, live: cluster.LiveObjects | None) -> Found:
-    done = cluster.completed(live.download_job if live else None)
-    return Found(cluster.claim_spec(settings, live), cluster.claim_drift(settings, live), done,
-                 done and cluster.download_differs(settings, live.download_job),
-                 cluster.job_status_of(live.sweep_job if live else None).state)
-
-
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
            ) -> dict[str, Any]:
     """Declare the stack in order and return its outputs; provider `cluster` adopts what
@@ -269,9 +262,13 @@ def main() -> None:
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
+    done = cluster.completed(live.download_job if live else None)
+    found = Found(cluster.claim_spec(stack, live), cluster.claim_drift(stack, live), done,
+                  done and cluster.download_differs(stack, live.download_job),
+                  cluster.job_status_of(live.sweep_job if live else None).state)
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
-    for name, value in deploy(stack, tokens, found(stack, live)).items():
+    for name, value in deploy(stack, tokens, found).items():
         pulumi.export(name, value)
 
 
