@@ -74,13 +74,6 @@ class Found:
     sweep: cluster.JobState
 
 
-def found(settings: Settings, live: cluster.LiveObjects | None) -> Found:
-    done = cluster.completed(live.download_job if live else None)
-    return Found(cluster.claim_spec(settings, live), cluster.claim_drift(settings, live), done,
-                 done and cluster.download_differs(settings, live.download_job),
-                 cluster.job_status_of(live.sweep_job if live else None).state)
-
-
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
            ) -> dict[str, Any]:
     """Declare the stack in order and return its outputs; provider `cluster` adopts what
@@ -188,12 +181,32 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             declare("sweep", job("sweep"), benchmark, depends_on=ready, provider=adopting,
                     hooks=pulumi.ResourceHookBinding(after_create=hooks, after_update=hooks),
                     ignore_changes=["spec"] if kept else None)
-    graph_name = _name(graph)
-    return {"namespace": _name(made[0]) if made else settings.namespace,
-            "graphName": graph_name,
-            "frontendService": graph_name.apply(names.frontend_service_name),
-            "modelCacheClaim": _name(claims[0]) if claims else claim,
-            **stack_outputs(settings, graph_name, run.output() if b.any_enabled else None)}
+    # Where the frontend is and how to check it; the `benchmark` output (`collect` reads it)
+    # and the sweep's plan, printed by `pulumi preview` too: hours before they're spent.
+    graph_name, port, ttl = _name(graph), names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
+    forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
+    out: dict[str, Any] = {
+        "namespace": _name(made[0]) if made else settings.namespace,
+        "graphName": graph_name,
+        "frontendService": graph_name.apply(names.frontend_service_name),
+        "modelCacheClaim": _name(claims[0]) if claims else claim,
+        "frontendPort": port, "servedModel": settings.served_model,
+        "profile": settings.profile, "routerMode": settings.routing.router_mode,
+        "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
+        "portForwardCommand": graph_name.apply(lambda _: forward),
+        "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
+    }
+    if b.any_enabled:
+        out["benchmark"] = run.output()
+    if b.sweep:
+        plan = stack_plan(settings)
+        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
+                        f"{settings.profile}`):\n" + "\n".join(plan.lines()))
+        out["benchmarkPlan"] = {
+            "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
+            "sweepHours": round(plan.sweep_secs / 3600, 2),
+            "gpuHours": round(plan.gpu_hours, 1), "basis": plan.hardware.source}
+    return out
 
 
 def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
@@ -229,32 +242,6 @@ def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: S
     return False
 
 
-def stack_outputs(settings: Settings, graph_name: pulumi.Output[str],
-                  run: dict[str, Any] | None) -> dict[str, Any]:
-    """Where the frontend is and how to check it; the `benchmark` output (`collect` reads
-    it) and the sweep's plan, printed by `pulumi preview` too: hours before they're spent."""
-    port, ttl = names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
-    forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
-    out: dict[str, Any] = {
-        "frontendPort": port, "servedModel": settings.served_model,
-        "profile": settings.profile, "routerMode": settings.routing.router_mode,
-        "sessionAffinityTtlSecs": ttl if ttl is not None else 0,
-        "portForwardCommand": graph_name.apply(lambda _: forward),
-        "listModelsCommand": f"curl -fsS http://localhost:{port}/v1/models",
-    }
-    if run is not None:
-        out["benchmark"] = run
-    if settings.benchmark.sweep:
-        plan = stack_plan(settings)
-        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
-                        f"{settings.profile}`):\n" + "\n".join(plan.lines()))
-        out["benchmarkPlan"] = {
-            "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
-            "sweepHours": round(plan.sweep_secs / 3600, 2),
-            "gpuHours": round(plan.gpu_hours, 1), "basis": plan.hardware.source}
-    return out
-
-
 def main() -> None:
     # Read raw, so unknown keys are reported and no secret is read through `Config.get`
     # (which warns about it); the secret keys are the ones the CLI marked.
@@ -269,9 +256,13 @@ def main() -> None:
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
+    done = cluster.completed(live.download_job if live else None)
+    found = Found(cluster.claim_spec(stack, live), cluster.claim_drift(stack, live), done,
+                  done and cluster.download_differs(stack, live.download_job),
+                  cluster.job_status_of(live.sweep_job if live else None).state)
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
-    for name, value in deploy(stack, tokens, found(stack, live)).items():
+    for name, value in deploy(stack, tokens, found).items():
         pulumi.export(name, value)
 
 

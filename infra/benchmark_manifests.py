@@ -250,20 +250,22 @@ def _runner_container(name: str, args: list[str], image: str, env: list[dict[str
                       terminationMessagePolicy="FallbackToLogsOnError")
 
 
-def _video_server(image: str, wait: int, meta: dict[str, Any], selector: dict[str, str],
-                  pod: dict[str, Any], maker: dict[str, Any], annotations: dict[str, str],
-                  protected: bool) -> dict[str, dict[str, Any]]:
+def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
+                  maker: dict[str, Any], annotations: dict[str, str], protected: bool
+                  ) -> dict[str, dict[str, Any]]:
     """The PodDisruptionBudget only while `protected` (the sweep unfinished): no drain evicts
     the server mid-level. It binds `::`: Python's DualStackServer takes IPv4 too."""
     http = {"httpGet": {"path": "/", "port": "http"}}
     server = _container(
-        "main", image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
-                        "--directory", VIDEOS_DIR, "--bind", "::"],
+        "main", settings.image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
+                                 "--directory", VIDEOS_DIR, "--bind", "::"],
         mf.resources("250m", "256Mi", "1", "512Mi"),
         [{"name": "videos", "mountPath": VIDEOS_DIR, "readOnly": True}],
         ports=[{"name": "http", "containerPort": VIDEO_SERVER_PORT}],
         readinessProbe={**http, "periodSeconds": 10, "timeoutSeconds": 5},
         livenessProbe={**http, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 5})
+    wait, selector = settings.video_server_timeout_secs, mf.labels(run.stack, "benchmark-videos")
+    meta = mf.metadata(run.namespace, names.benchmark_name("videos", run.stack), selector)
     awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
     out = {
         "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,
@@ -309,62 +311,49 @@ def benchmark_objects(
     lets `up` replace it, `sweep_done` lifts the drain guard (docs/deploy-reference.md)."""
     if not settings.any_enabled:
         return {}
-    roles = [role for role in JOBS if getattr(settings, role)]
     code = code_hash(sources)
     items = [{"key": config_map_key(p), "path": p} for p in pod_sources(sources)]
     run = replace(run, deployment=(*run.deployment, ("code", code)))
-    deadlines = {role: getattr(settings, f"{role}_timeout_secs") for role in roles}
-    stops = {role: f"the Job's deadline (benchmark{role.title()}TimeoutSecs "
-             f"({deadlines[role]} s)) passed, or the Job was deleted (`pulumi destroy`, a "
-             "replaced Job) or the pod evicted; " + JOBS[role][1] for role in roles}
-    awaits = {"smoke": {REPLACE_UNREADY: "true"},
-              "sweep": {**({} if settings.wait_for_sweep else {WAIT_FOR: STARTED}),
-                        **({REPLACE_UNREADY: "true"} if rerun_sweep else {})}}
-    # The measured videos, then one for the smoke test alone.
-    args = {"videos": argv("videos", {"out": VIDEOS_DIR, "count": settings.videos + 1}),
-            "sweep": sweep_args(run, settings), "smoke": smoke_args(run, settings)}
-    # Names, labels, environments and the pods' common spec: never root, no API token, the
-    # run's placement and pull secrets.
+    # The pods' common spec: never root, no API token, the run's placement and pull secrets.
     config_map = names.benchmark_name("bench-code", run.stack)
-    videos = names.benchmark_name("videos", run.stack)
-    selector = mf.labels(run.stack, "benchmark-videos")
-    meta = {
-        "code": mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code")),
-        "videos": mf.metadata(run.namespace, videos, selector),
-        **{role: mf.metadata(run.namespace, getattr(run, f"{role}_job"),
-                             mf.labels(run.stack, f"benchmark-{role}", run.run_id),
-                             annotations={TIMEOUT_SECONDS: str(
-                                 deadlines[role] + AWAIT_MARGIN_SECS), **awaits[role]})
-           for role in roles}}
-    env = {command: mf.env(runner_env(settings, command, stops.get(command, VIDEOS_ON_STOP)))
-           for command in ("videos", *roles)}
     pod = mf.pod_spec([], run.image_pull_secrets, automountServiceAccountToken=False,
                       affinity=PREFER_NO_GPU, **run.pod_placement)
     volume = {"name": "code", "configMap": {"name": config_map, "items": items}}
-    videos_volume = {"name": "videos", "mountPath": VIDEOS_DIR}
-    maker = _runner_container("videos", args["videos"], settings.image, env["videos"],
-                              mf.resources("2", "2Gi", "4", "4Gi"), videos_volume)
-    out = {"code": code_config_map(meta["code"], sources), **_video_server(
-        settings.image, settings.video_server_timeout_secs, meta["videos"], selector,
-        {**pod, "volumes": [WORK_VOLUME, volume,
-                            {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]},
+    # The measured videos, then one for the smoke test alone.
+    maker = _runner_container(
+        "videos", argv("videos", {"out": VIDEOS_DIR, "count": settings.videos + 1}),
+        settings.image, mf.env(runner_env(settings, "videos", VIDEOS_ON_STOP)),
+        mf.resources("2", "2Gi", "4", "4Gi"), {"name": "videos", "mountPath": VIDEOS_DIR})
+    meta = mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code"))
+    out = {"code": code_config_map(meta, sources), **_video_server(
+        run, settings, {**pod, "volumes": [WORK_VOLUME, volume,
+                                           {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]},
         # The code's hash rolls the server when the code changes.
         maker, {**({} if sweep_done else DO_NOT_DISRUPT), CODE_ANNOTATION: code},
         not sweep_done)}
     claim = {"name": "cache", "persistentVolumeClaim": {"claimName": run.cache_claim}}
-    for role in roles:
-        limits, _, spec = JOBS[role]
-        mounts = [{"name": "cache", "mountPath": CACHE_DIR}] if role == "sweep" else []
-        container = _runner_container("main", args[role], settings.image, env[role],
-                                      mf.resources(*limits), *mounts)
+    for role in (role for role in JOBS if getattr(settings, role)):
+        limits, after_stop, spec = JOBS[role]
+        sweep, deadline = role == "sweep", getattr(settings, f"{role}_timeout_secs")
+        stop = (f"the Job's deadline (benchmark{role.title()}TimeoutSecs ({deadline} s)) "
+                "passed, or the Job was deleted (`pulumi destroy`, a replaced Job) or the pod "
+                "evicted; " + after_stop)
+        awaits = {**({WAIT_FOR: STARTED} if sweep and not settings.wait_for_sweep else {}),
+                  **({REPLACE_UNREADY: "true"} if not sweep or rerun_sweep else {})}
+        meta = mf.metadata(run.namespace, getattr(run, f"{role}_job"),
+                           mf.labels(run.stack, f"benchmark-{role}", run.run_id),
+                           annotations={TIMEOUT_SECONDS: str(deadline + AWAIT_MARGIN_SECS),
+                                        **awaits})
+        container = _runner_container(
+            "main", (sweep_args if sweep else smoke_args)(run, settings), settings.image,
+            mf.env(runner_env(settings, role, stop)), mf.resources(*limits),
+            *([{"name": "cache", "mountPath": CACHE_DIR}] if sweep else []))
         annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(run.deployment)}
-        out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta[role],
-                     "spec": {"activeDeadlineSeconds": deadlines[role], **spec, "template": {
-                         "metadata": {"labels": meta[role]["labels"],
-                                      "annotations": annotations},
+        out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+                     "spec": {"activeDeadlineSeconds": deadline, **spec, "template": {
+                         "metadata": {"labels": meta["labels"], "annotations": annotations},
                          "spec": {**pod, "restartPolicy": "Never", "containers": [container],
-                                  "volumes": [WORK_VOLUME, volume,
-                                              *([claim] if role == "sweep" else [])]}}}}
+                                  "volumes": [WORK_VOLUME, volume, *([claim] if sweep else [])]}}}}
     return out
 
 

@@ -132,46 +132,38 @@ class Served(NamedTuple):
     """What serving, routing and names say about a stack, asked once before any object is
     built: the objects are then assembled here alone."""
 
+    vllm: bool  # runtime vllm (else the NIM)
     model_env: list[dict[str, Any]]  # the runtime's model and token, for download and workers
     download_command: list[str]
     worker_args: list[str]
     frontend_args: list[str]
     policy_names: dict[str, str]
     source_cidrs: list[str | None]
+    cache_volume: dict[str, Any]  # the claim, and where download and workers mount it
+    cache_mount: dict[str, Any]
 
 
 def served(settings: Settings) -> Served:
-    serving, vllm, profile = settings.serving, _runs_vllm(settings), settings.nim_model_profile
-    weights = sv.model_dir(serving)
+    serving, profile = settings.serving, settings.nim_model_profile
+    vllm, weights = serving.runtime == "vllm", sv.model_dir(serving)
     nim_model = sv.served_by_nim_environment(serving, settings.nim_tags_selector)
-    hf_command = sv.hf_download_command(serving, weights)
-    worker_args = sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else []
-    frontend = frontend_args(settings.routing, port=names.FRONTEND_PORT)
-    policy_names = {p: names.stack_object_name(settings.graph_name, p) for p in POLICIES}
-    cidrs = [names.cidr(source) for source in settings.network_policy_sources]
     # The token as its Secret's data key names it, read from that Secret.
     name, key = settings.secret_refs[HF_TOKEN if vllm else NGC_API_KEY]
     token = {"name": key, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
     return Served(
+        vllm=vllm,
         model_env=[token, *env({"HF_HOME": sv.HF_HOME})] if vllm else
         [*env({**nim_model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}), token],
-        download_command=hf_command if vllm else
+        download_command=sv.hf_download_command(serving, weights) if vllm else
         [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
-        worker_args=worker_args, frontend_args=frontend, policy_names=policy_names,
-        source_cidrs=cidrs)
-
-
-def _cache_volume(settings: Settings) -> dict[str, Any]:
-    return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": settings.cache_claim_name}}
-
-
-def _cache_mount(settings: Settings) -> dict[str, Any]:
-    path = sv.VLLM_CACHE_PATH if _runs_vllm(settings) else names.NIM_CACHE_PATH
-    return {"name": CACHE_VOLUME, "mountPath": path}
-
-
-def _runs_vllm(settings: Settings) -> bool:
-    return settings.serving.runtime == "vllm"
+        worker_args=sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else [],
+        frontend_args=frontend_args(settings.routing, port=names.FRONTEND_PORT),
+        policy_names={p: names.stack_object_name(settings.graph_name, p) for p in POLICIES},
+        source_cidrs=[names.cidr(source) for source in settings.network_policy_sources],
+        cache_volume={"name": CACHE_VOLUME,
+                      "persistentVolumeClaim": {"claimName": settings.cache_claim_name}},
+        cache_mount={"name": CACHE_VOLUME,
+                     "mountPath": sv.VLLM_CACHE_PATH if vllm else names.NIM_CACHE_PATH})
 
 
 def pod_security(nim_user: bool = True) -> dict[str, Any]:
@@ -207,13 +199,13 @@ def download_pod_labels(settings: Settings) -> dict[str, str]:
 def model_download_job(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     """The Job that fills the cache; without a pinned NIM profile it gets one replica's GPUs, on
     the workers' nodes, so the NIM picks the profile the workers will (docs/serving-paths.md)."""
-    parts, vllm = parts or served(settings), _runs_vllm(settings)
-    on_gpu = not vllm and settings.nim_model_profile is None
+    parts = parts or served(settings)
+    on_gpu = not parts.vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
         "name": "download",
-        "image": settings.vllm_image if vllm else settings.nim_image,
+        "image": settings.vllm_image if parts.vllm else settings.nim_image,
         "command": parts.download_command, "env": parts.model_env,
-        "volumeMounts": [_cache_mount(settings)],
+        "volumeMounts": [parts.cache_mount],
         "securityContext": container_security(),
         "resources": resources(*DOWNLOAD_RESOURCES),
     }
@@ -221,7 +213,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
         container["resources"]["limits"][GPU_RESOURCE] = settings.serving.gpus_per_replica
     # It never calls the Kubernetes API.
     spec = pod_spec([container], settings.image_pull_secrets, restartPolicy="Never",
-                    automountServiceAccountToken=False, volumes=[_cache_volume(settings)],
+                    automountServiceAccountToken=False, volumes=[parts.cache_volume],
                     **(settings.placement if on_gpu else {}))
     return {
         "apiVersion": "batch/v1",
@@ -246,7 +238,7 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
     weights, its probes on Dynamo's system port."""
     serving, port = settings.serving, names.WORKER_SYSTEM_PORT
     system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
-    if _runs_vllm(settings):
+    if parts.vllm:
         container: dict[str, Any] = {
             "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
             "args": parts.worker_args, "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
@@ -268,7 +260,7 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
             "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
             "livenessProbe": _probe(live, port, 5),
             "resources": {"requests": resources, "limits": resources},
-            "volumeMounts": [_cache_mount(settings)], "securityContext": container_security()}
+            "volumeMounts": [parts.cache_mount], "securityContext": container_security()}
 
 
 def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
@@ -283,7 +275,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
                 "resources": resources(*FRONTEND_RESOURCES),
                 "securityContext": container_security()}
     worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
-                      volumes=[_cache_volume(settings)])
+                      volumes=[parts.cache_volume])
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
