@@ -33,6 +33,7 @@ from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
+PULUMI_TIMEOUT_SECS = 120
 Say = Callable[[str], None]
 
 
@@ -276,9 +277,6 @@ class KubernetesClusterIO:
         except (TypeError, KeyError, IndexError, ValueError):
             code = None  # no Status, or one without an exit code
         check_pack(code, err.decode(errors="replace"), root)
-
-
-PULUMI_TIMEOUT_SECS = 120
 
 
 def location_from_config(root: Path, stack: str) -> Run:
