@@ -118,11 +118,8 @@ def pack_command(root: str) -> list[str]:
     return ["tar", "czf", "-", "-C", root, "."]
 
 
-def check_pack(code: int | None, err: str, root: str) -> None:
-    """What the exit code of `pack_command(root)` says; None: the exec ended without one."""
-    if code is None:
-        raise CollectError("the copy ended without the reader's exit status (the connection "
-                           "dropped?); the results may be cut short: run collect again")
+def check_pack(code: int, err: str, root: str) -> None:
+    """What the exit code of `pack_command(root)` says."""
     if code and root in err and "No such file or directory" in err:
         raise CollectError(f"no results folder {root} on the claim: the sweep has not "
                            "started writing this run yet")
@@ -274,8 +271,10 @@ class KubernetesClusterIO:
             ws.close()
         try:
             code = ws.returncode
-        except (TypeError, KeyError, IndexError, ValueError):
-            code = None  # no Status, or one without an exit code
+        except (TypeError, KeyError, IndexError, ValueError):  # no Status, or no code in it
+            raise CollectError("the copy ended without the reader's exit status (the connection "
+                               "dropped?); the results may be cut short: run collect "
+                               "again") from None
         check_pack(code, err.decode(errors="replace"), root)
 
 
