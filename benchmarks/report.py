@@ -445,5 +445,5 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     print(markdown.read_text())
     print(f"report: written to {args.out} (report.md, report.csv, report.json, "
-          f"throughput.png, ttft.png)")
+          f"{', '.join(name for name, *_ in PLOTS)})")
     return 0
