@@ -33,6 +33,7 @@ from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
 from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
+PULUMI_TIMEOUT_SECS = 120
 Say = Callable[[str], None]
 
 
@@ -117,11 +118,8 @@ def pack_command(root: str) -> list[str]:
     return ["tar", "czf", "-", "-C", root, "."]
 
 
-def check_pack(code: int | None, err: str, root: str) -> None:
-    """What the exit code of `pack_command(root)` says; None: the exec ended without one."""
-    if code is None:
-        raise CollectError("the copy ended without the reader's exit status (the connection "
-                           "dropped?); the results may be cut short: run collect again")
+def check_pack(code: int, err: str, root: str) -> None:
+    """What the exit code of `pack_command(root)` says."""
     if code and root in err and "No such file or directory" in err:
         raise CollectError(f"no results folder {root} on the claim: the sweep has not "
                            "started writing this run yet")
@@ -273,12 +271,11 @@ class KubernetesClusterIO:
             ws.close()
         try:
             code = ws.returncode
-        except (TypeError, KeyError, IndexError, ValueError):
-            code = None  # no Status, or one without an exit code
+        except (TypeError, KeyError, IndexError, ValueError):  # no Status, or no code in it
+            raise CollectError("the copy ended without the reader's exit status (the connection "
+                               "dropped?); the results may be cut short: run collect "
+                               "again") from None
         check_pack(code, err.decode(errors="replace"), root)
-
-
-PULUMI_TIMEOUT_SECS = 120
 
 
 def location_from_config(root: Path, stack: str) -> Run:

@@ -25,9 +25,7 @@ from infra.calibration import SEED_TABLE
 from infra.names import InputError
 
 BAD_INPUT = "bad report input"
-STICKINESS_KEYS = tuple(f.name for f in fields(Stickiness))  # of the sweep's routing record
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
-REPLICATE_KEYS = ("replicates", "interval_method", "stopped_by")
 
 
 @dataclass
@@ -166,7 +164,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
-                **{k: state.get(k) for k in REPLICATE_KEYS},
+                **{k: state.get(k) for k in ("replicates", "interval_method", "stopped_by")},
                 "requests": level.requests,
                 "errors": level.errors,
                 **figures,
@@ -176,7 +174,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "throughput_gain_ci95_high": gain[1] if gain else None,
                 # Server-side evidence the sweep recorded: the workers the responses name and
                 # the frontend's prefix-cache count (benchmarks/evidence.py `level_evidence`).
-                **{f"stickiness_{k}": routing.get(k) for k in STICKINESS_KEYS},
+                **{f"stickiness_{f.name}": routing.get(f.name) for f in fields(Stickiness)},
                 "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
                 **{k: routing.get(k) for k in SPREAD_KEYS},
                 "dir": str(run.source / sweep.level_dir_name(concurrency)),
@@ -447,5 +445,5 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     print(markdown.read_text())
     print(f"report: written to {args.out} (report.md, report.csv, report.json, "
-          f"throughput.png, ttft.png)")
+          f"{', '.join(name for name, *_ in PLOTS)})")
     return 0

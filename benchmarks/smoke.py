@@ -70,23 +70,6 @@ def wait_for_model(config: SmokeConfig, client: openai.OpenAI, say: Say) -> None
         time.sleep(min(config.poll_secs, started + config.wait_secs - now))
 
 
-def ask(config: SmokeConfig, client: openai.OpenAI, messages: list) -> tuple[str, int | None]:
-    """One chat completion; the answer and the server's `usage` prompt count."""
-    try:
-        response = client.chat.completions.create(
-            model=config.model, messages=messages, max_tokens=MAX_TOKENS)
-    except (openai.APIStatusError, openai.APIConnectionError) as exc:
-        raise SmokeFailure(_problem(exc, f"{config.url}/v1/chat/completions")) from exc
-    message = response.choices[0].message if response.choices else None
-    # A reasoning model may put its whole output in `reasoning_content`; still an answer.
-    answer = message and ((message.content or "").strip()
-                          or (getattr(message, "reasoning_content", None) or "").strip())
-    if not answer:
-        raise SmokeFailure(f"empty answer: {config.model} returned no text for the video at "
-                           f"{config.video_url[:100]}")
-    return " ".join(answer.split()), response.usage and response.usage.prompt_tokens
-
-
 def prompt_count_line(before: FrontendCounts | None, after: FrontendCounts | None,
                       prompt_tokens: int | None) -> str:
     """Checks once what the sweep's prefix-cache share divides by: the frontend's count of
@@ -117,9 +100,21 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     wait_for_model(config, client, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
     before = scrape_frontend(config.url)
-    answer, prompt_tokens = ask(config, client, line["messages"])
-    say(prompt_count_line(before, scrape_frontend(config.url), prompt_tokens))
-    return answer
+    try:
+        response = client.chat.completions.create(
+            model=config.model, messages=line["messages"], max_tokens=MAX_TOKENS)
+    except (openai.APIStatusError, openai.APIConnectionError) as exc:
+        raise SmokeFailure(_problem(exc, f"{config.url}/v1/chat/completions")) from exc
+    message = response.choices[0].message if response.choices else None
+    # A reasoning model may put its whole output in `reasoning_content`; still an answer.
+    answer = message and ((message.content or "").strip()
+                          or (getattr(message, "reasoning_content", None) or "").strip())
+    if not answer:
+        raise SmokeFailure(f"empty answer: {config.model} returned no text for the video at "
+                           f"{config.video_url[:100]}")
+    say(prompt_count_line(before, scrape_frontend(config.url),
+                          response.usage and response.usage.prompt_tokens))
+    return " ".join(answer.split())
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

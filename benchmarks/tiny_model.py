@@ -50,27 +50,6 @@ def build_tokenizer(vocab_size: int = 0) -> Tokenizer:
     return tokenizer
 
 
-def model_config(vocab_size: int) -> dict:
-    """A small Llama-shaped config: enough for tools that size a KV cache from it."""
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": vocab_size,
-        "hidden_size": 256,
-        "intermediate_size": 512,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "head_dim": 64,
-        "max_position_embeddings": 65536,
-        "torch_dtype": "bfloat16",
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": 0,
-        "tie_word_embeddings": False,
-    }
-
-
 def is_tiny_model_dir(path: Path) -> bool:
     return all((path / name).is_file() for name in FILES)
 
@@ -81,18 +60,34 @@ def build_tiny_model_dir(path: Path, vocab_size: int = 0) -> Path:
     tokenizer = build_tokenizer(vocab_size)
     tokenizer.save(str(path / "tokenizer.json"))
     special = {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK, "pad_token": UNK}
-    tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 65536,
-        "chat_template": CHAT_TEMPLATE,
-        "add_bos_token": False,
-        "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-        **special,
-    }
     files = {
-        "config.json": model_config(tokenizer.get_vocab_size()),
-        "tokenizer_config.json": tokenizer_config,
+        # A small Llama-shaped config: enough for tools that size a KV cache from it.
+        "config.json": {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "vocab_size": tokenizer.get_vocab_size(),
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "head_dim": 64,
+            "max_position_embeddings": 65536,
+            "torch_dtype": "bfloat16",
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "pad_token_id": 0,
+            "tie_word_embeddings": False,
+        },
+        "tokenizer_config.json": {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": 65536,
+            "chat_template": CHAT_TEMPLATE,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            **special,
+        },
         "special_tokens_map.json": special,
         "generation_config.json": {"bos_token_id": 1, "eos_token_id": 2},
     }
