@@ -16,11 +16,12 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -178,35 +179,32 @@ def stop_descendants() -> None:
     stop_processes(psutil.Process().children(recursive=True))
 
 
-class PeakMemory(threading.Thread):
-    """Context manager: a process tree's peak resident memory, sampled because `getrusage` gives
-    the largest single child, not the sum of the servers and AIPerf's workers at once."""
+@contextmanager
+def peak_memory(root: int | None = None, interval: float = 0.5) -> Iterator[SimpleNamespace]:
+    """A process tree's peak resident memory while inside (`.peak`), sampled because `getrusage`
+    gives the largest single child, not the sum of the servers and AIPerf's workers at once."""
+    memory, done = SimpleNamespace(peak=0), threading.Event()
 
-    def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
-        super().__init__(name="peak-memory", daemon=True)
-        self.root, self.interval, self.peak = root or os.getpid(), interval, 0
-        self.done = threading.Event()
-
-    def sample(self) -> None:
+    def sample() -> None:
         current = 0
-        for pid in tree_pids(self.root):
+        for pid in tree_pids(root or os.getpid()):
             with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 current += psutil.Process(pid).memory_info().rss
-        self.peak = max(self.peak, current)
+        memory.peak = max(memory.peak, current)
 
-    def run(self) -> None:
-        while not self.done.wait(self.interval):
-            self.sample()
+    def sample_until_done() -> None:
+        while not done.wait(interval):
+            sample()
 
-    def __enter__(self) -> PeakMemory:
-        self.sample()
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join(timeout=5)
-        self.sample()
+    sample()
+    sampler = threading.Thread(target=sample_until_done, name="peak-memory", daemon=True)
+    sampler.start()
+    try:
+        yield memory
+    finally:
+        done.set()
+        sampler.join(timeout=5)
+        sample()
 
 
 # In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl

@@ -44,10 +44,10 @@ from rehearsal.local_dynamo import (
     LocalDynamo,
     LocalDynamoConfig,
     LocalDynamoError,
-    PeakMemory,
     find_nats_server,
     local_frontend_command,
     mock_model_dir,
+    peak_memory,
     preflight_problems,
     stop_descendants,
 )
@@ -348,7 +348,7 @@ class Rehearsal:
     def run(self) -> Path:
         self.check()
         cfg, started = self.config, time.monotonic()
-        with PeakMemory() as memory, sigterm_as_interrupt():
+        with peak_memory() as memory, sigterm_as_interrupt():
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
                      f"sweep says its levels and stop rule); results in {self.run_dir}")
