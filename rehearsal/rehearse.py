@@ -235,12 +235,10 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
     return notes
 
 
-def report_section(report: Path, heading: str = SEED_SECTION) -> list[str]:
-    """One section of report.md, its heading included (empty when the report has none)."""
-    text = report.read_text()
-    if heading not in text:
-        return []
-    return (heading + text.split(heading, 1)[1].split("\n## ", 1)[0]).splitlines()
+def report_section(report: Path) -> list[str]:
+    """The report's section beside the seed, its heading included (empty when it has none)."""
+    _, heading, rest = report.read_text().partition(SEED_SECTION)
+    return (heading + rest.split("\n## ", 1)[0]).splitlines()
 
 
 class Rehearsal:
