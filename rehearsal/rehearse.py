@@ -368,15 +368,14 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        manifests = {p: json.loads((self.run_dir / p / MANIFEST_NAME).read_text())
-                     for p in cfg.profiles}
-        # Levels a resume kept: those the sweep left as an earlier attempt finished them.
-        kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
-                   for m in manifests.values() for level in cfg.concurrencies)
-        notes = [note for p, manifest in manifests.items()
-                 if self.stacks[p].routing.router_mode == "round-robin"
-                 and not self.stacks[p].routing.affinity
-                 for note in lockstep_notes(manifest, self.stacks[p].serving.replicas)]
+        kept, notes = 0, []
+        for stack in self.stacks.values():
+            m = json.loads((self.run_dir / stack.profile / MANIFEST_NAME).read_text())
+            # Levels a resume kept: those the sweep left as an earlier attempt finished them.
+            kept += sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
+                        for level in cfg.concurrencies)
+            if stack.routing.router_mode == "round-robin" and not stack.routing.affinity:
+                notes += lockstep_notes(m, stack.serving.replicas)
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
@@ -425,9 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv))
-    config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
-                                "concurrencies": tuple(args["concurrencies"])})
+    args = vars(build_parser().parse_args(argv)).items()  # nargs="+" options as tuples
+    config = RehearsalConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in args})
     rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
     try:
         rehearsal.run()
