@@ -152,23 +152,18 @@ def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
     return 3 * requests * MOCK_REQUEST_SECS / config.speedup_ratio / concurrency + 300
 
 
-def batches(profiles: Sequence[str], levels: Sequence[int], budget: int = IN_FLIGHT_BUDGET
-            ) -> list[tuple[int, tuple[str, ...]]]:
-    """Level by level, the profiles that run it side by side: as many as keep the requests
-    in flight within `budget` (one at a time above it). Each profile sees the same load."""
-    plan = []
-    for level in levels:
-        size = max(1, budget // max(1, level))  # a bad level is reported by `check`
-        plan += [(level, tuple(profiles[i:i + size])) for i in range(0, len(profiles), size)]
-    return plan
-
-
 class Schedule:
-    """Lets each profile's sweep (a thread) start a level only when its batch is due: every
-    earlier batch's profiles have moved past their level (a kept level counts as passed)."""
+    """`batches`: level by level, the profiles that run it side by side, as many as keep the
+    requests in flight within IN_FLIGHT_BUDGET (one at a time above it; each sees the same load).
+    A profile's sweep (a thread) starts a level when its batch is due: every earlier batch's
+    profiles have moved past their level (a kept level counts as passed)."""
 
     def __init__(self, profiles: Sequence[str], levels: Sequence[int]) -> None:
-        self.levels, self.batches = list(levels), batches(profiles, levels)
+        self.levels, self.batches = list(levels), []
+        for level in levels:
+            size = max(1, IN_FLIGHT_BUDGET // max(1, level))  # a bad level is reported by `check`
+            self.batches += [(level, tuple(profiles[i:i + size]))
+                             for i in range(0, len(profiles), size)]
         self.passed: set[tuple[str, int]] = set()
         self.stopped = False
         self.changed = threading.Condition()
