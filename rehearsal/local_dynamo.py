@@ -18,11 +18,11 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -65,8 +65,7 @@ class LocalDynamoConfig:
     ready_timeout_secs: float = 120.0
 
 
-@dataclass(frozen=True)
-class Listener:
+class Listener(NamedTuple):
     pid: int
     address: str
     port: int
@@ -284,7 +283,7 @@ class LocalDynamo:
         record = {"processes": [{"name": p.label, "pid": p.pid, "argv": p.args,
                                  "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],
-                  "listeners": [asdict(lst) for lst in found],
+                  "listeners": [lst._asdict() for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
         (cfg.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
