@@ -105,7 +105,6 @@ class RehearsalConfig:
                         help="every level sends every whole chunk of videos: no early stop")
     results_root: Path = option("--results-root", Path("results") / "rehearsal", type=Path,
                                 help="where the run's folder goes")
-    # Unset (None), these two are the clock's run id and the computed bound.
     run_id: str | None = option("--run-id", None,
                                 help="reuse one to resume (default: the UTC time)")
     level_timeout_secs: float | None = option(
@@ -338,7 +337,7 @@ class Rehearsal:
                 stop_descendants()
                 raise
 
-    def run(self) -> Path:
+    def run(self) -> None:
         self.check()
         cfg, started = self.config, time.monotonic()
         with peak_memory() as memory, sigterm_as_interrupt():
@@ -376,7 +375,6 @@ class Rehearsal:
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         for line in [done_line(summary), *notes, *report_section(report), f"report: {report}"]:
             self.say(line)
-        return self.run_dir
 
 
 def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int, kept: int,
