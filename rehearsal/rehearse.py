@@ -42,7 +42,6 @@ from rehearsal.local_dynamo import (
     MEMORY_NEEDED,
     MOCK_BLOCK_SIZE,
     LocalDynamo,
-    LocalDynamoConfig,
     LocalDynamoError,
     find_nats_server,
     local_frontend_command,
@@ -289,9 +288,9 @@ class Rehearsal:
             level_target=lambda level, _dir: self.local_stack(stack, level),
         )
 
-    def stack_config(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamoConfig:
-        return LocalDynamoConfig(stack.routing, self.model, workers, work_dir,
-                                 self.config.speedup_ratio, self.config.decode_speedup_ratio)
+    def local_dynamo(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamo:
+        return LocalDynamo(stack.routing, self.model, workers, work_dir,
+                           self.config.speedup_ratio, self.config.decode_speedup_ratio)
 
     @contextmanager
     def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
@@ -300,7 +299,7 @@ class Rehearsal:
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.serving.replicas} mock "
                  f"workers for concurrency {level}")
         work_dir = self.run_dir / stack.profile / "stack" / f"concurrency-{level}"
-        with LocalDynamo(self.stack_config(stack, stack.serving.replicas, work_dir)) as local:
+        with self.local_dynamo(stack, stack.serving.replicas, work_dir) as local:
             yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
     def ttft_floor_ms(self, dataset: Path) -> float:
@@ -308,7 +307,7 @@ class Rehearsal:
         TTFT near it is the frontend's and mocker's overhead on this machine, not serving."""
         first = json.loads(dataset.read_text().splitlines()[0])["messages"]
         stack = self.stacks[self.config.profiles[0]]
-        with LocalDynamo(self.stack_config(stack, 1, self.run_dir / "ttft-floor")) as one:
+        with self.local_dynamo(stack, 1, self.run_dir / "ttft-floor") as one:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
