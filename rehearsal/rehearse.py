@@ -402,21 +402,17 @@ def done_line(summary: Mapping[str, Any]) -> str:
             f"{resumed})")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
-    left unset whose default is None keeps the field's None."""
-    p = argparse.ArgumentParser(
+def main(argv: list[str] | None = None) -> int:
+    # RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
+    # left unset whose default is None keeps the field's None.
+    parser = argparse.ArgumentParser(
         prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=__doc__)
     for f in fields(RehearsalConfig):
         kwargs = dict(f.metadata)
         default = argparse.SUPPRESS if f.default is None else f.default
-        p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv)).items()  # nargs="+" options as tuples
+        parser.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
+    args = vars(parser.parse_args(argv)).items()  # nargs="+" options as tuples
     config = RehearsalConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in args})
     rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
     try:
