@@ -61,7 +61,6 @@ IN_FLIGHT_BUDGET = 16
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
 REHEARSAL_FILE = "rehearsal.json"
-SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
 
@@ -230,7 +229,7 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
 
 def report_section(report: Path) -> list[str]:
     """The report's section beside the seed, its heading included (empty when it has none)."""
-    _, heading, rest = report.read_text().partition(SEED_SECTION)
+    _, heading, rest = report.read_text().partition("## Beside the seed")
     return (heading + rest.split("\n## ", 1)[0]).splitlines()
 
 
