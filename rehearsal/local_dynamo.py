@@ -239,12 +239,17 @@ class LocalDynamo:
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
+        for process in reversed(self.processes):
+            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
+                stop_processes([process, *process.children(recursive=True)])
+        if self.discovery_dir is not None:
+            shutil.rmtree(self.discovery_dir, ignore_errors=True)
 
     def pids(self) -> set[int]:
         """Every server and everything it started."""
@@ -325,11 +330,3 @@ class LocalDynamo:
                 if (worker := worker_id_from_body(json.loads(r.read()))) is not None:
                     seen.add(worker)
         return len(seen) == self.workers
-
-    def stop(self) -> None:
-        """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
-        for process in reversed(self.processes):
-            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
-                stop_processes([process, *process.children(recursive=True)])
-        if self.discovery_dir is not None:
-            shutil.rmtree(self.discovery_dir, ignore_errors=True)
