@@ -16,12 +16,13 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
-from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -50,22 +51,7 @@ class LocalDynamoError(RuntimeError):
     """A local serving process failed to start, died, or did not get ready in time."""
 
 
-@dataclass(frozen=True)
-class LocalDynamoConfig:
-    """One stack: the frontend's routing, and the mock workers, how many and how fast (each
-    caches the mocker's default 16,384 blocks of `MOCK_BLOCK_SIZE` tokens)."""
-
-    routing: Routing
-    model_dir: Path
-    workers: int
-    work_dir: Path
-    speedup_ratio: float = 1.0
-    decode_speedup_ratio: float = 1.0
-    ready_timeout_secs: float = 120.0
-
-
-@dataclass(frozen=True)
-class Listener:
+class Listener(NamedTuple):
     pid: int
     address: str
     port: int
@@ -99,11 +85,11 @@ def dynamo_env(base: Mapping[str, str], nats_port: int, discovery_dir: Path) -> 
             "DYN_SYSTEM_HOST": LOOPBACK, "DYN_SYSTEM_PORT": "-1", "HF_HUB_OFFLINE": "1"}
 
 
-def mocker_command(python: str, config: LocalDynamoConfig) -> list[str]:
-    return [python, "-m", "dynamo.mocker", "--model-path", str(config.model_dir),
-            "--model-name", SERVED_MODEL_NAME, "--num-workers", str(config.workers),
-            "--speedup-ratio", str(config.speedup_ratio),
-            "--decode-speedup-ratio", str(config.decode_speedup_ratio),
+def mocker_command(python: str, stack: LocalDynamo) -> list[str]:
+    return [python, "-m", "dynamo.mocker", "--model-path", str(stack.model_dir),
+            "--model-name", SERVED_MODEL_NAME, "--num-workers", str(stack.workers),
+            "--speedup-ratio", str(stack.speedup_ratio),
+            "--decode-speedup-ratio", str(stack.decode_speedup_ratio),
             "--block-size", str(MOCK_BLOCK_SIZE)]
 
 
@@ -178,35 +164,32 @@ def stop_descendants() -> None:
     stop_processes(psutil.Process().children(recursive=True))
 
 
-class PeakMemory(threading.Thread):
-    """Context manager: a process tree's peak resident memory, sampled because `getrusage` gives
-    the largest single child, not the sum of the servers and AIPerf's workers at once."""
+@contextmanager
+def peak_memory(root: int | None = None, interval: float = 0.5) -> Iterator[SimpleNamespace]:
+    """A process tree's peak resident memory while inside (`.peak`), sampled because `getrusage`
+    gives the largest single child, not the sum of the servers and AIPerf's workers at once."""
+    memory, done = SimpleNamespace(peak=0), threading.Event()
 
-    def __init__(self, root: int | None = None, interval: float = 0.5) -> None:
-        super().__init__(name="peak-memory", daemon=True)
-        self.root, self.interval, self.peak = root or os.getpid(), interval, 0
-        self.done = threading.Event()
-
-    def sample(self) -> None:
+    def sample() -> None:
         current = 0
-        for pid in tree_pids(self.root):
+        for pid in tree_pids(root or os.getpid()):
             with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 current += psutil.Process(pid).memory_info().rss
-        self.peak = max(self.peak, current)
+        memory.peak = max(memory.peak, current)
 
-    def run(self) -> None:
-        while not self.done.wait(self.interval):
-            self.sample()
+    def sample_until_done() -> None:
+        while not done.wait(interval):
+            sample()
 
-    def __enter__(self) -> PeakMemory:
-        self.sample()
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join(timeout=5)
-        self.sample()
+    sample()
+    sampler = threading.Thread(target=sample_until_done, name="peak-memory", daemon=True)
+    sampler.start()
+    try:
+        yield memory
+    finally:
+        done.set()
+        sampler.join(timeout=5)
+        sample()
 
 
 # In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
@@ -232,13 +215,21 @@ class ManagedProcess(psutil.Popen):
 
 @dataclass
 class LocalDynamo:
-    """Context manager: the running stack of one profile; `url` is the frontend's base URL."""
+    """Context manager: one profile's stack, the frontend's routing and the mock workers, how
+    many and how fast (each caches the mocker's default 16,384 blocks of `MOCK_BLOCK_SIZE`
+    tokens); while it runs, its processes, and `url` is the frontend's base URL."""
 
-    config: LocalDynamoConfig
-    processes: list[ManagedProcess] = field(default_factory=list)
-    worker_ids: tuple[int, ...] = ()
-    frontend_port: int = 0
-    discovery_dir: Path | None = None
+    routing: Routing
+    model_dir: Path
+    workers: int
+    work_dir: Path
+    speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
+    ready_timeout_secs: float = 120.0
+    processes: list[ManagedProcess] = field(default_factory=list, init=False)
+    worker_ids: tuple[int, ...] = field(default=(), init=False)
+    frontend_port: int = field(default=0, init=False)
+    discovery_dir: Path | None = field(default=None, init=False)
 
     @property
     def url(self) -> str:
@@ -248,21 +239,25 @@ class LocalDynamo:
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
+        for process in reversed(self.processes):
+            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
+                stop_processes([process, *process.children(recursive=True)])
+        if self.discovery_dir is not None:
+            shutil.rmtree(self.discovery_dir, ignore_errors=True)
 
     def pids(self) -> set[int]:
         """Every server and everything it started."""
         return set().union(*(tree_pids(p.pid) for p in self.processes))
 
     def start(self) -> None:
-        cfg = self.config
-        (cfg.work_dir / "logs").mkdir(parents=True, exist_ok=True)
-        self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=cfg.work_dir))
+        (self.work_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=self.work_dir))
         nats_port, self.frontend_port = free_port(), free_port()
         # NATS opens no monitoring, cluster or leaf port unless asked to.
         nats = self._launch("nats-server", [find_nats_server() or NATS_BINARY, "--addr",
@@ -270,12 +265,12 @@ class LocalDynamo:
         self._wait(lambda: nats_port in {lst.port for lst in listeners({nats.pid})}, nats,
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
-        mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, cfg), env)
+        mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, self), env)
         self._launch("dynamo.frontend", local_frontend_command(
-            sys.executable, cfg.routing, self.frontend_port), env)
+            sys.executable, self.routing, self.frontend_port), env)
         seen: set[int] = set()  # ready: the frontend serves the model on every mock worker
-        self._wait(lambda: self._reached_workers(seen), mocker, cfg.ready_timeout_secs,
-                   f"requests through {self.url} to reach all {cfg.workers} mock workers")
+        self._wait(lambda: self._reached_workers(seen), mocker, self.ready_timeout_secs,
+                   f"requests through {self.url} to reach all {self.workers} mock workers")
         self.worker_ids = tuple(sorted(seen))
         found = listeners(self.pids())
         exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
@@ -286,12 +281,12 @@ class LocalDynamo:
         record = {"processes": [{"name": p.label, "pid": p.pid, "argv": p.args,
                                  "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],
-                  "listeners": [asdict(lst) for lst in found],
+                  "listeners": [lst._asdict() for lst in found],
                   "worker_ids": list(self.worker_ids), "url": self.url}
-        (cfg.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        (self.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str]) -> ManagedProcess:
-        log = self.config.work_dir / "logs" / f"{name.split('.')[-1]}.log"
+        log = self.work_dir / "logs" / f"{name.split('.')[-1]}.log"
         self.processes.append(ManagedProcess(name, log, argv, env))
         return self.processes[-1]
 
@@ -329,17 +324,9 @@ class LocalDynamo:
         worker. Far shorter than a cache block, they leave no reusable prefix."""
         request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
                              **WORKER_ID_REQUEST_FIELDS)
-        for _ in range(self.config.workers):
+        for _ in range(self.workers):
             # No answer (urllib's errors are OSErrors) while the frontend is not serving yet.
             with suppress(OSError, ValueError), urllib.request.urlopen(request, timeout=10) as r:
                 if (worker := worker_id_from_body(json.loads(r.read()))) is not None:
                     seen.add(worker)
-        return len(seen) == self.config.workers
-
-    def stop(self) -> None:
-        """Stop in reverse start order; every process gets its bounded SIGTERM/SIGKILL."""
-        for process in reversed(self.processes):
-            with suppress(psutil.NoSuchProcess):  # psutil's wait reaps the server
-                stop_processes([process, *process.children(recursive=True)])
-        if self.discovery_dir is not None:
-            shutil.rmtree(self.discovery_dir, ignore_errors=True)
+        return len(seen) == self.workers

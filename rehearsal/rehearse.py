@@ -42,12 +42,11 @@ from rehearsal.local_dynamo import (
     MEMORY_NEEDED,
     MOCK_BLOCK_SIZE,
     LocalDynamo,
-    LocalDynamoConfig,
     LocalDynamoError,
-    PeakMemory,
     find_nats_server,
     local_frontend_command,
     mock_model_dir,
+    peak_memory,
     preflight_problems,
     stop_descendants,
 )
@@ -62,7 +61,6 @@ IN_FLIGHT_BUDGET = 16
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
 REHEARSAL_FILE = "rehearsal.json"
-SEED_SECTION = "## Beside the seed"  # the report's section the rehearsal prints
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
 
@@ -105,7 +103,6 @@ class RehearsalConfig:
                         help="every level sends every whole chunk of videos: no early stop")
     results_root: Path = option("--results-root", Path("results") / "rehearsal", type=Path,
                                 help="where the run's folder goes")
-    # Unset (None), these two are the clock's run id and the computed bound.
     run_id: str | None = option("--run-id", None,
                                 help="reuse one to resume (default: the UTC time)")
     level_timeout_secs: float | None = option(
@@ -152,23 +149,18 @@ def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
     return 3 * requests * MOCK_REQUEST_SECS / config.speedup_ratio / concurrency + 300
 
 
-def batches(profiles: Sequence[str], levels: Sequence[int], budget: int = IN_FLIGHT_BUDGET
-            ) -> list[tuple[int, tuple[str, ...]]]:
-    """Level by level, the profiles that run it side by side: as many as keep the requests
-    in flight within `budget` (one at a time above it). Each profile sees the same load."""
-    plan = []
-    for level in levels:
-        size = max(1, budget // max(1, level))  # a bad level is reported by `check`
-        plan += [(level, tuple(profiles[i:i + size])) for i in range(0, len(profiles), size)]
-    return plan
-
-
 class Schedule:
-    """Lets each profile's sweep (a thread) start a level only when its batch is due: every
-    earlier batch's profiles have moved past their level (a kept level counts as passed)."""
+    """`batches`: level by level, the profiles that run it side by side, as many as keep the
+    requests in flight within IN_FLIGHT_BUDGET (one at a time above it; each sees the same load).
+    A profile's sweep (a thread) starts a level when its batch is due: every earlier batch's
+    profiles have moved past their level (a kept level counts as passed)."""
 
     def __init__(self, profiles: Sequence[str], levels: Sequence[int]) -> None:
-        self.levels, self.batches = list(levels), batches(profiles, levels)
+        self.levels, self.batches = list(levels), []
+        for level in levels:
+            size = max(1, IN_FLIGHT_BUDGET // max(1, level))  # a bad level is reported by `check`
+            self.batches += [(level, tuple(profiles[i:i + size]))
+                             for i in range(0, len(profiles), size)]
         self.passed: set[tuple[str, int]] = set()
         self.stopped = False
         self.changed = threading.Condition()
@@ -235,12 +227,10 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
     return notes
 
 
-def report_section(report: Path, heading: str = SEED_SECTION) -> list[str]:
-    """One section of report.md, its heading included (empty when the report has none)."""
-    text = report.read_text()
-    if heading not in text:
-        return []
-    return (heading + text.split(heading, 1)[1].split("\n## ", 1)[0]).splitlines()
+def report_section(report: Path) -> list[str]:
+    """The report's section beside the seed, its heading included (empty when it has none)."""
+    _, heading, rest = report.read_text().partition("## Beside the seed")
+    return (heading + rest.split("\n## ", 1)[0]).splitlines()
 
 
 class Rehearsal:
@@ -297,9 +287,9 @@ class Rehearsal:
             level_target=lambda level, _dir: self.local_stack(stack, level),
         )
 
-    def stack_config(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamoConfig:
-        return LocalDynamoConfig(stack.routing, self.model, workers, work_dir,
-                                 self.config.speedup_ratio, self.config.decode_speedup_ratio)
+    def local_dynamo(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamo:
+        return LocalDynamo(stack.routing, self.model, workers, work_dir,
+                           self.config.speedup_ratio, self.config.decode_speedup_ratio)
 
     @contextmanager
     def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
@@ -308,7 +298,7 @@ class Rehearsal:
         self.say(f"{stack.profile}: starting dynamo.frontend + {stack.serving.replicas} mock "
                  f"workers for concurrency {level}")
         work_dir = self.run_dir / stack.profile / "stack" / f"concurrency-{level}"
-        with LocalDynamo(self.stack_config(stack, stack.serving.replicas, work_dir)) as local:
+        with self.local_dynamo(stack, stack.serving.replicas, work_dir) as local:
             yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
 
     def ttft_floor_ms(self, dataset: Path) -> float:
@@ -316,7 +306,7 @@ class Rehearsal:
         TTFT near it is the frontend's and mocker's overhead on this machine, not serving."""
         first = json.loads(dataset.read_text().splitlines()[0])["messages"]
         stack = self.stacks[self.config.profiles[0]]
-        with LocalDynamo(self.stack_config(stack, 1, self.run_dir / "ttft-floor")) as one:
+        with self.local_dynamo(stack, 1, self.run_dir / "ttft-floor") as one:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
 
@@ -345,10 +335,10 @@ class Rehearsal:
                 stop_descendants()
                 raise
 
-    def run(self) -> Path:
+    def run(self) -> None:
         self.check()
         cfg, started = self.config, time.monotonic()
-        with PeakMemory() as memory, sigterm_as_interrupt():
+        with peak_memory() as memory, sigterm_as_interrupt():
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
                      f"sweep says its levels and stop rule); results in {self.run_dir}")
@@ -370,21 +360,19 @@ class Rehearsal:
             report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        manifests = {p: json.loads((self.run_dir / p / MANIFEST_NAME).read_text())
-                     for p in cfg.profiles}
-        # Levels a resume kept: those the sweep left as an earlier attempt finished them.
-        kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
-                   for m in manifests.values() for level in cfg.concurrencies)
-        notes = [note for p, manifest in manifests.items()
-                 if self.stacks[p].routing.router_mode == "round-robin"
-                 and not self.stacks[p].routing.affinity
-                 for note in lockstep_notes(manifest, self.stacks[p].serving.replicas)]
+        kept, notes = 0, []
+        for stack in self.stacks.values():
+            m = json.loads((self.run_dir / stack.profile / MANIFEST_NAME).read_text())
+            # Levels a resume kept: those the sweep left as an earlier attempt finished them.
+            kept += sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
+                        for level in cfg.concurrencies)
+            if stack.routing.router_mode == "round-robin" and not stack.routing.affinity:
+                notes += lockstep_notes(m, stack.serving.replicas)
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         for line in [done_line(summary), *notes, *report_section(report), f"report: {report}"]:
             self.say(line)
-        return self.run_dir
 
 
 def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int, kept: int,
@@ -413,23 +401,18 @@ def done_line(summary: Mapping[str, Any]) -> str:
             f"{resumed})")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
-    left unset whose default is None keeps the field's None."""
-    p = argparse.ArgumentParser(
+def main(argv: list[str] | None = None) -> int:
+    # RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
+    # left unset whose default is None keeps the field's None.
+    parser = argparse.ArgumentParser(
         prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=__doc__)
     for f in fields(RehearsalConfig):
         kwargs = dict(f.metadata)
         default = argparse.SUPPRESS if f.default is None else f.default
-        p.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv))
-    config = RehearsalConfig(**{**args, "profiles": tuple(args["profiles"]),
-                                "concurrencies": tuple(args["concurrencies"])})
+        parser.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
+    args = vars(parser.parse_args(argv)).items()  # nargs="+" options as tuples
+    config = RehearsalConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in args})
     rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
     try:
         rehearsal.run()

@@ -14,11 +14,10 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 
 stamp=.venv/.setup-stamp
-want=$(cat requirements.txt constraints.txt constraints-scan.txt scripts/setup.sh | sha256sum \
-  | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+if sha256sum --status --check "$stamp" 2>/dev/null; then
   exit 0
 fi
+pins=$(sha256sum requirements.txt constraints.txt constraints-scan.txt scripts/setup.sh)
 
 echo "setup: creating .venv and installing pinned dependencies (first run takes a few minutes)"
 if [ -x .venv/bin/python ] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
@@ -40,8 +39,7 @@ export PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1
   "ai-dynamo-runtime==$DYNAMO_VERSION"
 # The security scan (tests/test_security.py) runs checkov from a venv of its own: its
 # pins would clash with the project's.
-rm -rf .venv-scan
-"$PYTHON" -m venv .venv-scan
+"$PYTHON" -m venv --clear .venv-scan
 .venv-scan/bin/python -m pip install -r constraints-scan.txt
-echo "$want" > "$stamp"
+echo "$pins" > "$stamp"
 echo "setup: done (.venv)"

@@ -32,7 +32,7 @@ from benchmarks.dataset import build_dataset, video_references
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.calibration import SEED_TABLE
 from infra.names import SEED_SHAPE
-from rehearsal.local_dynamo import PeakMemory
+from rehearsal.local_dynamo import peak_memory
 from tests.support_openai_server import RecordingOpenAIServer
 
 # The seed's "Measured performance" table: session affinity at concurrency 16.
@@ -75,7 +75,7 @@ def main() -> int:
             with open(work / "aiperf.log", "w") as log:
                 process = subprocess.Popen(aiperf_command(spec), stdout=log,
                                            stderr=subprocess.STDOUT, env=aiperf_env())
-                with PeakMemory(root=process.pid, interval=0.2) as memory:
+                with peak_memory(root=process.pid, interval=0.2) as memory:
                     code = process.wait(timeout=args.timeout)
             wall = time.monotonic() - started
             served = server.served

@@ -10,16 +10,16 @@ import psutil
 
 from infra.routing import Routing
 from rehearsal.local_dynamo import (
-    LocalDynamoConfig,
+    LocalDynamo,
     find_nats_server,
     listeners,
     mock_model_dir,
 )
 
 
-def small_stack_config(work: Path, routing: Routing, workers: int = 3) -> LocalDynamoConfig:
+def small_stack(work: Path, routing: Routing, workers: int = 3) -> LocalDynamo:
     assert find_nats_server() is not None, "nats-server missing: run `bash scripts/setup.sh`"
-    return LocalDynamoConfig(
+    return LocalDynamo(
         routing=routing,
         model_dir=mock_model_dir(work / "model"),
         workers=workers,

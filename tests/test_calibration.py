@@ -32,11 +32,11 @@ from infra.calibration import (
 )
 from infra.names import SEED_SHAPE, SERVED_MODEL_NAME
 from infra.routing import PROFILES
-from rehearsal.local_dynamo import LocalDynamo, LocalDynamoConfig, mocker_command
+from rehearsal.local_dynamo import LocalDynamo, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
-from tests.support_rehearsal import small_stack_config
+from tests.support_rehearsal import small_stack
 from tests.support_report_runs import chunk, write_run
 
 
@@ -59,7 +59,7 @@ def test_the_mocker_is_stretched_to_h200_time_and_a_hit_with_its_pause_costs_the
     assert knobs.speedup_ratio * knobs.decode_speedup_ratio > 1.05
     assert RehearsalConfig().speedup_ratio == knobs.speedup_ratio
     assert RehearsalConfig().decode_speedup_ratio == knobs.decode_speedup_ratio
-    argv = mocker_command("python", LocalDynamoConfig(
+    argv = mocker_command("python", LocalDynamo(
         PROFILES["round-robin"], Path("m"), 8, Path("w"), knobs.speedup_ratio,
         knobs.decode_speedup_ratio))
     assert argv[argv.index("--speedup-ratio") + 1] == str(knobs.speedup_ratio)
@@ -192,11 +192,11 @@ def test_the_real_mocker_s_first_visit_costs_what_the_calibration_says(
     """On the pinned mocker, one worker: the first visit of a ~8,400-token stand-in costs
     MOCK_MISS_SECS more than a repeat at speedup 1, and the H200's 0.58 s calibrated."""
     knobs = mock_calibration() if calibrated else None
-    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=1)
-    config = replace(config, speedup_ratio=knobs.speedup_ratio if knobs else 1.0,
-                     decode_speedup_ratio=knobs.decode_speedup_ratio if knobs else 1.0)
+    local = replace(small_stack(tmp_path, PROFILES["round-robin"], workers=1),
+                    speedup_ratio=knobs.speedup_ratio if knobs else 1.0,
+                    decode_speedup_ratio=knobs.decode_speedup_ratio if knobs else 1.0)
     expected = H200.miss_secs if calibrated else MOCK_MISS_SECS
-    with LocalDynamo(config) as stack:
+    with local as stack:
         costs = []
         for video in range(3):
             text = f"{standin_text(video, STANDIN_TOKENS)}\n\nWhat happens?"

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,6 @@ from infra.routing import PROFILES, Routing
 from infra.settings import stack_names, stack_settings
 from rehearsal.local_dynamo import (
     LOOPBACK,
-    LocalDynamo,
     LocalDynamoError,
     dynamo_env,
     listeners,
@@ -36,7 +36,7 @@ from tests.support_rehearsal import (
     alive,
     child_env,
     ports_of,
-    small_stack_config,
+    small_stack,
     still_listening,
     wait_gone,
 )
@@ -100,8 +100,7 @@ def _chat(url: str, session: str | None) -> int | None:
 
 
 def test_stack_starts_routes_as_profiled_and_stops_clean(tmp_path: Path) -> None:
-    config = small_stack_config(tmp_path, PROFILES["session-affinity"], workers=3)
-    with LocalDynamo(config) as stack:
+    with small_stack(tmp_path, PROFILES["session-affinity"], workers=3) as stack:
         pids = stack.pids()
         assert len(stack.worker_ids) == 3
         found = listeners(stack.pids())
@@ -119,27 +118,24 @@ def test_kv_routing_with_session_affinity_is_accepted_and_keeps_a_session(tmp_pa
     """The combination a stack gets with routerMode kv, routerKvEvents false and
     sessionAffinity true: the real frontend takes the flags and binds the session."""
     routing = Routing(router_mode="kv", affinity_ttl_secs=300, kv_events=False)
-    config = small_stack_config(tmp_path, routing, workers=3)
-    with LocalDynamo(config) as stack:
+    with small_stack(tmp_path, routing, workers=3) as stack:
         pids = stack.pids()
         assert len({_chat(stack.url, "video-1") for _ in range(6)}) == 1
     assert not wait_gone(pids, timeout=1.0)
 
 
 def test_round_robin_profile_ignores_session_header(tmp_path: Path) -> None:
-    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=2)
-    with LocalDynamo(config) as stack:
+    with small_stack(tmp_path, PROFILES["round-robin"], workers=2) as stack:
         pids = stack.pids()
         assert len({_chat(stack.url, "video-1") for _ in range(4)}) == 2
     assert not wait_gone(pids, timeout=1.0)
 
 
 def test_start_failure_reports_the_log_and_leaves_nothing(tmp_path: Path) -> None:
-    config = small_stack_config(tmp_path, PROFILES["round-robin"], workers=2)
     broken = tmp_path / "not-a-model"
     broken.mkdir()
-    config = type(config)(**{**config.__dict__, "model_dir": broken, "ready_timeout_secs": 30.0})
-    stack = LocalDynamo(config)
+    stack = replace(small_stack(tmp_path, PROFILES["round-robin"], workers=2), model_dir=broken,
+                    ready_timeout_secs=30.0)
     with pytest.raises(LocalDynamoError) as failure:
         stack.__enter__()
     assert "log" in str(failure.value)
@@ -152,11 +148,10 @@ _CHILD = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from benchmarks.sweep import sigterm_as_interrupt
-    from rehearsal.local_dynamo import LocalDynamo
     from infra.routing import PROFILES, Routing
-    from tests.support_rehearsal import small_stack_config
+    from tests.support_rehearsal import small_stack
     with sigterm_as_interrupt():
-        with LocalDynamo(small_stack_config(Path(sys.argv[1]), PROFILES["round-robin"], 2)) as s:
+        with small_stack(Path(sys.argv[1]), PROFILES["round-robin"], 2) as s:
             print(json.dumps(sorted(s.pids())), flush=True)
             time.sleep(300)
     """
