@@ -128,10 +128,9 @@ LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 def log_tail(path: Path, lines: int = 15) -> str:
     """The last `lines` non-blank lines of a log: what an error shows of a failed process
     (AIPerf here, the rehearsal's servers)."""
-    try:
+    text = []
+    with suppress(OSError):
         text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "(no output)"
     return "\n".join(text[-lines:]) or "(no output)"
 
 
@@ -342,10 +341,9 @@ def check_dataset(config: SweepConfig, data: Dataset) -> None:
 
 
 def dist_version(dist: str) -> str | None:
-    try:
+    with suppress(metadata.PackageNotFoundError):
         return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def tool_versions() -> dict[str, str | None]:
@@ -740,6 +738,12 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
 def _run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     run_dir = resolve_run_dir(config)  # once: a run id of the clock's names one folder
+    # How to resume, in words that fit the CLI and the cluster's Job (whose run id is
+    # `benchmarkRunId`): a run id of the clock's is not "the same".
+    resume = (f"to resume {run_dir}, run it again with the same run id (the cluster's "
+              "benchmarkRunId) or --out: finished levels and chunks are kept"
+              if args.run_id or args.run_dir else
+              f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}")
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     with sigterm_as_interrupt():
         try:
@@ -747,13 +751,13 @@ def _run(args: argparse.Namespace) -> int:
             if problems:
                 raise InputError(BAD_SETTINGS, problems)
             run_dir.mkdir(parents=True, exist_ok=True)
+            config = replace(config, run_dir=run_dir)
             if (run_dir / MANIFEST_NAME).is_file():
                 # A resume: check the settings on datasets built aside, so a refusal
                 # leaves the earlier run's files as they were.
                 with tempfile.TemporaryDirectory(dir=run_dir, prefix=".check-") as aside:
-                    open_run(replace(config, run_dir=run_dir,
-                                     dataset=_datasets_for(args, Path(aside))))
-            config = replace(config, run_dir=run_dir, dataset=_datasets_for(args, run_dir))
+                    open_run(replace(config, dataset=_datasets_for(args, Path(aside))))
+            config = replace(config, dataset=_datasets_for(args, run_dir))
             if args.follow_command:
                 print(f"follow this sweep: {args.follow_command}", flush=True)
             run_sweep(config, say=lambda line: print(line, flush=True))
@@ -763,21 +767,12 @@ def _run(args: argparse.Namespace) -> int:
             first, _, details = str(exc).partition("\n")
             if isinstance(exc, InputError):
                 first, details = f"{exc.heading}: {'; '.join(exc.problems)}", ""
-            hint = _resume_hint(args, run_dir) if isinstance(exc, LevelFailed) else ""
+            hint = resume if isinstance(exc, LevelFailed) else ""
             for line in filter(None, (details, hint, f"error: {first}")):
                 print(f"sweep: {line}", file=sys.stderr, flush=True)
             return 1
         except KeyboardInterrupt:
-            hint = _resume_hint(args, run_dir) if run_dir.exists() else "nothing started"
+            hint = resume if run_dir.exists() else "nothing started"
             print(f"sweep: interrupted; {hint}", file=sys.stderr)
             return 130
     return 0
-
-
-def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
-    """How to resume this run, in words that fit the CLI and the cluster's Job (whose run
-    id is `benchmarkRunId`): a run id of the clock's is not "the same"."""
-    if args.run_id or args.run_dir:
-        return (f"to resume {run_dir}, run it again with the same run id (the cluster's "
-                "benchmarkRunId) or --out: finished levels and chunks are kept")
-    return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"
