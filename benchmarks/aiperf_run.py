@@ -204,9 +204,7 @@ def failure_cause(log: Path) -> str:
     very last line only names its log file), else its last line."""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
              if line.strip()] if log.is_file() else []
-    for line in reversed(lines):
-        found = re.match(r"^[\d:.]+\s+(?:ERROR|CRITICAL)\s+(.*?)(?:\s+\([\w.]+:\d+\))?$", line)
-        if found:
-            return found.group(1)
-    return next((line for line in reversed(lines) if not line.startswith("Log File:")),
-                "no output")
+    cause = re.compile(r"^[\d:.]+\s+(?:ERROR|CRITICAL)\s+(.*?)(?:\s+\([\w.]+:\d+\))?$")
+    errors = [found.group(1) for line in lines if (found := cause.match(line))]
+    others = [line for line in lines if not line.startswith("Log File:")]
+    return (errors or others or ["no output"])[-1]
