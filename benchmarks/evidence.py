@@ -19,7 +19,6 @@ from benchmarks.aiperf_run import RAW_EXPORT, measured_records, parsed
 COUNTERS = {"cached_tokens": "dynamo_frontend_cached_tokens_sum",
             "input_tokens": "dynamo_frontend_input_sequence_tokens_sum",
             "cached_reports": "dynamo_frontend_cached_tokens_count"}
-SCRAPE_TIMEOUT_SECS = 10.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def scrape_frontend(base_url: str) -> FrontendCounts | None:
     """The frontend's counters now; None where it serves no Dynamo metrics."""
     try:
         with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics",  # noqa: S310
-                                    timeout=SCRAPE_TIMEOUT_SECS) as response:
+                                    timeout=10.0) as response:
             return frontend_counts(response.read().decode())
     except (OSError, ValueError):  # URLError is an OSError
         return None
