@@ -335,8 +335,7 @@ def check_dataset(config: SweepConfig, data: Dataset) -> None:
          f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos or "
          "lower levels"),
     )
-    problems = [problem for bad, problem in checks if bad]
-    if problems:
+    if problems := [problem for bad, problem in checks if bad]:
         raise InputError(BAD_SETTINGS, problems)
 
 
@@ -470,8 +469,7 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
 def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
     """The attempt ready to run, its config resolved; refused, naming each setting that
     differs, before any file of the directory's earlier run changes."""
-    problems = config_problems(config)
-    if problems:
+    if problems := config_problems(config):
         raise InputError(BAD_SETTINGS, problems)
     extra = WORKER_ID_REQUEST_FIELDS if config.attribute_workers else {}
     run_dir = resolve_run_dir(config)
@@ -487,8 +485,7 @@ def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
     base = manifest_base(config, data)
     path = run_dir / MANIFEST_NAME
     earlier = json.loads(path.read_text()) if path.is_file() else {}
-    changed = settings_changes(earlier, base) if earlier else []
-    if changed:
+    if earlier and (changed := settings_changes(earlier, base)):
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
                          f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     check_dataset(config, data)
@@ -747,8 +744,7 @@ def _run(args: argparse.Namespace) -> int:
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     with sigterm_as_interrupt():
         try:
-            problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
-            if problems:
+            if problems := [p for p in config_problems(config) if not p.startswith("dataset ")]:
                 raise InputError(BAD_SETTINGS, problems)
             run_dir.mkdir(parents=True, exist_ok=True)
             config = replace(config, run_dir=run_dir)
