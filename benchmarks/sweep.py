@@ -571,7 +571,7 @@ class _Sweep:
             self.save()
             raise LevelFailed(str(exc)) from exc
         summary = level_summary([LevelSummary(**c["summary"]) for c in level["chunks"]])
-        level.update(self.evidence(level["chunks"], level_dir))
+        level.update(level_evidence(level_dir, level["chunks"]))
         level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=asdict(summary),
                      replicates=len(level["chunks"]), stopped_by=stop)
         self.save()
@@ -611,7 +611,7 @@ class _Sweep:
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
             found.get("routing"), workers, bool(config.affinity))
         if problems:
-            level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
+            level.update(level_evidence(chunk_dir.parent, [*level["chunks"], entry]))
             raise SweepError(f"{name}: {'; '.join(problems)}")
         level["chunks"].append(entry)
         self.save()
@@ -671,11 +671,6 @@ class _Sweep:
     @staticmethod
     def rates(level: Mapping[str, Any]) -> list[float]:
         return [c["summary"]["request_throughput"] for c in level["chunks"]]
-
-    @staticmethod
-    def evidence(chunks: Sequence[Mapping[str, Any]], level_dir: Path) -> dict[str, Any]:
-        return level_evidence([level_dir / c["dir"] for c in chunks],
-                              [c.get("frontend") or {} for c in chunks])
 
 
 def _now() -> str:
