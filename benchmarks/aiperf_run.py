@@ -14,15 +14,9 @@ from typing import Any
 
 from infra.names import SESSION_HEADER
 
-DATASET_TYPE = "mooncake_trace"
 SUMMARY_EXPORT = "profile_export_aiperf.json"
 RAW_EXPORT = "profile_export_raw.jsonl"
 RECORDS_EXPORT = "profile_export.jsonl"
-
-# AIPerf reads HTTP behaviour switches from the environment.
-ENV_EXTRA_AFFINITY_HEADER = "AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID"
-# With this set, AIPerf 0.13 takes a local tokenizer directory for a hub repo id.
-ENV_HF_OFFLINE = "HF_HUB_OFFLINE"
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--endpoint-type", "chat",
         "--streaming",
         "--input-file", str(spec.dataset),
-        "--custom-dataset-type", DATASET_TYPE,
+        "--custom-dataset-type", "mooncake_trace",
         "--dataset-sampling-strategy", "sequential",
         "--num-sessions", str(spec.sessions),
         "--concurrency", str(spec.concurrency),
@@ -76,8 +70,10 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
 def aiperf_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """AIPerf's environment: the caller's, minus HF_HUB_OFFLINE, without the extra header."""
     env = dict(os.environ if base is None else base)
-    env.pop(ENV_HF_OFFLINE, None)
-    env[ENV_EXTRA_AFFINITY_HEADER] = "false"
+    # With it set, AIPerf 0.13 takes a local tokenizer directory for a hub repo id.
+    env.pop("HF_HUB_OFFLINE", None)
+    # AIPerf reads HTTP behaviour switches from the environment.
+    env["AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID"] = "false"
     return env
 
 
@@ -204,9 +200,7 @@ def failure_cause(log: Path) -> str:
     very last line only names its log file), else its last line."""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
              if line.strip()] if log.is_file() else []
-    for line in reversed(lines):
-        found = re.match(r"^[\d:.]+\s+(?:ERROR|CRITICAL)\s+(.*?)(?:\s+\([\w.]+:\d+\))?$", line)
-        if found:
-            return found.group(1)
-    return next((line for line in reversed(lines) if not line.startswith("Log File:")),
-                "no output")
+    cause = re.compile(r"^[\d:.]+\s+(?:ERROR|CRITICAL)\s+(.*?)(?:\s+\([\w.]+:\d+\))?$")
+    errors = [found.group(1) for line in lines if (found := cause.match(line))]
+    others = [line for line in lines if not line.startswith("Log File:")]
+    return (errors or others or ["no output"])[-1]

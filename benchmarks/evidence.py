@@ -19,7 +19,6 @@ from benchmarks.aiperf_run import RAW_EXPORT, measured_records, parsed
 COUNTERS = {"cached_tokens": "dynamo_frontend_cached_tokens_sum",
             "input_tokens": "dynamo_frontend_input_sequence_tokens_sum",
             "cached_reports": "dynamo_frontend_cached_tokens_count"}
-SCRAPE_TIMEOUT_SECS = 10.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def scrape_frontend(base_url: str) -> FrontendCounts | None:
     """The frontend's counters now; None where it serves no Dynamo metrics."""
     try:
         with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics",  # noqa: S310
-                                    timeout=SCRAPE_TIMEOUT_SECS) as response:
+                                    timeout=10.0) as response:
             return frontend_counts(response.read().decode())
     except (OSError, ValueError):  # URLError is an OSError
         return None
@@ -168,16 +167,17 @@ def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
     return evidence
 
 
-def level_evidence(chunk_dirs: Sequence[Path], chunks: Sequence[Mapping[str, Any]]
-                   ) -> dict[str, Any]:
-    """A level's evidence: its chunks' mean prefix-cache share (chunks of equal videos send
-    about equal prompt tokens) and the routing over all its videos' saved attributions."""
+def level_evidence(level_dir: Path, chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A level's evidence over its manifest chunks: their mean prefix-cache share (chunks of
+    equal videos send about equal prompt tokens), the routing over their saved attributions."""
+    found = [chunk.get("frontend") or {} for chunk in chunks]
     evidence: dict[str, Any] = {}
-    if any("prefix_cache_hit_pct" in chunk for chunk in chunks):
-        hits = [h for chunk in chunks if (h := chunk.get("prefix_cache_hit_pct")) is not None]
+    if any("prefix_cache_hit_pct" in entry for entry in found):
+        hits = [h for entry in found if (h := entry.get("prefix_cache_hit_pct")) is not None]
         evidence["prefix_cache_hit_pct"] = sum(hits) / len(hits) if hits else None
-    if any("routing" in chunk for chunk in chunks):
-        evidence["routing"] = worker_spread(*map(level_attribution, chunk_dirs))
+    if any("routing" in entry for entry in found):
+        evidence["routing"] = worker_spread(
+            *(level_attribution(level_dir / chunk["dir"]) for chunk in chunks))
     return evidence
 
 

@@ -128,10 +128,9 @@ LevelTarget = Callable[[int, Path], AbstractContextManager[LevelRun]]
 def log_tail(path: Path, lines: int = 15) -> str:
     """The last `lines` non-blank lines of a log: what an error shows of a failed process
     (AIPerf here, the rehearsal's servers)."""
-    try:
+    text = []
+    with suppress(OSError):
         text = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return "(no output)"
     return "\n".join(text[-lines:]) or "(no output)"
 
 
@@ -336,16 +335,14 @@ def check_dataset(config: SweepConfig, data: Dataset) -> None:
          f"chunks of N videos but the dataset has {len(data.sessions)}: use more videos or "
          "lower levels"),
     )
-    problems = [problem for bad, problem in checks if bad]
-    if problems:
+    if problems := [problem for bad, problem in checks if bad]:
         raise InputError(BAD_SETTINGS, problems)
 
 
 def dist_version(dist: str) -> str | None:
-    try:
+    with suppress(metadata.PackageNotFoundError):
         return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def tool_versions() -> dict[str, str | None]:
@@ -472,8 +469,7 @@ def _level_problems(summary: LevelSummary, lengths: dict[str, int] | None,
 def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
     """The attempt ready to run, its config resolved; refused, naming each setting that
     differs, before any file of the directory's earlier run changes."""
-    problems = config_problems(config)
-    if problems:
+    if problems := config_problems(config):
         raise InputError(BAD_SETTINGS, problems)
     extra = WORKER_ID_REQUEST_FIELDS if config.attribute_workers else {}
     run_dir = resolve_run_dir(config)
@@ -489,8 +485,7 @@ def open_run(config: SweepConfig, say: Say = print) -> _Sweep:
     base = manifest_base(config, data)
     path = run_dir / MANIFEST_NAME
     earlier = json.loads(path.read_text()) if path.is_file() else {}
-    changed = settings_changes(earlier, base) if earlier else []
-    if changed:
+    if earlier and (changed := settings_changes(earlier, base)):
         raise SweepError(f"{run_dir} holds a run of other settings or another deployment "
                          f"({'; '.join(changed)}); {NEW_RUN_HINT}")
     check_dataset(config, data)
@@ -576,7 +571,7 @@ class _Sweep:
             self.save()
             raise LevelFailed(str(exc)) from exc
         summary = level_summary([LevelSummary(**c["summary"]) for c in level["chunks"]])
-        level.update(self.evidence(level["chunks"], level_dir))
+        level.update(level_evidence(level_dir, level["chunks"]))
         level.update(status=STATUS_COMPLETE, finished_at=_now(), summary=asdict(summary),
                      replicates=len(level["chunks"]), stopped_by=stop)
         self.save()
@@ -616,7 +611,7 @@ class _Sweep:
         problems = _level_problems(summary, lengths, config, chunk_dir) + routing_problems(
             found.get("routing"), workers, bool(config.affinity))
         if problems:
-            level.update(self.evidence([*level["chunks"], entry], chunk_dir.parent))
+            level.update(level_evidence(chunk_dir.parent, [*level["chunks"], entry]))
             raise SweepError(f"{name}: {'; '.join(problems)}")
         level["chunks"].append(entry)
         self.save()
@@ -677,11 +672,6 @@ class _Sweep:
     def rates(level: Mapping[str, Any]) -> list[float]:
         return [c["summary"]["request_throughput"] for c in level["chunks"]]
 
-    @staticmethod
-    def evidence(chunks: Sequence[Mapping[str, Any]], level_dir: Path) -> dict[str, Any]:
-        return level_evidence([level_dir / c["dir"] for c in chunks],
-                              [c.get("frontend") or {} for c in chunks])
-
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -740,20 +730,25 @@ def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
 def _run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     run_dir = resolve_run_dir(config)  # once: a run id of the clock's names one folder
+    # How to resume, in words that fit the CLI and the cluster's Job (whose run id is
+    # `benchmarkRunId`): a run id of the clock's is not "the same".
+    resume = (f"to resume {run_dir}, run it again with the same run id (the cluster's "
+              "benchmarkRunId) or --out: finished levels and chunks are kept"
+              if args.run_id or args.run_dir else
+              f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}")
     # A Job being stopped (SIGTERM) ends the level cleanly: AIPerf is stopped too.
     with sigterm_as_interrupt():
         try:
-            problems = [p for p in config_problems(config) if not p.startswith("dataset ")]
-            if problems:
+            if problems := [p for p in config_problems(config) if not p.startswith("dataset ")]:
                 raise InputError(BAD_SETTINGS, problems)
             run_dir.mkdir(parents=True, exist_ok=True)
+            config = replace(config, run_dir=run_dir)
             if (run_dir / MANIFEST_NAME).is_file():
                 # A resume: check the settings on datasets built aside, so a refusal
                 # leaves the earlier run's files as they were.
                 with tempfile.TemporaryDirectory(dir=run_dir, prefix=".check-") as aside:
-                    open_run(replace(config, run_dir=run_dir,
-                                     dataset=_datasets_for(args, Path(aside))))
-            config = replace(config, run_dir=run_dir, dataset=_datasets_for(args, run_dir))
+                    open_run(replace(config, dataset=_datasets_for(args, Path(aside))))
+            config = replace(config, dataset=_datasets_for(args, run_dir))
             if args.follow_command:
                 print(f"follow this sweep: {args.follow_command}", flush=True)
             run_sweep(config, say=lambda line: print(line, flush=True))
@@ -763,21 +758,12 @@ def _run(args: argparse.Namespace) -> int:
             first, _, details = str(exc).partition("\n")
             if isinstance(exc, InputError):
                 first, details = f"{exc.heading}: {'; '.join(exc.problems)}", ""
-            hint = _resume_hint(args, run_dir) if isinstance(exc, LevelFailed) else ""
+            hint = resume if isinstance(exc, LevelFailed) else ""
             for line in filter(None, (details, hint, f"error: {first}")):
                 print(f"sweep: {line}", file=sys.stderr, flush=True)
             return 1
         except KeyboardInterrupt:
-            hint = _resume_hint(args, run_dir) if run_dir.exists() else "nothing started"
+            hint = resume if run_dir.exists() else "nothing started"
             print(f"sweep: interrupted; {hint}", file=sys.stderr)
             return 130
     return 0
-
-
-def _resume_hint(args: argparse.Namespace, run_dir: Path) -> str:
-    """How to resume this run, in words that fit the CLI and the cluster's Job (whose run
-    id is `benchmarkRunId`): a run id of the clock's is not "the same"."""
-    if args.run_id or args.run_dir:
-        return (f"to resume {run_dir}, run it again with the same run id (the cluster's "
-                "benchmarkRunId) or --out: finished levels and chunks are kept")
-    return f"to resume {run_dir}, rerun the same command with --run-id {run_dir.name}"

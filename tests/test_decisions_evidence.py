@@ -152,14 +152,21 @@ def test_a_levels_evidence_is_over_all_its_chunks(tmp_path: Path) -> None:
     chunks = [chunk_evidence(one, FrontendCounts(0, 100, 0), FrontendCounts(50, 200, 3), True),
               chunk_evidence(two, FrontendCounts(0, 100, 0), FrontendCounts(10, 200, 3), True)]
     assert chunks[0]["routing"]["workers_seen"] == 1
-    assert level_evidence([one, two], chunks) == {"prefix_cache_hit_pct": 30.0, "routing": {
+    entries = [{"dir": folder.name, "frontend": found} for folder, found in zip(
+        (one, two), chunks, strict=True)]
+    assert level_evidence(tmp_path, entries) == {"prefix_cache_hit_pct": 30.0, "routing": {
         "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
         "workers_seen": 3, "requests_per_worker_min": 1, "requests_per_worker_max": 2,
         "unattributed": 1}}
+
+    def level(*found: dict[str, Any]) -> dict[str, Any]:  # chunks as the manifest holds them
+        return level_evidence(tmp_path, [{"dir": "-", "frontend": f} for f in found])
+
     unknown = [{"prefix_cache_hit_pct": None}, {"prefix_cache_hit_pct": 20.0}, {}]
-    assert level_evidence([], unknown) == {"prefix_cache_hit_pct": 20.0}
-    assert level_evidence([], [{"prefix_cache_hit_pct": None}]) == {"prefix_cache_hit_pct": None}
-    assert level_evidence([], [{}, {}]) == {}
+    assert level(*unknown) == {"prefix_cache_hit_pct": 20.0}
+    assert level({"prefix_cache_hit_pct": None}) == {"prefix_cache_hit_pct": None}
+    assert level({}, {}) == {}
+    assert level_evidence(tmp_path, [{"dir": "-"}]) == {}  # a chunk with no `frontend` entry
 
 
 def test_an_empty_attribution_spreads_nothing() -> None:
