@@ -203,7 +203,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
     on_gpu = not parts.vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
         "name": "download",
-        "image": settings.vllm_image if parts.vllm else settings.nim_image,
+        "image": settings.worker_image,
         "command": parts.download_command, "env": parts.model_env,
         "volumeMounts": [parts.cache_mount],
         "securityContext": container_security(),
@@ -240,13 +240,13 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
     system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
     if parts.vllm:
         container: dict[str, Any] = {
-            "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
-            "args": parts.worker_args, "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
+            "command": list(sv.VLLM_WORKER_COMMAND), "args": parts.worker_args,
+            "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
             "ports": [{"name": "system", "containerPort": port}]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
         container = {
-            "image": settings.nim_image, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
             "env": [*parts.model_env, *env({"NIM_DYNAMO_WORKER": "true",
                     "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
                     REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
@@ -256,7 +256,7 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
         port = names.FRONTEND_PORT
     resources = {"cpu": settings.worker_cpu, "memory": settings.worker_memory,
                  GPU_RESOURCE: serving.gpus_per_replica}
-    return {"name": "main", **container,
+    return {"name": "main", "image": settings.worker_image, **container,
             "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
             "livenessProbe": _probe(live, port, 5),
             "resources": {"requests": resources, "limits": resources},
