@@ -166,16 +166,6 @@ def served(settings: Settings) -> Served:
                      "mountPath": sv.VLLM_CACHE_PATH if vllm else names.NIM_CACHE_PATH})
 
 
-def pod_security(nim_user: bool = True) -> dict[str, Any]:
-    """Never root; the NIM's UID/GID and fsGroup where the cache is shared, the UID alone for
-    the frontend's image user (docs/deploy-reference.md, 'Manifests')."""
-    user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
-            "seccompProfile": {"type": "RuntimeDefault"}}
-    return user if not nim_user else {**user, "runAsGroup": names.NIM_GID,
-                                      "fsGroup": names.NIM_GID,
-                                      "fsGroupChangePolicy": "OnRootMismatch"}
-
-
 def container_security() -> dict[str, Any]:
     """No privilege escalation, no capabilities; the root stays writable, as the model servers
     write caches and kernels under their home (the benchmark pods make it read-only)."""
@@ -184,10 +174,15 @@ def container_security() -> dict[str, Any]:
 
 def pod_spec(containers: list[dict[str, Any]], pull_secrets: Sequence[str],
              nim_user: bool = True, **more: Any) -> dict[str, Any]:
-    """Every pod's spec: `pod_security`, the pull secrets (where there are any), `more`."""
+    """Every pod's spec: never root; the NIM's UID/GID and fsGroup where the cache is shared,
+    the UID alone for the frontend's image user (docs/deploy-reference.md, 'Manifests'); the
+    pull secrets (where there are any); `more`."""
+    user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+    group = {"runAsGroup": names.NIM_GID, "fsGroup": names.NIM_GID,
+             "fsGroupChangePolicy": "OnRootMismatch"} if nim_user else {}
     secrets = {"imagePullSecrets": [{"name": n} for n in pull_secrets]} if pull_secrets else {}
-    return {"securityContext": pod_security(nim_user), **more, **secrets,
-            "containers": containers}
+    return {"securityContext": {**user, **group}, **more, **secrets, "containers": containers}
 
 
 def download_pod_labels(settings: Settings) -> dict[str, str]:
@@ -237,21 +232,19 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
     """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
     weights, its probes on Dynamo's system port."""
     serving, port = settings.serving, names.WORKER_SYSTEM_PORT
-    system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
+    dynamo_env = [{"name": "DYN_SYSTEM_PORT", "value": str(port)}, REQUEST_PLANE_ENV]
+    system = {"name": "system", "containerPort": port}
     if parts.vllm:
         container: dict[str, Any] = {
             "command": list(sv.VLLM_WORKER_COMMAND), "args": parts.worker_args,
-            "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
-            "ports": [{"name": "system", "containerPort": port}]}
+            "env": [*parts.model_env, *dynamo_env], "ports": [system]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
+        nim = env({"NIM_DYNAMO_WORKER": "true", "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND})
         container = {
             "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
-            "env": [*parts.model_env, *env({"NIM_DYNAMO_WORKER": "true",
-                    "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
-                    REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
-            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
-                      {"name": "system", "containerPort": port}]}
+            "env": [*parts.model_env, *nim, *dynamo_env, *env(NIM_DYNAMO_ENV)],
+            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT}, system]}
         ready = live = NIM_HEALTH_PATH
         port = names.FRONTEND_PORT
     resources = {"cpu": settings.worker_cpu, "memory": settings.worker_memory,
