@@ -269,6 +269,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
                 "securityContext": container_security()}
     worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
                       volumes=[parts.cache_volume])
+    pod = {"metadata": {"labels": labels(settings.profile)}}  # each component's pod template
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": GRAPH_KIND,
@@ -279,14 +280,12 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
             "env": [ALLOW_INTERNAL_MEDIA],
             "components": [
                 {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
-                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
-                                 "spec": pod_spec([frontend], pull, nim_user=False)}},
+                 "podTemplate": {**pod, "spec": pod_spec([frontend], pull, nim_user=False)}},
                 {"name": names.WORKER_COMPONENT, "type": "worker",
                  "replicas": settings.serving.replicas,
                  "sharedMemorySize": settings.worker_shared_memory,
                  "runtimeVersionOverride": settings.worker_runtime_version,
-                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
-                                 "spec": worker}}],
+                 "podTemplate": {**pod, "spec": worker}}],
         },
     }
 
