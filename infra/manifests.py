@@ -12,8 +12,6 @@ from infra.routing import frontend_args, frontend_command
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
-GRAPH_KIND = "DynamoGraphDeployment"
-BACKEND_FRAMEWORK = "vllm"
 
 # pulumi-kubernetes await annotations (v4.18+): wait for a condition, bounded in seconds.
 WAIT_FOR = "pulumi.com/waitFor"
@@ -37,7 +35,6 @@ NIM_COMMAND = ["bash", "-lc", "exec /opt/nim/start_server.sh"]
 NIM_WORKDIR = "/opt/nim"
 NIM_HEALTH_PATH = "/v1/health/live"
 NIM_DISCOVERY_BACKEND = "kubernetes"
-DOWNLOAD_COMMAND = "download-to-cache"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Where a pod runs and pulls from: never what it computes (the stack ignores them on Jobs).
 PLACEMENT_KEYS = ("imagePullSecrets", "nodeSelector", "tolerations")
@@ -155,7 +152,7 @@ def served(settings: Settings) -> Served:
         model_env=[token, *env({"HF_HOME": sv.HF_HOME})] if vllm else
         [*env({**nim_model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}), token],
         download_command=sv.hf_download_command(serving, weights) if vllm else
-        [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
+        ["download-to-cache", *(["--profiles", profile] if profile else [])],
         worker_args=sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else [],
         frontend_args=frontend_args(settings.routing, port=names.FRONTEND_PORT),
         policy_names={p: names.stack_object_name(settings.graph_name, p) for p in POLICIES},
@@ -272,11 +269,11 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     pod = {"metadata": {"labels": labels(settings.profile)}}  # each component's pod template
     return {
         "apiVersion": GRAPH_API_VERSION,
-        "kind": GRAPH_KIND,
+        "kind": "DynamoGraphDeployment",
         "metadata": metadata(settings.namespace, settings.graph_name,
                              labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
-            "backendFramework": BACKEND_FRAMEWORK,
+            "backendFramework": "vllm",
             "env": [ALLOW_INTERNAL_MEDIA],
             "components": [
                 {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
