@@ -12,8 +12,6 @@ from infra.routing import frontend_args, frontend_command
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
-GRAPH_KIND = "DynamoGraphDeployment"
-BACKEND_FRAMEWORK = "vllm"
 
 # pulumi-kubernetes await annotations (v4.18+): wait for a condition, bounded in seconds.
 WAIT_FOR = "pulumi.com/waitFor"
@@ -37,7 +35,6 @@ NIM_COMMAND = ["bash", "-lc", "exec /opt/nim/start_server.sh"]
 NIM_WORKDIR = "/opt/nim"
 NIM_HEALTH_PATH = "/v1/health/live"
 NIM_DISCOVERY_BACKEND = "kubernetes"
-DOWNLOAD_COMMAND = "download-to-cache"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Where a pod runs and pulls from: never what it computes (the stack ignores them on Jobs).
 PLACEMENT_KEYS = ("imagePullSecrets", "nodeSelector", "tolerations")
@@ -155,7 +152,7 @@ def served(settings: Settings) -> Served:
         model_env=[token, *env({"HF_HOME": sv.HF_HOME})] if vllm else
         [*env({**nim_model, "NIM_CACHE_PATH": names.NIM_CACHE_PATH}), token],
         download_command=sv.hf_download_command(serving, weights) if vllm else
-        [DOWNLOAD_COMMAND, *(["--profiles", profile] if profile else [])],
+        ["download-to-cache", *(["--profiles", profile] if profile else [])],
         worker_args=sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else [],
         frontend_args=frontend_args(settings.routing, port=names.FRONTEND_PORT),
         policy_names={p: names.stack_object_name(settings.graph_name, p) for p in POLICIES},
@@ -166,16 +163,6 @@ def served(settings: Settings) -> Served:
                      "mountPath": sv.VLLM_CACHE_PATH if vllm else names.NIM_CACHE_PATH})
 
 
-def pod_security(nim_user: bool = True) -> dict[str, Any]:
-    """Never root; the NIM's UID/GID and fsGroup where the cache is shared, the UID alone for
-    the frontend's image user (docs/deploy-reference.md, 'Manifests')."""
-    user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
-            "seccompProfile": {"type": "RuntimeDefault"}}
-    return user if not nim_user else {**user, "runAsGroup": names.NIM_GID,
-                                      "fsGroup": names.NIM_GID,
-                                      "fsGroupChangePolicy": "OnRootMismatch"}
-
-
 def container_security() -> dict[str, Any]:
     """No privilege escalation, no capabilities; the root stays writable, as the model servers
     write caches and kernels under their home (the benchmark pods make it read-only)."""
@@ -184,10 +171,15 @@ def container_security() -> dict[str, Any]:
 
 def pod_spec(containers: list[dict[str, Any]], pull_secrets: Sequence[str],
              nim_user: bool = True, **more: Any) -> dict[str, Any]:
-    """Every pod's spec: `pod_security`, the pull secrets (where there are any), `more`."""
+    """Every pod's spec: never root; the NIM's UID/GID and fsGroup where the cache is shared,
+    the UID alone for the frontend's image user (docs/deploy-reference.md, 'Manifests'); the
+    pull secrets (where there are any); `more`."""
+    user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+    group = {"runAsGroup": names.NIM_GID, "fsGroup": names.NIM_GID,
+             "fsGroupChangePolicy": "OnRootMismatch"} if nim_user else {}
     secrets = {"imagePullSecrets": [{"name": n} for n in pull_secrets]} if pull_secrets else {}
-    return {"securityContext": pod_security(nim_user), **more, **secrets,
-            "containers": containers}
+    return {"securityContext": {**user, **group}, **more, **secrets, "containers": containers}
 
 
 def download_pod_labels(settings: Settings) -> dict[str, str]:
@@ -203,7 +195,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
     on_gpu = not parts.vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
         "name": "download",
-        "image": settings.vllm_image if parts.vllm else settings.nim_image,
+        "image": settings.worker_image,
         "command": parts.download_command, "env": parts.model_env,
         "volumeMounts": [parts.cache_mount],
         "securityContext": container_security(),
@@ -237,26 +229,24 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
     """The NIM's own server, or (runtime vllm) `python3 -m dynamo.vllm` on the cached
     weights, its probes on Dynamo's system port."""
     serving, port = settings.serving, names.WORKER_SYSTEM_PORT
-    system_port = {"name": "DYN_SYSTEM_PORT", "value": str(port)}
+    dynamo_env = [{"name": "DYN_SYSTEM_PORT", "value": str(port)}, REQUEST_PLANE_ENV]
+    system = {"name": "system", "containerPort": port}
     if parts.vllm:
         container: dict[str, Any] = {
-            "image": settings.vllm_image, "command": list(sv.VLLM_WORKER_COMMAND),
-            "args": parts.worker_args, "env": [*parts.model_env, system_port, REQUEST_PLANE_ENV],
-            "ports": [{"name": "system", "containerPort": port}]}
+            "command": list(sv.VLLM_WORKER_COMMAND), "args": parts.worker_args,
+            "env": [*parts.model_env, *dynamo_env], "ports": [system]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
+        nim = env({"NIM_DYNAMO_WORKER": "true", "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND})
         container = {
-            "image": settings.nim_image, "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
-            "env": [*parts.model_env, *env({"NIM_DYNAMO_WORKER": "true",
-                    "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND}), system_port,
-                    REQUEST_PLANE_ENV, *env(NIM_DYNAMO_ENV)],
-            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT},
-                      {"name": "system", "containerPort": port}]}
+            "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "env": [*parts.model_env, *nim, *dynamo_env, *env(NIM_DYNAMO_ENV)],
+            "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT}, system]}
         ready = live = NIM_HEALTH_PATH
         port = names.FRONTEND_PORT
     resources = {"cpu": settings.worker_cpu, "memory": settings.worker_memory,
                  GPU_RESOURCE: serving.gpus_per_replica}
-    return {"name": "main", **container,
+    return {"name": "main", "image": settings.worker_image, **container,
             "startupProbe": _probe(ready, port, STARTUP_PROBE_FAILURES),
             "livenessProbe": _probe(live, port, 5),
             "resources": {"requests": resources, "limits": resources},
@@ -276,24 +266,23 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
                 "securityContext": container_security()}
     worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
                       volumes=[parts.cache_volume])
+    pod = {"metadata": {"labels": labels(settings.profile)}}  # each component's pod template
     return {
         "apiVersion": GRAPH_API_VERSION,
-        "kind": GRAPH_KIND,
+        "kind": "DynamoGraphDeployment",
         "metadata": metadata(settings.namespace, settings.graph_name,
                              labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
-            "backendFramework": BACKEND_FRAMEWORK,
+            "backendFramework": "vllm",
             "env": [ALLOW_INTERNAL_MEDIA],
             "components": [
                 {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
-                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
-                                 "spec": pod_spec([frontend], pull, nim_user=False)}},
+                 "podTemplate": {**pod, "spec": pod_spec([frontend], pull, nim_user=False)}},
                 {"name": names.WORKER_COMPONENT, "type": "worker",
                  "replicas": settings.serving.replicas,
                  "sharedMemorySize": settings.worker_shared_memory,
                  "runtimeVersionOverride": settings.worker_runtime_version,
-                 "podTemplate": {"metadata": {"labels": labels(settings.profile)},
-                                 "spec": worker}}],
+                 "podTemplate": {**pod, "spec": worker}}],
         },
     }
 

@@ -325,8 +325,6 @@ class Settings:
     nim_image: str
     frontend_image: str
     worker_runtime_version: str
-    # The Dynamo vLLM worker image with the vllm-cosmos3 plugin (runtime vllm), else None.
-    vllm_image: str | None
     # The workers: what they serve and on which GPUs, the NIM's profile (None: the NIM picks
     # it for the GPUs it sees), the model id they answer to, and their resources.
     serving: sv.Serving
@@ -356,7 +354,8 @@ class Settings:
     kube_context: str | None
     kubectl: str
     graph_name: str
-    # The image the workers run: the NIM's, or (runtime vllm) the vLLM worker image.
+    # The image the workers and the download run: the NIM's, or (runtime vllm) the Dynamo
+    # vLLM worker image with the vllm-cosmos3 plugin.
     worker_image: str
     download_job_name: str
     frontend_service: str
@@ -545,8 +544,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     vllm, existing = serving.runtime == "vllm", v["cacheExistingClaim"]
     given = {f.name: v[key] for f in fields(Settings) if (key := names.camel(f.name)) in KEYS}
     settings = Settings(**{
-        **given, "vllm_image": v["vllmImage"] if vllm else None,
-        "cache_storage_class": None if existing else v["cacheStorageClass"],
+        **given, "cache_storage_class": None if existing else v["cacheStorageClass"],
         "nim_model_profile": v["nimModelProfile"] or None,
     }, stack=stack, profile=profile, routing=routing, serving=serving, required_secrets=required,
         secret_refs={key: (names.stack_object_name(graph, suffix), data)

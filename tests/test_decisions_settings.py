@@ -213,7 +213,8 @@ def test_images_must_be_pinned_and_the_vllm_image_only_counts_on_runtime_vllm() 
     assert problems({"frontendImage": "nvcr.io/x:latest"}) == [
         f"{P}:frontendImage: 'nvcr.io/x:latest' is not pinned; use an explicit version tag, "
         "not latest"]
-    assert settings({"vllmImage": "<placeholder>"}).vllm_image is None  # runtime nim
+    nim = settings({"vllmImage": "<placeholder>"})  # runtime nim
+    assert nim.worker_image == nim.nim_image
     vllm = {"runtime": "vllm", "hfToken": "hf-test"}
     assert problems({**vllm, "vllmImage": "<your-image>"}) == [
         f"{P}:vllmImage: '<your-image>' is a placeholder; runtime vllm needs a Dynamo vLLM "
@@ -222,7 +223,7 @@ def test_images_must_be_pinned_and_the_vllm_image_only_counts_on_runtime_vllm() 
     assert problems({**vllm, "vllmImage": "reg/x"}) == [f"{P}:vllmImage: 'reg/x' {NOT_PINNED}"]
     assert problems({**vllm, "vllmImage": "reg/x:latest"}) == [
         f"{P}:vllmImage: 'reg/x:latest' is not pinned; use an explicit version tag, not latest"]
-    assert settings({**vllm, "vllmImage": "reg/x:1.0"}).vllm_image == "reg/x:1.0"
+    assert settings({**vllm, "vllmImage": "reg/x:1.0"}).worker_image == "reg/x:1.0"
     assert problems({"workerRuntimeVersion": "1.6"}) == [
         f"{P}:workerRuntimeVersion: '1.6' is not MAJOR.MINOR.PATCH; give the Dynamo version "
         "inside the worker image (the operator cannot read it from a NIM or custom tag)"]

@@ -296,7 +296,7 @@ def test_vllm_needs_no_ngc_key_and_refuses_a_plaintext_token() -> None:
     raw["cosmos3-routing:hfToken"] = TEST_HF_TOKEN
     settings = parse_settings(raw, "vllm-trial", secret_keys=frozenset(
         {"cosmos3-routing:hfToken"}))
-    assert settings.vllm_image == TEST_VLLM_IMAGE
+    assert settings.worker_image == TEST_VLLM_IMAGE
     with pytest.raises(SettingsError, match="pulumi config set --secret hfToken") as err:
         parse_settings(raw, "vllm-trial", secret_keys=frozenset())
     assert TEST_HF_TOKEN not in str(err.value)
