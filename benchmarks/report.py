@@ -260,8 +260,8 @@ def _beside(run: float | None, seed: float | None, digits: int) -> str:
 
 
 def seed_lines(report: Mapping[str, Any]) -> list[str]:
-    """A report.json's "Beside the seed" section: the run's figures / the seed's, then the
-    verdicts. Empty when the run has no seed level of a seed profile."""
+    """A report.json's "Beside the seed" section, heading first: the run's figures / the
+    seed's, then the verdicts. Empty when the run has no seed level of a seed profile."""
     comparison = report.get("seed_comparison") or {}
     if not comparison.get("cells"):
         return []
@@ -274,7 +274,8 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
         req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
         body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
-    return ["This run / the seed's eight-H200 table (relative error); the seed gives "
+    return ["## Beside the seed", "",
+            "This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
             *_table(["conc", "profile", first, "gain (points off)", *others], body),
             "", *comparison["verdicts"]]
@@ -349,8 +350,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                             [[str(r["concurrency"]), r["profile"],
                               *(cell(r) for cell in cells.values())] for r in shown])]
     seed = seed_lines(report)
-    if seed:
-        out += ["", "## Beside the seed", "", *seed]
+    out += ["", *seed] if seed else []
     out += ["", "## Runs", ""]
     for run in report["runs"]:
         m = run["manifest"]
