@@ -433,16 +433,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report", help="compare sweep results: Markdown, CSV, JSON and plots", description=__doc__)
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
     p.add_argument("--out", type=Path, required=True, help="report directory")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, errors=InputError, error_code=1)
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        markdown = build_report(args.dirs, args.out,
-                                warn=lambda line: print(line, file=sys.stderr))
-    except InputError as exc:
-        print(f"report: error: {exc}", file=sys.stderr)
-        return 1
+    markdown = build_report(args.dirs, args.out, warn=lambda line: print(line, file=sys.stderr))
     print(markdown.read_text())
     print(f"report: written to {args.out} (report.md, report.csv, report.json, "
           f"{', '.join(name for name, *_ in PLOTS)})")
