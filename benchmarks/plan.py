@@ -19,7 +19,7 @@ from infra.calibration import (
     solve_hardware,
     stack_plan,
 )
-from infra.settings import Settings
+from infra.settings import Settings, stack_settings
 
 
 def measured_spread(run_dirs: Sequence[Path]) -> float:
@@ -71,8 +71,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from infra.settings import stack_settings
-
     settings = stack_settings(args.stack)
     hardware, cv = H200, REPLICATE_CV
     if args.measured:
