@@ -199,7 +199,6 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
     per figure (the goal above)."""
     seed = {row.concurrency: row for row in SEED_TABLE}
     mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
-    # The seed's table names req/s `req_s`, and the other figures as the rows do.
     cells = [{"concurrency": c, "profile": p, "figure": FIGURES[key][0], "run": mine[(c, p)][key],
               "seed": getattr(seed[c], f"{SEED_SIDES[p]}_{SEED_NAMES.get(key, key)}")}
              for c, p in sorted(mine) if p in SEED_SIDES for key in SEED_GOALS]

@@ -175,7 +175,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("videos", help="make synthetic videos with FFmpeg",
                               description=__doc__)
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
-    # One option per VideoShape field, its default the seed's.
     for flag, field, what in (("--count", "count", "videos"),
                               ("--duration", "duration_secs", "seconds per video"),
                               ("--fps", "fps", "frames per second"), ("--width", "width", "pixels"),
