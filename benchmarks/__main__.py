@@ -1,5 +1,5 @@
-"""`python -m benchmarks <command>`: each module in COMMANDS has `register(subparsers)`, which
-adds its parser and sets `func` (called with the parsed arguments; returns the exit code)."""
+"""`python -m benchmarks <command>`: each module in COMMANDS has `register(subparsers)`; its
+parser sets `func` (args in, exit code out), and `errors`: main prints them, exits `error_code`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except getattr(args, "errors", ()) as exc:
+        print(f"{args.command}: error: {exc}", file=sys.stderr)
+        return args.error_code
 
 
 if __name__ == "__main__":

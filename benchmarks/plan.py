@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,23 +67,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spread", nargs="+", type=Path, metavar="RUN",
                    help="run directories of adaptive sweeps: plan at their measured spread "
                    f"of req/s between chunks (default {REPLICATE_CV:.0%})")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, errors=(ValueError, OSError, KeyError), error_code=2)
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        settings = stack_settings(args.stack)
-        hardware, cv = H200, REPLICATE_CV
-        if args.measured:
-            lines, hardware = feedback(settings, *args.measured)
-            print("\n".join(lines))
-        if args.spread:
-            cv = measured_spread(args.spread)
-            print(f"spread of req/s between chunks: {cv:.1%} (measured in "
-                  f"{', '.join(map(str, args.spread))})")
-    except (ValueError, OSError, KeyError) as error:
-        print(f"plan: error: {error}", file=sys.stderr)
-        return 2
+    settings = stack_settings(args.stack)
+    hardware, cv = H200, REPLICATE_CV
+    if args.measured:
+        lines, hardware = feedback(settings, *args.measured)
+        print("\n".join(lines))
+    if args.spread:
+        cv = measured_spread(args.spread)
+        print(f"spread of req/s between chunks: {cv:.1%} (measured in "
+              f"{', '.join(map(str, args.spread))})")
     print(f"plan for stack {args.stack}:")
     print("\n".join(stack_plan(settings, hardware, cv).lines()))
     return 0

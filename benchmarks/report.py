@@ -199,7 +199,6 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
     per figure (the goal above)."""
     seed = {row.concurrency: row for row in SEED_TABLE}
     mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
-    # The seed's table names req/s `req_s`, and the other figures as the rows do.
     cells = [{"concurrency": c, "profile": p, "figure": FIGURES[key][0], "run": mine[(c, p)][key],
               "seed": getattr(seed[c], f"{SEED_SIDES[p]}_{SEED_NAMES.get(key, key)}")}
              for c, p in sorted(mine) if p in SEED_SIDES for key in SEED_GOALS]
@@ -260,8 +259,8 @@ def _beside(run: float | None, seed: float | None, digits: int) -> str:
 
 
 def seed_lines(report: Mapping[str, Any]) -> list[str]:
-    """A report.json's "Beside the seed" section: the run's figures / the seed's, then the
-    verdicts. Empty when the run has no seed level of a seed profile."""
+    """A report.json's "Beside the seed" section, heading first: the run's figures / the
+    seed's, then the verdicts. Empty when the run has no seed level of a seed profile."""
     comparison = report.get("seed_comparison") or {}
     if not comparison.get("cells"):
         return []
@@ -274,7 +273,8 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
         req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
         body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
-    return ["This run / the seed's eight-H200 table (relative error); the seed gives "
+    return ["## Beside the seed", "",
+            "This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
             *_table(["conc", "profile", first, "gain (points off)", *others], body),
             "", *comparison["verdicts"]]
@@ -349,8 +349,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                             [[str(r["concurrency"]), r["profile"],
                               *(cell(r) for cell in cells.values())] for r in shown])]
     seed = seed_lines(report)
-    if seed:
-        out += ["", "## Beside the seed", "", *seed]
+    out += ["", *seed] if seed else []
     out += ["", "## Runs", ""]
     for run in report["runs"]:
         m = run["manifest"]
@@ -433,16 +432,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report", help="compare sweep results: Markdown, CSV, JSON and plots", description=__doc__)
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
     p.add_argument("--out", type=Path, required=True, help="report directory")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, errors=InputError, error_code=1)
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        markdown = build_report(args.dirs, args.out,
-                                warn=lambda line: print(line, file=sys.stderr))
-    except InputError as exc:
-        print(f"report: error: {exc}", file=sys.stderr)
-        return 1
+    markdown = build_report(args.dirs, args.out, warn=lambda line: print(line, file=sys.stderr))
     print(markdown.read_text())
     print(f"report: written to {args.out} (report.md, report.csv, report.json, "
           f"{', '.join(name for name, *_ in PLOTS)})")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,16 +124,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=SmokeConfig.model, help=f"default {SmokeConfig.model}")
     p.add_argument("--wait", dest="wait_secs", type=float, default=SmokeConfig.wait_secs,
                    help=f"seconds to wait for the model (default {SmokeConfig.wait_secs:g})")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, errors=ValueError, error_code=EXIT_BAD_INPUT)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         config = SmokeConfig(args.url, args.video_url, args.model, args.wait_secs)
         answer = run_smoke(config, say=lambda line: print(line, flush=True))
-    except ValueError as exc:
-        print(f"smoke: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except SmokeFailure as exc:
         print(f"Smoke test failed: {exc}", flush=True)
         return EXIT_FAILED

@@ -175,7 +175,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("videos", help="make synthetic videos with FFmpeg",
                               description=__doc__)
     p.add_argument("--out", type=Path, default=Path("videos"), help="output directory")
-    # One option per VideoShape field, its default the seed's.
     for flag, field, what in (("--count", "count", "videos"),
                               ("--duration", "duration_secs", "seconds per video"),
                               ("--fps", "fps", "frames per second"), ("--width", "width", "pixels"),
@@ -184,16 +183,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(flag, dest=field, type=int, default=default,
                        help=f"{what} (default {default})")
     p.add_argument("--jobs", type=int, default=None, help="parallel FFmpeg processes")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, errors=(ValueError, RuntimeError), error_code=2)
 
 
 def _run(args: argparse.Namespace) -> int:
     shape = VideoShape(**{field.name: getattr(args, field.name) for field in fields(VideoShape)})
     try:
         paths = make_videos(args.out, shape, jobs=args.jobs)
-    except (ValueError, RuntimeError) as exc:
-        print(f"videos: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("videos: interrupted; rerun the same command to make the rest", file=sys.stderr)
         return 130

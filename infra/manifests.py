@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from infra import names
 from infra import serving as sv
-from infra.routing import frontend_args, frontend_command
+from infra.routing import FRONTEND_COMMAND, frontend_args
 from infra.settings import HF_TOKEN, NGC_API_KEY, Settings
 
 GRAPH_API_VERSION = "nvidia.com/v1beta1"
@@ -260,7 +260,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
     # 00658428), so graphTimeoutSecs changes nothing declared here.
     parts, pull = parts or served(settings), settings.image_pull_secrets
-    frontend = {"name": "main", "image": settings.frontend_image, "command": frontend_command(),
+    frontend = {"name": "main", "image": settings.frontend_image, "command": [*FRONTEND_COMMAND],
                 "args": parts.frontend_args, "env": [REQUEST_PLANE_ENV],
                 "resources": resources(*FRONTEND_RESOURCES),
                 "securityContext": container_security()}

@@ -13,6 +13,7 @@ ROUTER_MODES = ("round-robin", "random", "power-of-two", "kv", "direct", "least-
 AFFINITY_MODES = ("hard", "soft")
 AFFINITY_TTL_MIN_SECS = 1
 AFFINITY_TTL_MAX_SECS = 31_536_000
+FRONTEND_COMMAND = ("python3", "-m", "dynamo.frontend")  # the Frontend container's; then its args
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,3 @@ def frontend_args(routing: Routing, host: str = "0.0.0.0",
     """Arguments after `python3 -m dynamo.frontend`; it binds 0.0.0.0, as NVIDIA's manifests
     do (IPv6: docs/deploy-reference.md)."""
     return ["--http-host", host, "--http-port", str(port), *routing_args(routing)]
-
-
-def frontend_command() -> list[str]:
-    """The command the Frontend container runs; `frontend_args` are its arguments."""
-    return ["python3", "-m", "dynamo.frontend"]

@@ -30,7 +30,7 @@ from benchmarks.evidence import WORKER_ID_REQUEST_FIELDS, worker_id_from_body
 from benchmarks.sweep import log_tail
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.names import SERVED_MODEL_NAME
-from infra.routing import Routing, frontend_args, frontend_command
+from infra.routing import FRONTEND_COMMAND, Routing, frontend_args
 
 LOOPBACK = "127.0.0.1"
 NATS_BINARY = "nats-server"
@@ -95,7 +95,7 @@ def mocker_command(python: str, stack: LocalDynamo) -> list[str]:
 
 def local_frontend_command(python: str, routing: Routing, port: int) -> list[str]:
     """The graph's Frontend command and arguments, with this venv's Python and loopback."""
-    return [python, *frontend_command()[1:], *frontend_args(routing, host=LOOPBACK, port=port)]
+    return [python, *FRONTEND_COMMAND[1:], *frontend_args(routing, host=LOOPBACK, port=port)]
 
 
 def mock_model_dir(path: Path) -> Path:

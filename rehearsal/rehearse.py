@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.dataset import build_run_dataset
-from benchmarks.report import build_report
+from benchmarks.dataset import DATASET_FILE, build_dataset
+from benchmarks.report import build_report, seed_lines
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
@@ -227,12 +227,6 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
     return notes
 
 
-def report_section(report: Path) -> list[str]:
-    """The report's section beside the seed, its heading included (empty when it has none)."""
-    _, heading, rest = report.read_text().partition("## Beside the seed")
-    return (heading + rest.split("\n## ", 1)[0]).splitlines()
-
-
 class Rehearsal:
     """One rehearsal run: the thin layer that starts stacks and the profiles' sweeps."""
 
@@ -260,11 +254,12 @@ class Rehearsal:
 
     def datasets(self, folder: Path) -> Path:
         cfg = self.config
-        return build_run_dataset(
-            folder, cfg.videos, cfg.questions_per_video,
-            text_standin_tokens=cfg.standin_tokens, output_tokens=SEED_SHAPE.output_tokens,
-            pause_ms=CALIBRATED.pause_ms,
-            video_source="text stand-in (local rehearsal)")
+        build_dataset(folder / DATASET_FILE, video_count=cfg.videos,
+                      questions_per_video=cfg.questions_per_video,
+                      text_standin_tokens=cfg.standin_tokens,
+                      output_tokens=SEED_SHAPE.output_tokens, pause_ms=CALIBRATED.pause_ms,
+                      video_source="text stand-in (local rehearsal)")
+        return folder / DATASET_FILE
 
     def sweep_config(self, stack: Settings, dataset: Path) -> SweepConfig:
         cfg = self.config
@@ -371,7 +366,8 @@ class Rehearsal:
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
-        for line in [done_line(summary), *notes, *report_section(report), f"report: {report}"]:
+        seed = seed_lines(json.loads(report.with_name("report.json").read_text()))
+        for line in [done_line(summary), *notes, *seed, f"report: {report}"]:
             self.say(line)
 
 

@@ -72,7 +72,7 @@ def test_the_frontend_gets_exactly_the_flags_of_its_routing(config: Routing,
 
 
 def test_the_frontend_runs_dynamos_own_module_and_the_profiles_are_the_recipes() -> None:
-    assert routing.frontend_command() == ["python3", "-m", "dynamo.frontend"]
+    assert routing.FRONTEND_COMMAND == ("python3", "-m", "dynamo.frontend")
     assert routing.PROFILES == {
         "round-robin": Routing(),
         "session-affinity": Routing(affinity_ttl_secs=300),

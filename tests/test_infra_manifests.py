@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from infra import manifests, names
-from infra.routing import PROFILES, frontend_args, frontend_command
+from infra.routing import FRONTEND_COMMAND, PROFILES, frontend_args
 from infra.settings import Settings, parse_settings
 from tests.support_pulumi import stack_config
 from tests.support_schemas import graph_errors, validate_k8s, validate_pod_template
@@ -88,7 +88,7 @@ def test_graph_shape_frontend_then_worker(stack: str) -> None:
     assert (worker["name"], worker["type"]) == (names.WORKER_COMPONENT, "worker")
     main = frontend["podTemplate"]["spec"]["containers"][0]
     assert main["name"] == "main"
-    assert main["command"] == frontend_command()
+    assert main["command"] == list(FRONTEND_COMMAND)
     assert main["args"] == frontend_args(PROFILES[stack], port=names.FRONTEND_PORT)
     # Bounded, so a namespace quota that requires limits admits it; same transport as workers.
     assert set(main["resources"]) == {"requests", "limits"}

@@ -26,7 +26,6 @@ from rehearsal.rehearse import (
     level_timeout,
     lockstep_notes,
     rehearsal_summary,
-    report_section,
 )
 
 
@@ -144,12 +143,6 @@ def test_a_stopped_schedule_refuses_to_start_a_level() -> None:
         schedule.wait_turn("session-affinity", 16)
 
 
-def test_the_report_s_section_is_printed_as_written(tmp_path: Path) -> None:
-    report = tmp_path / "report.md"
-    report.write_text("# Report\n\n## Beside the seed\n\n| 16 | ... |\nverdict\n\n## Plots\n")
-    assert report_section(report) == ["## Beside the seed", "", "| 16 | ... |", "verdict"]
-    report.write_text("# Report\n\n## Plots\n")
-    assert report_section(report) == []
 
 
 def _manifest(spreads: dict[int, dict[str, list[int]]]) -> dict:

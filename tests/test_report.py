@@ -191,8 +191,9 @@ def test_each_figure_has_its_interval_from_the_chunks_in_every_output(tmp_path: 
 def test_beside_the_seed_one_verdict_per_figure_when_the_run_agrees(tmp_path: Path) -> None:
     data, markdown = _built(tmp_path, seed_like_runs(tmp_path / "runs"))
     lines = seed_lines(data)
-    section = markdown.split("## Beside the seed\n\n")[1].split("\n## ")[0]
+    section = "## Beside the seed" + markdown.split("## Beside the seed")[1].split("\n## ")[0]
     assert section.strip().splitlines() == lines
+    assert seed_lines({}) == seed_lines({"seed_comparison": {"cells": []}}) == []
     table = "\n".join(lines)
     assert "| 16 | round-robin | 12.00 / 12.65 (-5%) |  | 120 / 124 (-3%) | " \
         "1100 / 1140 (-4%) | 700 / 757 (-8%) |" in table

@@ -3,12 +3,11 @@ non-empty answer, and each failure gives its one reason and a non-zero exit."""
 
 from __future__ import annotations
 
-import argparse
 import threading
 
 import pytest
 
-from benchmarks import smoke
+from benchmarks.__main__ import main
 from benchmarks.smoke import SmokeConfig, SmokeFailure, run_smoke
 from tests.support_openai_server import RecordingOpenAIServer
 
@@ -17,10 +16,7 @@ VIDEO = "http://127.0.0.1:9/videos/video_0000.mp4"
 
 
 def _cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    smoke.register(parser.add_subparsers())
-    args = parser.parse_args(["smoke", *argv])
-    return args.func(args)
+    return main(["smoke", *argv])
 
 
 @pytest.fixture()
