@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -201,20 +201,3 @@ def build_dataset(out: Path, *, video_refs: Sequence[str] | None = None,
         requests=len(lines), video_source=video_source, video_settings=video_settings)
     meta_path(out).write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
-
-
-def video_settings_for(videos_dir: Path | None) -> dict | None:
-    """Video settings from the local `videos.json` (served videos: none recorded)."""
-    return (load_manifest(videos_dir) or {}).get("settings") if videos_dir else None
-
-
-def build_run_dataset(
-    folder: Path, videos: int | None, questions_per_video: int,
-    references: Callable[[int | None], Sequence[str]] | None = None, **options: Any,
-) -> Path:
-    """A run's dataset in `folder`: videos from `references(count)`, else text stand-ins
-    (`options` then hold `text_standin_tokens`); `options` go to `build_dataset`."""
-    refs = None if references is None else references(videos)
-    build_dataset(folder / DATASET_FILE, video_refs=refs, video_count=videos,
-                  questions_per_video=questions_per_video, **options)
-    return folder / DATASET_FILE

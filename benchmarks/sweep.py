@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -40,12 +39,7 @@ from benchmarks.aiperf_run import (
     progress_counts,
     summarize_file,
 )
-from benchmarks.dataset import (
-    build_run_dataset,
-    load_dataset_info,
-    video_references,
-    video_settings_for,
-)
+from benchmarks.dataset import DATASET_FILE, build_dataset, load_dataset_info, video_references
 from benchmarks.evidence import (
     WORKER_ID_REQUEST_FIELDS,
     chunk_evidence,
@@ -55,6 +49,7 @@ from benchmarks.evidence import (
     scrape_frontend,
 )
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
+from benchmarks.videos import load_manifest
 from infra.names import (
     RUN_ID,
     RUN_ID_MAX_LEN,
@@ -715,16 +710,19 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
 def _datasets_for(args: argparse.Namespace, run_dir: Path) -> Path:
     """The dataset, built in `run_dir` from the video options (or text stand-ins)."""
     videos = args.text_standin_tokens is None
+    local = videos and args.videos is not None
     try:
-        return build_run_dataset(
-            run_dir, args.video_count, args.questions_per_video,
-            partial(video_references, args.videos, args.video_base_url) if videos else None,
-            output_tokens=args.output_tokens, seed=args.random_seed,
-            text_standin_tokens=args.text_standin_tokens,
-            video_settings=video_settings_for(args.videos) if videos else None,
+        build_dataset(
+            run_dir / DATASET_FILE, video_count=args.video_count,
+            questions_per_video=args.questions_per_video, output_tokens=args.output_tokens,
+            seed=args.random_seed, text_standin_tokens=args.text_standin_tokens,
+            video_refs=video_references(args.videos, args.video_base_url, args.video_count)
+            if videos else None,
+            video_settings=(load_manifest(args.videos) or {}).get("settings") if local else None,
             video_source=(args.video_base_url or "local files") if videos else None)
     except ValueError as exc:
         raise InputError(BAD_SETTINGS, [f"cannot build the dataset: {exc}"]) from exc
+    return run_dir / DATASET_FILE
 
 
 def _run(args: argparse.Namespace) -> int:
