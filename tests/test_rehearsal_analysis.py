@@ -143,8 +143,6 @@ def test_a_stopped_schedule_refuses_to_start_a_level() -> None:
         schedule.wait_turn("session-affinity", 16)
 
 
-
-
 def _manifest(spreads: dict[int, dict[str, list[int]]]) -> dict:
     """A sweep's manifest with each level's routing stickiness, as the sweep records it."""
     return {"levels": {str(c): {"routing": asdict(stickiness(workers))}
