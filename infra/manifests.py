@@ -171,9 +171,9 @@ def container_security() -> dict[str, Any]:
 
 def pod_spec(containers: list[dict[str, Any]], pull_secrets: Sequence[str],
              nim_user: bool = True, **more: Any) -> dict[str, Any]:
-    """Every pod's spec: never root; the NIM's UID/GID and fsGroup where the cache is shared,
-    the UID alone for the frontend's image user (docs/deploy-reference.md, 'Manifests'); the
-    pull secrets (where there are any); `more`."""
+    """Every pod's spec: never root, the pull secrets (where there are any), `more`.
+    The NIM's UID/GID own the shared cache (docs/deploy-reference.md, 'Manifests')."""
+    # The frontend's image user (`nim_user` False) gets the UID alone: no group, no fsGroup.
     user = {"runAsNonRoot": True, "runAsUser": names.NIM_UID,
             "seccompProfile": {"type": "RuntimeDefault"}}
     group = {"runAsGroup": names.NIM_GID, "fsGroup": names.NIM_GID,

@@ -215,12 +215,12 @@ class ManagedProcess(psutil.Popen):
 
 @dataclass
 class LocalDynamo:
-    """Context manager: one profile's stack, the frontend's routing and the mock workers, how
-    many and how fast (each caches the mocker's default 16,384 blocks of `MOCK_BLOCK_SIZE`
-    tokens); while it runs, its processes, and `url` is the frontend's base URL."""
+    """Context manager: one profile's stack (its routing, how many mock workers, how fast) and,
+    while it runs, its processes; `url` is the frontend's base URL."""
 
     routing: Routing
     model_dir: Path
+    # Each mock worker caches the mocker's default 16,384 blocks of MOCK_BLOCK_SIZE tokens.
     workers: int
     work_dir: Path
     speedup_ratio: float = 1.0

@@ -150,12 +150,12 @@ def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
 
 
 class Schedule:
-    """`batches`: level by level, the profiles that run it side by side, as many as keep the
-    requests in flight within IN_FLIGHT_BUDGET (one at a time above it; each sees the same load).
-    A profile's sweep (a thread) starts a level when its batch is due: every earlier batch's
+    """A profile's sweep (a thread) starts a level when its batch is due: every earlier batch's
     profiles have moved past their level (a kept level counts as passed)."""
 
     def __init__(self, profiles: Sequence[str], levels: Sequence[int]) -> None:
+        # Level by level, the profiles that run it side by side: as many as keep the requests
+        # in flight within IN_FLIGHT_BUDGET (one at a time above it; each sees the same load).
         self.levels, self.batches = list(levels), []
         for level in levels:
             size = max(1, IN_FLIGHT_BUDGET // max(1, level))  # a bad level is reported by `check`
