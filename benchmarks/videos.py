@@ -46,15 +46,15 @@ def ffmpeg(exe: str, *args: str, timeout: float = 30) -> subprocess.CompletedPro
 
 def validate_shape(shape: VideoShape) -> None:
     """One clear error per bad setting, before anything is made."""
-    rules = [(shape.count >= 1, f"--count must be at least 1 (got {shape.count})"),
-             (shape.count <= 2**INDEX_BITS,
-              f"--count must be at most {2**INDEX_BITS} (got {shape.count})"),
-             (shape.duration_secs >= 1,
-              f"--duration must be at least 1 second (got {shape.duration_secs})"),
-             (1 <= shape.fps <= 60, f"--fps must be between 1 and 60 (got {shape.fps})")]
-    rules += [(value >= 64 and not value % 2, f"{name} must be even and at least 64 (got {value})")
-              for name, value in (("--width", shape.width), ("--height", shape.height))]
-    if problems := [message for ok, message in rules if not ok]:
+    checks = [(shape.count < 1, f"--count must be at least 1 (got {shape.count})"),
+              (shape.count > 2**INDEX_BITS,
+               f"--count must be at most {2**INDEX_BITS} (got {shape.count})"),
+              (shape.duration_secs < 1,
+               f"--duration must be at least 1 second (got {shape.duration_secs})"),
+              (not 1 <= shape.fps <= 60, f"--fps must be between 1 and 60 (got {shape.fps})")]
+    checks += [(value < 64 or value % 2, f"{name} must be even and at least 64 (got {value})")
+               for name, value in (("--width", shape.width), ("--height", shape.height))]
+    if problems := [problem for bad, problem in checks if bad]:
         raise ValueError("; ".join(problems))
 
 
