@@ -39,7 +39,8 @@ export PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1
   "ai-dynamo-runtime==$DYNAMO_VERSION"
 # The security scan (tests/test_security.py) runs checkov from a venv of its own: its
 # pins would clash with the project's.
-"$PYTHON" -m venv --clear .venv-scan
+rm -rf .venv-scan
+"$PYTHON" -m venv .venv-scan
 .venv-scan/bin/python -m pip install -r constraints-scan.txt
 echo "$pins" > "$stamp"
 echo "setup: done (.venv)"
