@@ -26,6 +26,8 @@ from infra.names import InputError
 
 BAD_INPUT = "bad report input"
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
+# The report as data, beside report.md (the rehearsal prints its seed section from it).
+REPORT_JSON = "report.json"
 
 
 @dataclass
@@ -422,7 +424,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / REPORT_JSON).write_text(json.dumps(report, indent=2) + "\n")
     write_plots(report["profiles"], rows, out)
     return markdown
 

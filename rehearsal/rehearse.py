@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.dataset import DATASET_FILE, build_dataset
-from benchmarks.report import build_report, seed_lines
+from benchmarks.report import REPORT_JSON, build_report, seed_lines
 from benchmarks.sweep import (
     MANIFEST_NAME,
     LevelRun,
@@ -366,7 +366,7 @@ class Rehearsal:
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
                                     self.schedule, notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
-        seed = seed_lines(json.loads(report.with_name("report.json").read_text()))
+        seed = seed_lines(json.loads(report.with_name(REPORT_JSON).read_text()))
         for line in [done_line(summary), *notes, *seed, f"report: {report}"]:
             self.say(line)
 
