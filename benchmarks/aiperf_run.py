@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--dataset-sampling-strategy", "sequential",
         "--num-sessions", str(spec.sessions),
         "--concurrency", str(spec.concurrency),
+        # Paced at most a request a millisecond: without a rate, AIPerf 0.13's scheduler
+        # polls for free slots and keeps a whole core busy, a core the server then lacks.
+        "--request-rate", "1000", "--arrival-pattern", "constant",
         # Exact output length, then the caller's extras.
         "--extra-inputs", json.dumps(
             {"ignore_eos": True, "min_tokens": spec.output_tokens, **spec.extra_body}),
@@ -187,6 +191,24 @@ def length_check(chunk_dir: Path, wanted: int) -> dict[str, int] | None:
         return None
     return {"requests": len(lengths), "other": other, **({"missing": missing} if missing else {}),
             "min": min(counted, default=0), "max": max(counted, default=0)}
+
+
+def pooled_percentiles(records: Sequence[Path]) -> dict[str, float | None]:
+    """Each percentile figure of LevelSummary over every measured request of `records` (a
+    level's chunks), as AIPerf computes one run's (linear interpolation): the level's own."""
+    values: dict[str, list[float]] = {}
+    for record in (r for path in records for r in measured_records(path) if not r.get("error")):
+        for name, entry in (record.get("metrics") or {}).items():
+            if isinstance((entry or {}).get("value"), int | float):
+                values.setdefault(name, []).append(float(entry["value"]))
+    out = {}
+    for f in fields(LevelSummary):
+        metric, stat = f.metadata.get("aiperf", ("", ""))
+        if stat.startswith("p") and len(found := values.get(metric, [])) >= 2:
+            out[f.name] = statistics.quantiles(found, n=100, method="inclusive")[int(stat[1:]) - 1]
+        elif stat.startswith("p"):
+            out[f.name] = found[0] if found else None
+    return out
 
 
 def progress_counts(records: Path) -> tuple[int, int]:

@@ -1,18 +1,18 @@
-"""What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first
-(the format and why: docs/benchmark-toolkit.md, "The dataset" and "AIPerf's command")."""
+"""What the benchmark asks, as the sweep's AIPerf input: one JSON line per request, video first,
+each chunk's videos fresh (the format and why: docs/benchmark-toolkit.md, "The dataset")."""
 
 from __future__ import annotations
 
 import base64
-import json
 import random
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.videos import load_manifest
-from infra.names import SEED_SHAPE, video_name
+from infra.names import video_name
+from infra.run import MAX_QUESTIONS, Workload
 
 QUESTIONS: tuple[str, ...] = (
     "Describe what happens in this video.",
@@ -52,10 +52,6 @@ STANDIN_WORDS: tuple[str, ...] = tuple(
     """.split()
 )
 
-MODE_VIDEO = "video"
-MODE_TEXT_STANDIN = "text-standin"
-DATASET_FILE = "dataset.jsonl"
-
 
 def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
     """About `tokens` deterministic words for video `video_index`; the first name the video, so
@@ -65,53 +61,6 @@ def standin_text(video_index: int, tokens: int, seed: int = 0) -> str:
     rng = random.Random(f"standin:{seed}:{video_index}")
     head = ["video", str(video_index), "shows", ":"]
     return " ".join(head + [rng.choice(STANDIN_WORDS) for _ in range(tokens - len(head))])
-
-
-@dataclass(frozen=True)
-class DatasetShape:
-    """How each video becomes requests: the lines are made of it, the sidecar records it."""
-
-    questions_per_video: int = SEED_SHAPE.questions_per_video
-    output_tokens: int = SEED_SHAPE.output_tokens
-    seed: int = SEED_SHAPE.random_seed
-    text_standin_tokens: int | None = None
-    # Up to this many ms (seeded, per video) before each question after a video's first
-    # (AIPerf's per-line `delay`): the rehearsal's model of real workers' uneven request
-    # times (infra/calibration.py MOCK_PAUSE_MS). 0 on the cluster, as the seed.
-    pause_ms: float = 0
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.questions_per_video <= len(QUESTIONS):
-            raise ValueError(f"--questions-per-video must be between 1 and {len(QUESTIONS)} "
-                             f"(got {self.questions_per_video})")
-        if self.output_tokens < 1:
-            raise ValueError(f"--output-tokens must be at least 1 (got {self.output_tokens})")
-        if self.pause_ms < 0:
-            raise ValueError(f"the pause before a question must be >= 0 ms (got {self.pause_ms})")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DatasetInfo(DatasetShape):
-    """What a dataset file holds (written beside it as `<name>.meta.json`)."""
-
-    path: str
-    mode: str
-    videos: int
-    requests: int
-    video_source: str | None = None
-    video_settings: dict | None = None
-
-
-def meta_path(dataset: Path) -> Path:
-    return dataset.with_name(dataset.stem + ".meta.json")
-
-
-def load_dataset_info(dataset: Path) -> DatasetInfo | None:
-    """The sidecar of a dataset made by `build_dataset`, or None for a foreign file."""
-    try:
-        return DatasetInfo(**json.loads(meta_path(dataset).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
 
 
 def video_url(ref: str) -> str:
@@ -124,80 +73,75 @@ def video_url(ref: str) -> str:
     return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def video_references(videos_dir: Path | None = None, base_url: str | None = None,
-                     count: int | None = None) -> list[str]:
-    """`build_dataset`'s videos in index order: those `videos_dir` lists (under `base_url` if
-    given), else `count` of the `videos` command's names under `base_url`, for a server's."""
-    if videos_dir is not None:
-        listed = (load_manifest(videos_dir) or {}).get("videos")
-        if not listed:
-            raise ValueError(
-                f"--videos {videos_dir}: no videos.json there; make the videos first with "
-                f"`python -m benchmarks videos --out {videos_dir}`"
-            )
-        if count is not None and count > len(listed):
-            raise ValueError(f"{videos_dir} holds only {len(listed)} videos, {count} wanted: "
-                             "make more with `videos --count`")
-        names = [entry["name"] for entry in listed][:count]
-    elif base_url is not None and count is not None:
-        names = [video_name(i) for i in range(count)]
-    else:
-        raise ValueError("give --videos DIR, or --video-base-url URL with --video-count N")
-    if base_url is not None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"--video-base-url must start with http:// or https:// ({base_url})")
-        return [f"{base_url.rstrip('/')}/{name}" for name in names]
-    return [str((videos_dir / name).resolve()) for name in names]
+@dataclass(frozen=True)
+class VideoSource:
+    """Where video `i` comes from, exactly one of: a server (`base_url`, e.g. the cluster's),
+    the `videos` command's folder, or a ~N-token text stand-in (a text-only mock model)."""
+
+    base_url: str | None = None
+    directory: Path | None = None
+    standin_tokens: int | None = None
+
+    def problems(self) -> list[str]:
+        given = [self.base_url, self.directory, self.standin_tokens]
+        checks = (
+            (len(given) - given.count(None) != 1,
+             "give one of --video-base-url, --videos or --text-standin-tokens"),
+            (bool(self.base_url) and not self.base_url.startswith(("http://", "https://")),
+             f"--video-base-url must start with http:// or https:// ({self.base_url})"),
+            (self.directory is not None and not (load_manifest(self.directory) or {}).get(
+                "videos"), f"--videos {self.directory}: no videos.json there; make the videos "
+             f"first with `python -m benchmarks videos --out {self.directory}`"),
+            ((self.standin_tokens or 4) < 4,
+             f"--text-standin-tokens must be at least 4 (got {self.standin_tokens})"),
+        )
+        return [problem for bad, problem in checks if bad]
+
+    def count(self) -> int | None:
+        """How many videos there are; None: as many as asked (a server's, the stand-ins)."""
+        listed = (load_manifest(self.directory) or {}).get("videos") if self.directory else None
+        return None if listed is None else len(listed)
+
+    def seed(self) -> int | None:
+        """The seed the folder's videos were made with (None: not a folder)."""
+        return (load_manifest(self.directory) or {}).get("settings", {}).get(
+            "seed") if self.directory else None
+
+    def heads(self, videos: Sequence[int], seed: int) -> dict[int, str]:
+        """Each video's reference (URL, data URL) or stand-in text, by index."""
+        if self.standin_tokens is not None:
+            return {i: standin_text(i, self.standin_tokens, seed) for i in videos}
+        if self.base_url is not None:
+            return {i: f"{self.base_url.rstrip('/')}/{video_name(i)}" for i in videos}
+        return {i: video_url(str(self.directory / video_name(i))) for i in videos}
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records of it (the server's address aside: each stack has its own)."""
+        return {"kind": "text stand-in" if self.standin_tokens is not None else "video",
+                "standin_tokens": self.standin_tokens}
 
 
-def dataset_lines(*, video_refs: Sequence[str] | None = None, video_count: int | None = None,
-                  **fields: Any) -> list[dict]:
-    """The dataset as data (pure), of `DatasetShape(**fields)`. Exactly one mode:
-    `video_refs`, or `text_standin_tokens` with `video_count` (how many stand-in videos)."""
-    shape = DatasetShape(**fields)
-    standin = shape.text_standin_tokens is not None
-    if standin:
-        if video_refs:
-            raise ValueError("a text stand-in dataset takes no videos: drop "
-                             "--videos/--video-base-url")
-        if not video_count or video_count < 1:
-            raise ValueError("--video-count must be at least 1 with --text-standin-tokens")
-        heads = [standin_text(i, shape.text_standin_tokens, shape.seed)
-                 for i in range(video_count)]
-    elif video_refs:
-        heads = [video_url(ref) for ref in video_refs]
-    else:
-        raise ValueError("no videos: give video references, or a text stand-in size")
+def dataset_lines(heads: Mapping[int, str], workload: Workload, standin: bool = False,
+                  pause_ms: float = 0) -> list[dict]:
+    """AIPerf's lines for the videos `heads` names (pure): one session per video, each question
+    a single user message after the video. `pause_ms`: up to this many ms (seeded, per video)
+    before each question after a video's first (AIPerf's `delay`): the rehearsal's model of
+    real workers' uneven request times (infra/calibration.py MOCK_PAUSE_MS)."""
+    if not 1 <= workload.questions_per_video <= MAX_QUESTIONS:
+        raise ValueError(f"--questions-per-video must be between 1 and {MAX_QUESTIONS} "
+                         f"(got {workload.questions_per_video})")
+    if pause_ms < 0:
+        raise ValueError(f"the pause before a question must be >= 0 ms (got {pause_ms})")
     lines = []
-    for i, head in enumerate(heads):
-        pauses = random.Random(f"pause:{shape.seed}:{i}")
-        for q, question in enumerate(QUESTIONS[:shape.questions_per_video]):
+    for i, head in heads.items():
+        pauses = random.Random(f"pause:{workload.seed}:{i}")
+        for q, question in enumerate(QUESTIONS[:workload.questions_per_video]):
             content = (f"{head}\n\n{question}" if standin else
                        [{"type": "video_url", "video_url": {"url": head}},
                         {"type": "text", "text": question}])
-            # A single user message (no history), in its video's session.
             lines.append({"session_id": f"video-{i:04d}",
                           "messages": [{"role": "user", "content": content}],
-                          "output_length": shape.output_tokens,
-                          **({"delay": round(pauses.uniform(0, shape.pause_ms), 1)}
-                             if shape.pause_ms and q else {})})
+                          "output_length": workload.output_tokens,
+                          **({"delay": round(pauses.uniform(0, pause_ms), 1)}
+                             if pause_ms and q else {})})
     return lines
-
-
-def build_dataset(out: Path, *, video_refs: Sequence[str] | None = None,
-                  video_count: int | None = None, video_settings: dict | None = None,
-                  video_source: str | None = None, **fields: Any) -> DatasetInfo:
-    """Write the dataset (`dataset_lines`' arguments, modes and all) to `out` and its
-    sidecar; returns what it holds."""
-    shape = DatasetShape(**fields)
-    lines = dataset_lines(video_refs=video_refs, video_count=video_count, **asdict(shape))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    tmp.replace(out)
-    info = DatasetInfo(
-        **asdict(shape), path=str(out.resolve()), videos=len(lines) // shape.questions_per_video,
-        mode=MODE_VIDEO if shape.text_standin_tokens is None else MODE_TEXT_STANDIN,
-        requests=len(lines), video_source=video_source, video_settings=video_settings)
-    meta_path(out).write_text(json.dumps(asdict(info), indent=2) + "\n")
-    return info

@@ -148,7 +148,7 @@ def worker_spread(*parts: Attribution) -> dict[str, Any]:
     and how many requests each worker got."""
     by_video = {v: w for part in parts for v, w in part.workers_by_video.items()}
     counts = Counter(w for workers in by_video.values() for w in workers)
-    return {**asdict(stickiness(by_video)),
+    return {**asdict(stickiness(by_video)), "workers": sorted(counts),
             "requests_per_worker_min": min(counts.values(), default=0),
             "requests_per_worker_max": max(counts.values(), default=0),
             "unattributed": sum(part.unattributed for part in parts)}
@@ -168,13 +168,18 @@ def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
 
 
 def level_evidence(level_dir: Path, chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A level's evidence over its manifest chunks: their mean prefix-cache share (chunks of
-    equal videos send about equal prompt tokens), the routing over their saved attributions."""
+    """A level's evidence over its manifest chunks: their mean prefix-cache share and ceiling
+    (chunks of equal videos send about equal prompt tokens), the routing over their saved
+    attributions."""
     found = [chunk.get("frontend") or {} for chunk in chunks]
     evidence: dict[str, Any] = {}
     if any("prefix_cache_hit_pct" in entry for entry in found):
         hits = [h for entry in found if (h := entry.get("prefix_cache_hit_pct")) is not None]
+        ceilings = [c["prefix_cache_hit_ceiling_pct"] for c in chunks
+                    if "prefix_cache_hit_ceiling_pct" in c]
         evidence["prefix_cache_hit_pct"] = sum(hits) / len(hits) if hits else None
+        evidence["prefix_cache_hit_ceiling_pct"] = (sum(ceilings) / len(ceilings)
+                                                    if ceilings else None)
     if any("routing" in entry for entry in found):
         evidence["routing"] = worker_spread(
             *(level_attribution(level_dir / chunk["dir"]) for chunk in chunks))
@@ -183,14 +188,14 @@ def level_evidence(level_dir: Path, chunks: Sequence[Mapping[str, Any]]) -> dict
 
 def routing_problems(routing: Mapping[str, Any] | None, workers: int | None,
                      affinity: bool) -> list[str]:
-    """Where routing evidence contradicts the setup: more worker ids than workers (replaced
-    mid-level) or, under session affinity, a video served by more than one worker."""
+    """Where routing evidence contradicts the setup: more worker ids than workers over the run
+    (one replaced) or, under session affinity, a video served by more than one worker."""
     if not routing:
         return []
     problems = []
     if workers is not None and routing["workers_seen"] > workers:
         problems.append(f"{routing['workers_seen']} worker ids answered but the graph has "
-                        f"{workers} workers: workers were replaced during the level (a "
+                        f"{workers} workers: workers were replaced during the run (a "
                         "rollout?); rerun it once the graph is settled")
     if affinity and routing["videos"] and routing["share_single_worker"] < 1.0:
         moved = round((1.0 - routing["share_single_worker"]) * routing["videos"])

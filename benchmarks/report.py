@@ -21,8 +21,9 @@ from scipy.stats import t as student_t
 from benchmarks import sweep
 from benchmarks.aiperf_run import FIGURES, LevelSummary, fmt
 from benchmarks.evidence import Stickiness
-from infra.calibration import SEED_TABLE
+from infra.calibration import IN_SAMPLE_LEVELS, SEED_TABLE
 from infra.names import InputError
+from infra.run import T_QUANTILE
 
 BAD_INPUT = "bad report input"
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
@@ -79,16 +80,14 @@ ROUTING_FACTS = ("routing", "graph_uid", "frontend_command")
 
 
 def binding(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What runs must share to be compared: the workload and the deployment, routing aside;
-    the dataset by what its sidecar says it holds (URLs differ per stack), else its hash."""
-    dataset = manifest.get("dataset") or {}
+    """What runs must share to be compared: the workload (its stop rule too; the videos'
+    content seed and the levels aside), the client, and the deployment, routing aside."""
     return {
         "model": manifest.get("model"),
-        "videos": manifest.get("sessions_per_level"),
-        "questions_per_video": manifest.get("questions_per_video"),
-        "output_tokens": manifest.get("output_tokens"),
-        "dataset": (sweep.dataset_identity(dataset, ("path", "video_source"))
-                    or dataset.get("sha256")),
+        "workload": {k: v for k, v in (manifest.get("workload") or {}).items()
+                     if k not in ("seed", "concurrencies")},
+        "video_source": manifest.get("video_source"), "pause_ms": manifest.get("pause_ms"),
+        "aiperf": (manifest.get("tools") or {}).get("aiperf"),
         "deployment": {k: v for k, v in (manifest.get("deployment") or {}).items()
                        if k not in ROUTING_FACTS},
     }
@@ -108,7 +107,16 @@ def check_comparable(runs: Sequence[ProfileRun]) -> None:
     if problems:
         raise InputError(BAD_INPUT, [*problems, "compare runs of one workload and deployment "
                                      "(routing aside): the same videos, questions, output "
-                                     "tokens, dataset, images and topology"])
+                                     "tokens, stop rule, AIPerf, images and topology"])
+
+
+def design(runs: Sequence[ProfileRun]) -> str:
+    """"paired": the profiles of one interleaved run (their blocks ran side by side), else
+    "separate" runs, each its own deployment or time."""
+    uids = {run.manifest.get("run_uid") for run in runs}
+    paired = len(runs) > 1 and len(uids) == 1 and None not in uids
+    return "paired" if paired and all(r.manifest.get("design") == "paired" for r in runs) \
+        else "separate"
 
 
 def gain_pct(value: float | None, baseline: float | None) -> float | None:
@@ -118,9 +126,9 @@ def gain_pct(value: float | None, baseline: float | None) -> float | None:
 
 
 def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float, float] | None:
-    """95% interval (in %) of the gain mean(other) / mean(base) - 1 over whole replicates:
-    delta method on the log ratio, Student t with Welch-Satterthwaite degrees of freedom.
-    None unless each side has two replicates and a mean."""
+    """95% interval (in %) of the gain mean(other) / mean(base) - 1 of separate runs: delta
+    method on the log ratio, Student t (T_QUANTILE) with Welch-Satterthwaite degrees of
+    freedom. None unless each side has two replicates and a mean."""
     means = [statistics.fmean(side) if len(side) >= 2 else 0.0 for side in (base, other)]
     if not all(means):
         return None
@@ -129,7 +137,8 @@ def gain_interval(base: Sequence[float], other: Sequence[float]) -> tuple[float,
     ratio = means[1] / means[0]
     if not any(parts):
         return (ratio - 1) * 100, (ratio - 1) * 100
-    half = student_t.ppf(0.975, welch_df(parts, [len(base), len(other)])) * math.sqrt(sum(parts))
+    half = student_t.ppf(T_QUANTILE, welch_df(parts, [len(base), len(other)])) * math.sqrt(
+        sum(parts))
     return (ratio * math.exp(-half) - 1) * 100, (ratio * math.exp(half) - 1) * 100
 
 
@@ -144,10 +153,26 @@ def _figures(chunks: Sequence[LevelSummary], name: str) -> list[float]:
     return [] if None in values else values
 
 
+GAIN_KEYS = ("throughput_gain_pct", "throughput_gain_ci95_low", "throughput_gain_ci95_high")
+
+
+def _gain(base: Sequence[LevelSummary], other: Sequence[LevelSummary], paired: bool
+          ) -> tuple[float, float, float] | None:
+    """(gain, low, high) in %: over the blocks' ratios (paired), or of the mean rates with the
+    delta method (separate); None without two replicates each."""
+    rates = [_figures(side, "request_throughput") for side in (base, other)]
+    if paired:
+        found = sweep.paired_gain(*rates)
+        return (found.mean, found.low, found.high) if found else None
+    interval = gain_interval(*rates)
+    return (gain_pct(*(statistics.fmean(r) for r in rates[::-1])), *interval) \
+        if interval else None
+
+
 def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
     """One row per (concurrency, profile): every figure with its 95% interval over the
-    level's chunks, and the gain over the first profile."""
-    baseline, rows = runs[0], []
+    level's chunks, and the gain over the first profile (paired: over their blocks)."""
+    baseline, rows, paired = runs[0], [], design(runs) == "paired"
     for concurrency in sorted({c for r in runs for c in r.levels}):
         base = baseline.levels.get(concurrency)
         for run in [r for r in runs if concurrency in r.levels]:
@@ -160,9 +185,10 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 figures |= {name: getattr(level, name),
                             f"{name}_ci95_low": interval.low if interval else None,
                             f"{name}_ci95_high": interval.high if interval else None}
-            gain = None if run is baseline else gain_interval(
-                _figures(baseline.chunks.get(concurrency, []), "request_throughput"),
-                _figures(chunks, "request_throughput"))
+            gain = None if run is baseline else _gain(
+                *(r.chunks.get(concurrency, []) for r in (baseline, run)), paired)
+            if gain is None and base and run is not baseline:
+                gain = (gain_pct(level.request_throughput, base.request_throughput), None, None)
             rows.append({
                 "concurrency": concurrency,
                 "profile": run.label,
@@ -170,14 +196,13 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "requests": level.requests,
                 "errors": level.errors,
                 **figures,
-                "throughput_gain_pct": gain_pct(level.request_throughput,
-                                                base.request_throughput if base else None),
-                "throughput_gain_ci95_low": gain[0] if gain else None,
-                "throughput_gain_ci95_high": gain[1] if gain else None,
+                **dict(zip(GAIN_KEYS, gain or (None, None, None), strict=True)),
                 # Server-side evidence the sweep recorded: the workers the responses name and
                 # the frontend's prefix-cache count (benchmarks/evidence.py `level_evidence`).
                 **{f"stickiness_{f.name}": routing.get(f.name) for f in fields(Stickiness)},
-                "prefix_cache_hit_pct": state.get("prefix_cache_hit_pct"),
+                **{k: state.get(k) for k in ("prefix_cache_hit_pct",
+                                             "prefix_cache_hit_ceiling_pct")},
+                "other_busy_pct": (state.get("machine") or {}).get("other_busy_pct"),
                 **{k: routing.get(k) for k in SPREAD_KEYS},
                 "dir": str(run.source / sweep.level_dir_name(concurrency)),
             })
@@ -189,35 +214,58 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
 ROUND_ROBIN, AFFINITY = "round-robin", "session-affinity"
 SEED_SIDES = {ROUND_ROBIN: "rr", AFFINITY: "sa"}  # each profile's columns in the seed's table
 GAIN_POINTS = 10.0
+# A gain whose whole interval is within GAIN_POINTS of the seed's matches it; one whose
+# interval reaches that band is consistent with it; otherwise it differs.
+GAIN_VERDICTS = ("matches", "consistent with", "differs")
 NEAR_FLOOR = 1.25
 SEED_GOALS = {"request_throughput": 0.25, "ttft_p50_ms": None, "request_latency_p50_ms": 0.25,
               "ttft_p90_ms": None}
 SEED_NAMES = {"request_throughput": "req_s"}
 
 
-def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None
-                    ) -> dict[str, Any]:
+def gain_verdict(low: float | None, high: float | None, run: float, seed: float) -> str:
+    """What a gain's interval (None: only its point) says of the seed's, by GAIN_VERDICTS."""
+    low, high = (run, run) if low is None or high is None else (low, high)
+    if seed - GAIN_POINTS <= low and high <= seed + GAIN_POINTS:
+        return GAIN_VERDICTS[0] if low < high else GAIN_VERDICTS[1]
+    overlaps = low <= seed + GAIN_POINTS and high >= seed - GAIN_POINTS
+    return GAIN_VERDICTS[1] if overlaps else GAIN_VERDICTS[2]
+
+
+def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None,
+                    in_sample: Sequence[int] = ()) -> dict[str, Any]:
     """The run's figures beside the seed's at each seed level it ran, and one verdict line
-    per figure (the goal above)."""
+    per figure (the goal above); `in_sample`: levels the mock was calibrated on."""
     seed = {row.concurrency: row for row in SEED_TABLE}
     mine = {(r["concurrency"], r["profile"]): r for r in rows if r["concurrency"] in seed}
     cells = [{"concurrency": c, "profile": p, "figure": FIGURES[key][0], "run": mine[(c, p)][key],
               "seed": getattr(seed[c], f"{SEED_SIDES[p]}_{SEED_NAMES.get(key, key)}")}
              for c, p in sorted(mine) if p in SEED_SIDES for key in SEED_GOALS]
-    gains = [{"concurrency": c, "run": gain_pct(mine[(c, AFFINITY)]["request_throughput"],
-                                               mine[(c, ROUND_ROBIN)]["request_throughput"]),
-              "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s)}
+    # Affinity's gain as its row has it when round robin is the baseline, else the ratio alone.
+    gains = [{"concurrency": c, "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s),
+              **dict(zip(("run", "low", "high"), (sa[k] for k in GAIN_KEYS), strict=True)
+                     if rr["throughput_gain_pct"] is None else
+                     {"run": gain_pct(sa["request_throughput"], rr["request_throughput"]),
+                      "low": None, "high": None})}
              for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine
-             and mine[(c, ROUND_ROBIN)]["request_throughput"]]
+             and (rr := mine[(c, ROUND_ROBIN)])["request_throughput"]
+             and (sa := mine[(c, AFFINITY)])]
+    for g in gains:
+        g["verdict"] = gain_verdict(g["low"], g["high"], g["run"], g["seed"])
     verdicts = [_figure_verdict(cells, FIGURES[key][0], tolerance, ttft_floor_ms)
                 for key, tolerance in SEED_GOALS.items()]
+    star = {c: f"{c}*" if c in in_sample else str(c) for c in seed}
     if gains:
-        misses = [f"at {g['concurrency']} ({g['run']:+.0f}% vs {g['seed']:+.0f}%)"
-                  for g in gains if abs(g["run"] - g["seed"]) > GAIN_POINTS]
-        verdicts.insert(1, _verdict(f"gain: within {GAIN_POINTS:.0f} points of the seed's",
-                                    len(gains), misses, "levels"))
+        verdicts.insert(1, f"gain beside the seed's +-{GAIN_POINTS:.0f} points: " + "; ".join(
+            f"{verdict} at " + (", ".join(star[g["concurrency"]] for g in gains
+                                          if g["verdict"] == verdict) or "no level")
+            for verdict in GAIN_VERDICTS))
+    if set(in_sample) & {c for c, _ in mine}:
+        verdicts.append(f"* in-sample: the mock's costs come from the seed's concurrency-"
+                        f"{in_sample[0]} row and its pause was tuned at {in_sample[-1]}, so "
+                        "these levels do not test it; the others do")
     return {"cells": cells, "gains": gains, "ttft_floor_ms": ttft_floor_ms,
-            "verdicts": [v for v in verdicts if v]}
+            "in_sample": list(in_sample), "verdicts": [v for v in verdicts if v]}
 
 
 def _verdict(rule: str, judged: int, misses: Sequence[str], unit: str) -> str:
@@ -267,18 +315,20 @@ def seed_lines(report: Mapping[str, Any]) -> list[str]:
     if not comparison.get("cells"):
         return []
     digits = {label: d for label, d, _ in FIGURES.values()}
-    gains = {g["concurrency"]: f"{g['run']:+.0f}% / {g['seed']:+.0f}% "
-             f"({g['run'] - g['seed']:+.0f})" for g in comparison["gains"]}
+    gains = {g["concurrency"]: f"{g['run']:+.0f}%" + (
+        "" if g["low"] is None else f" [{g['low']:+.0f}, {g['high']:+.0f}]")
+        + f" / {g['seed']:+.0f}%: {g['verdict']}" for g in comparison["gains"]}
     # The columns in SEED_GOALS' order, as `seed_comparison` made the cells.
     first, *others = (label + unit for label, _, unit in map(FIGURES.get, SEED_GOALS))
     body = []
     for (c, p), group in groupby(comparison["cells"], lambda c: (c["concurrency"], c["profile"])):
         req_s, *rest = (_beside(x["run"], x["seed"], digits[x["figure"]]) for x in group)
-        body.append([str(c), p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
+        label = f"{c}*" if c in comparison.get("in_sample", ()) else str(c)
+        body.append([label, p, req_s, gains.get(c, "") if p == AFFINITY else "", *rest])
     return ["## Beside the seed", "",
             "This run / the seed's eight-H200 table (relative error); the seed gives "
             "request latency p50 and TTFT p90 at concurrency 16 only.", "",
-            *_table(["conc", "profile", first, "gain (points off)", *others], body),
+            *_table(["conc", "profile", first, "gain [95%] / seed's: verdict", *others], body),
             "", *comparison["verdicts"]]
 
 
@@ -308,7 +358,9 @@ DETAILS = (
     ("## Requests, latency and token throughput", "", {
         "requests / errors": lambda r: f"{r['requests']} / {r['errors']}" + (
             "" if r["replicates"] is None else
-            f" in {r['replicates']} chunks (stopped by {r['stopped_by']})"),
+            f" in {r['replicates']} blocks (stopped by {r['stopped_by']})") + (
+            f"; busy machine ({r['other_busy_pct']:.0f}% of its CPUs for others)"
+            if (r["other_busy_pct"] or 0) > sweep.BUSY_PCT else ""),
         **{FIGURES[k][0]: partial(_figure, key=k)
            for k in ("ttft_p90_ms", "request_latency_p50_ms", "output_token_throughput")}}),
     ("## Routing stickiness (which worker served each video's questions)", "", {
@@ -316,9 +368,11 @@ DETAILS = (
         else f"{r['stickiness_share_single_worker']:,.0%}",
         "workers per video": lambda r: fmt(r["stickiness_mean_workers_per_video"], 2)}),
     ("## Server-side evidence", "Share of prompt tokens the workers served from their prefix "
-     "caches (the frontend's own counters), and how the requests spread over the workers that "
-     "served them (the worker each response names).", {
-         "prefix-cache hit": lambda r: fmt(r["prefix_cache_hit_pct"], 0, "%"),
+     "caches (the frontend's own counters) beside the most a chunk of fresh videos can reach "
+     "(each video's first request on each worker misses), and how the requests spread over the "
+     "workers that served them (the worker each response names).", {
+         "prefix-cache hit / cold ceiling": lambda r: fmt(r["prefix_cache_hit_pct"], 0, "%")
+         + " / " + fmt(r["prefix_cache_hit_ceiling_pct"], 0, "%"),
          "workers (requests each)": lambda r: "n/a" if r[SPREAD_KEYS[0]] is None else
          f"{r['stickiness_workers_seen']} ({r[SPREAD_KEYS[0]]}-{r[SPREAD_KEYS[1]]})"}),
 )
@@ -329,6 +383,14 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+PAIRED = ("Design: paired. The profiles ran interleaved on the same workers, one chunk each per "
+          "block, in alternating order; a gain is over its blocks' ratios, so drift between "
+          "blocks cancels. TTFT and latency percentiles are over all of a level's requests.")
+SEPARATE = ("Design: separate runs. A gain's interval combines both runs' spreads (delta method "
+            "on the log of the ratio, Welch degrees of freedom), and drift between the runs is "
+            "in it. TTFT and latency percentiles are over all of a level's requests.")
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     rows, labels = report["rows"], report["profiles"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
@@ -336,9 +398,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     columns = [(f"{lb} {name}", lb, cell) for name, first, cell in SUMMARY for lb in labels[first:]]
     out = ["# Routing comparison", "",
            f"Profiles: {', '.join(labels)}. Throughput gain is over {labels[0]}. "
-           + (f"95% intervals: {method}; a gain's combines both profiles' spreads (delta "
-              "method on the log of the ratio, Welch degrees of freedom)." if method else
-              "No level ran replicate chunks, so no interval."), "",
+           + (f"95% intervals: {method}. " if method else
+              "No level ran replicate chunks, so no interval. ")
+           + (PAIRED if report["design"] == "paired" else SEPARATE), "",
            *_table(["Concurrency", *(head for head, _, _ in columns)],
                    [[str(c), *(cell(by_key[(c, lb)]) if (c, lb) in by_key else "n/a"
                                for _, lb, cell in columns)]
@@ -413,8 +475,11 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
             "run `python -m benchmarks sweep` first"])
     check_comparable(runs)
     rows = report_rows(runs)
-    report = {"baseline": runs[0].label, "profiles": [r.label for r in runs], "rows": rows,
-              "seed_comparison": seed_comparison(rows, ttft_floor_ms),
+    mock = any("mock_workers" in (r.manifest.get("deployment") or {}) for r in runs)
+    report = {"baseline": runs[0].label, "profiles": [r.label for r in runs],
+              "design": design(runs), "rows": rows,
+              "seed_comparison": seed_comparison(rows, ttft_floor_ms,
+                                                 IN_SAMPLE_LEVELS if mock else ()),
               "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest}
                        for r in runs]}
     out.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ one line says it passed, or why not (docs/benchmark-toolkit.md, `smoke`)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 
 import openai
 
-from benchmarks.dataset import dataset_lines
+from benchmarks.dataset import dataset_lines, video_url
 from benchmarks.evidence import FrontendCounts, scrape_frontend
-from infra.names import SERVED_MODEL_NAME
+from infra.names import SERVED_MODEL_NAME, video_name
+from infra.run import Run, Workload
 
 Say = Callable[[str], None]
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
@@ -89,7 +91,8 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     """Wait for the model, ask once; returns the answer or raises SmokeFailure. A bad
     --video-url (ValueError) is found before the wait, not after it."""
     try:  # the benchmark's first request: the video, then the first question
-        (line,) = dataset_lines(video_refs=[config.video_url], questions_per_video=1)
+        (line,) = dataset_lines({0: video_url(config.video_url)},
+                                Workload(questions_per_video=1))
     except ValueError:
         raise ValueError(f"--video-url {config.video_url}: not a URL and no such file") from None
     # Dynamo needs no key; a real one, if set, is passed on and never printed.
@@ -119,8 +122,11 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("smoke", description=__doc__, help="one video question through "
                               "the openai SDK; non-empty answer passes")
-    p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--video-url", required=True, help="video URL (or a local file)")
+    p.add_argument("--run", type=lambda text: Run.from_output(json.loads(text)),
+                   help="a cluster run (JSON): its first frontend, and the video after those "
+                   "its sweep sends")
+    p.add_argument("--url", help="endpoint base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--video-url", help="video URL (or a local file)")
     p.add_argument("--model", default=SmokeConfig.model, help=f"default {SmokeConfig.model}")
     p.add_argument("--wait", dest="wait_secs", type=float, default=SmokeConfig.wait_secs,
                    help=f"seconds to wait for the model (default {SmokeConfig.wait_secs:g})")
@@ -128,6 +134,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    run = args.run
+    if run is not None:  # its own video, after the measured ones: it leaves none cached
+        video = video_name(run.workload.videos_needed(len(run.frontends)))
+        args.url, args.video_url, args.model = run.targets[0][1], run.video_base_url + video, \
+            run.model
+    if not (args.url and args.video_url):
+        raise ValueError("give --url and --video-url, or --run")
     try:
         config = SmokeConfig(args.url, args.video_url, args.model, args.wait_secs)
         answer = run_smoke(config, say=lambda line: print(line, flush=True))

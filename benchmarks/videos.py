@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from infra.names import SEED_SHAPE, VideoShape, video_name
+from infra.names import video_name
+from infra.run import VIDEO_INDEX_BITS, Run, VideoShape
 
 MANIFEST_NAME = "videos.json"
-INDEX_BITS = 12
 GRADIENT_KINDS = ("linear", "radial", "circular", "spiral")
 FFMPEG_TIMEOUT_SECS = 300
 
@@ -47,8 +47,8 @@ def ffmpeg(exe: str, *args: str, timeout: float = 30) -> subprocess.CompletedPro
 def validate_shape(shape: VideoShape) -> None:
     """One clear error per bad setting, before anything is made."""
     checks = [(shape.count < 1, f"--count must be at least 1 (got {shape.count})"),
-              (shape.count > 2**INDEX_BITS,
-               f"--count must be at most {2**INDEX_BITS} (got {shape.count})"),
+              (shape.count > 2**VIDEO_INDEX_BITS,
+               f"--count must be at most {2**VIDEO_INDEX_BITS} (got {shape.count})"),
               (shape.duration_secs < 1,
                f"--duration must be at least 1 second (got {shape.duration_secs})"),
               (not 1 <= shape.fps <= 60, f"--fps must be between 1 and 60 (got {shape.fps})")]
@@ -75,8 +75,8 @@ def filter_graph(shape: VideoShape, index: int) -> str:
             ":eval=frame:shortest=1")
     cell = max(4, h // 24)
     bits = [f"drawbox=x={4 + b * cell}:y={h - cell - 4}:w={cell}:h={cell}:t=fill:"
-            f"color={'white' if index >> (INDEX_BITS - 1 - b) & 1 else 'black'}"
-            for b in range(INDEX_BITS)]
+            f"color={'white' if index >> (VIDEO_INDEX_BITS - 1 - b) & 1 else 'black'}"
+            for b in range(VIDEO_INDEX_BITS)]
     return f"{background}[bg];{inset}[fg];[bg][fg]{move}," + ",".join(bits) + ",format=yuv420p"
 
 
@@ -124,13 +124,14 @@ def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path, made: dict
 
 def make_videos(
     out_dir: Path,
-    shape: VideoShape = SEED_SHAPE.videos,
+    shape: VideoShape | None = None,
     progress: Callable[[str], None] = print,
     jobs: int | None = None,
     exe: str | None = None,
 ) -> list[Path]:
     """Make (or reuse) `shape.count` videos in `out_dir` with FFmpeg `exe` (default:
     `ffmpeg_exe()`); returns their paths in order."""
+    shape = shape or VideoShape()
     validate_shape(shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = exe or ffmpeg_exe()
@@ -179,14 +180,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               ("--duration", "duration_secs", "seconds per video"),
                               ("--fps", "fps", "frames per second"), ("--width", "width", "pixels"),
                               ("--height", "height", "pixels"), ("--seed", "seed", "content seed")):
-        default = getattr(SEED_SHAPE.videos, field)
+        default = getattr(VideoShape(), field)
         p.add_argument(flag, dest=field, type=int, default=default,
                        help=f"{what} (default {default})")
     p.add_argument("--jobs", type=int, default=None, help="parallel FFmpeg processes")
+    p.add_argument("--run", type=lambda text: Run.from_output(json.loads(text)),
+                   help="a cluster run (JSON): as many videos as its sweep may take, and one for "
+                   "its smoke test, made with its seed")
     p.set_defaults(func=_run, errors=(ValueError, RuntimeError), error_code=2)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        args.count = args.run.workload.videos_needed(len(args.run.frontends)) + 1
+        args.seed = args.run.workload.seed
     shape = VideoShape(**{field.name: getattr(args, field.name) for field in fields(VideoShape)})
     try:
         paths = make_videos(args.out, shape, jobs=args.jobs)

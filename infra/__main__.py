@@ -184,11 +184,13 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # Where the frontend is and how to check it; the `benchmark` output (`collect` reads it)
     # and the sweep's plan, printed by `pulumi preview` too: hours before they're spent.
     graph_name, port, ttl = _name(graph), names.FRONTEND_PORT, settings.routing.affinity_ttl_secs
-    forward = f"{settings.kubectl} port-forward service/{settings.frontend_service} {port}:{port}"
+    first = settings.frontends[0].service
+    forward = f"{settings.kubectl} port-forward service/{first} {port}:{port}"
     out: dict[str, Any] = {
         "namespace": _name(made[0]) if made else settings.namespace,
         "graphName": graph_name,
-        "frontendService": graph_name.apply(names.frontend_service_name),
+        "frontendService": graph_name.apply(lambda _: first),
+        "frontends": {f.profile: f.service for f in settings.frontends},
         "modelCacheClaim": _name(claims[0]) if claims else claim,
         "frontendPort": port, "servedModel": settings.served_model,
         "profile": settings.profile, "routerMode": settings.routing.router_mode,

@@ -14,14 +14,13 @@ from typing import Any
 from infra import manifests as mf
 from infra import names
 from infra.manifests import REPLACE_UNREADY, TIMEOUT_SECONDS, VIDEO_SERVER_PORT, WAIT_FOR
-from infra.names import Run
 from infra.routing import routing_args
+from infra.run import CACHE_DIR, Run
 from infra.settings import BenchmarkSettings, Settings
 
 CODE_DIR = "/opt/benchmark/code"
 WORK_DIR = "/work"
 VIDEOS_DIR = "/videos"
-CACHE_DIR = "/cache"
 # A sweep not waited for is awaited until it started (a jsonpath without a value matches
 # once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at 1e54e342).
 # Not skipAwait: it skips the delete await too, so a replacement could meet a terminating Job.
@@ -80,21 +79,23 @@ VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a roll
 def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
     """The stack's run, as the program deploys it and `collect` finds it; its facts hold the
     declared graph's hash, so no setting that changes the graph goes unrecorded."""
-    b, serving, routing = settings.benchmark, settings.serving, settings.routing
+    b, serving = settings.benchmark, settings.serving
     facts = {
         "worker_image": settings.worker_image, "frontend_image": settings.frontend_image,
         "runtime": serving.runtime, "variant": serving.variant, "precision": serving.precision,
         "replicas": serving.replicas, "gpus_per_worker": serving.gpus_per_replica,
         "gpu": serving.gpu_product, "model": settings.served_model,
-        "routing": " ".join(routing_args(routing)),
+        "routing": "; ".join(f"{f.profile}: {' '.join(routing_args(f.routing))}"
+                             for f in settings.frontends),
         "graph": graph_hash(rendered_graph or mf.graph(settings), settings.profile),
         "benchmark_image": b.image,
     }
     workers = ("{runtime} workers: {variant} {precision}, {replicas} x {gpus_per_worker} GPU "
                "({gpu}), image {worker_image}; frontend image {frontend_image}").format(**facts)
     return Run(stack=settings.profile, run_id=b.run_id, namespace=settings.namespace,
-               cache_claim=settings.cache_claim_name, image=b.image,
-               frontend_service=settings.frontend_service, session_affinity=routing.affinity,
+               cache_claim=settings.cache_claim_name, image=b.image, workload=b.workload,
+               frontends=tuple((f.profile, f.service, f.routing.affinity)
+                               for f in settings.frontends),
                model=settings.served_model,
                notes=(f"cluster run: stack {settings.stack}, run id {b.run_id}", workers),
                deployment=tuple((k, str(v)) for k, v in facts.items()),
@@ -173,48 +174,13 @@ def code_config_map(metadata: dict[str, Any], sources: Mapping[str, str]) -> dic
             "data": data}
 
 
-# --- The commands: one mapping of options each, rendered once by `argv` --------------------
+# --- The commands: each pod runs `python -m benchmarks COMMAND --run RUN`, the one object ---
 
 
-def argv(command: str, options: Mapping[str, Any]) -> list[str]:
-    """`command --key value...`: True is a bare flag, False or None leaves the option out,
-    a list is one option with every value (nargs), a tuple the option once per value."""
-    out = [command]
-    for key, value in options.items():
-        if value is True:
-            out.append(f"--{key}")
-        elif isinstance(value, tuple):
-            out += [arg for item in value for arg in (f"--{key}", str(item))]
-        elif isinstance(value, list):
-            out += [f"--{key}", *map(str, value)]
-        elif value is not None and value is not False:
-            out += [f"--{key}", str(value)]
-    return out
-
-
-def smoke_args(run: Run, settings: BenchmarkSettings) -> list[str]:
-    # Its own video, after the measured ones: the smoke test leaves nothing cached for the sweep.
-    video = run.video_base_url + names.video_name(settings.videos)
-    return argv("smoke", {"url": run.frontend_url, "model": run.model, "video-url": video})
-
-
-def sweep_args(run: Run, settings: BenchmarkSettings) -> list[str]:
-    return argv("sweep", {
-        "url": run.frontend_url, "model": run.model, "profile": run.stack,
-        "video-base-url": run.video_base_url, "video-count": settings.videos,
-        "questions-per-video": settings.questions_per_video,
-        "concurrency": list(settings.concurrencies), "run-id": run.run_id,
-        "out": f"{CACHE_DIR}/{run.results_path}",
-        # Explicit either way: the header follows the stack's routing, not its name.
-        "session-affinity" if run.session_affinity else "no-session-affinity": True,
-        # Server-side evidence: which worker served each request (the frontend names it),
-        # beside the frontend's prefix-cache counters the sweep always reads.
-        "attribute-workers": True,
-        "stop-within-pct": settings.stop_within_pct, "full": settings.full,
-        "note": run.notes,
-        "deployment": tuple(f"{key}={value}" for key, value in run.deployment),
-        "follow-command": run.follow_command,
-    })
+def command(role: str, run: Run) -> list[str]:
+    """A pod's command: the run as the program declared it (the sweep's with the graph's uid):
+    the pod's own checks judge the same object preview judged."""
+    return [role, "--run", json.dumps(run.output(), sort_keys=True)]
 
 
 # --- Pods ----------------------------------------------------------------------------------
@@ -321,8 +287,8 @@ def benchmark_objects(
     volume = {"name": "code", "configMap": {"name": config_map, "items": items}}
     # The measured videos, then one for the smoke test alone.
     maker = _runner_container(
-        "videos", argv("videos", {"out": VIDEOS_DIR, "count": settings.videos + 1}),
-        settings.image, mf.env(runner_env(settings, "videos", VIDEOS_ON_STOP)),
+        "videos", [*command("videos", run), "--out", VIDEOS_DIR], settings.image,
+        mf.env(runner_env(settings, "videos", VIDEOS_ON_STOP)),
         mf.resources("2", "2Gi", "4", "4Gi"), {"name": "videos", "mountPath": VIDEOS_DIR})
     meta = mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code"))
     out = {"code": code_config_map(meta, sources), **_video_server(
@@ -345,7 +311,7 @@ def benchmark_objects(
                            annotations={TIMEOUT_SECONDS: str(deadline + AWAIT_MARGIN_SECS),
                                         **awaits})
         container = _runner_container(
-            "main", (sweep_args if sweep else smoke_args)(run, settings), settings.image,
+            "main", command(role, run), settings.image,
             mf.env(runner_env(settings, role, stop)), mf.resources(*limits),
             *([{"name": "cache", "mountPath": CACHE_DIR}] if sweep else []))
         annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(run.deployment)}

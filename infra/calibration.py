@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.names import SEED_SHAPE
+from infra.run import MIN_BLOCKS, SEED_WORKLOAD, T_QUANTILE
 from infra.settings import Settings
 
 
@@ -34,6 +34,9 @@ SEED_TABLE = (
     SeedRow(16, 12.65, 17.78, 124, 44, 1140, 919, 757, 47),
 )
 SEED_WORKERS = 8
+# The levels the mock's calibration reads (its costs from 1, its pause tuned at 2): the
+# rehearsal's figures there are in-sample, the others test it.
+IN_SAMPLE_LEVELS = (1, 2)
 # "about 2.5 h round robin, 2 h affinity" for the five levels (the recipe's runs).
 SEED_SWEEP_HOURS = {"round-robin": 2.5, "session-affinity": 2.0}
 # The mocker's first visit of the ~8,400-token stand-in at speedup 1, minus its repeat (s):
@@ -74,7 +77,7 @@ def first_visits(workers: int, questions: int, affinity: bool) -> int:
 
 
 def solve_hardware(concurrency: int, rr_req_s: float, sa_req_s: float,
-                   workers: int = SEED_WORKERS, questions: int = SEED_SHAPE.questions_per_video,
+                   workers: int = SEED_WORKERS, questions: int = SEED_WORKLOAD.questions_per_video,
                    source: str | None = None) -> Hardware:
     """Solve one low level of both profiles (no queueing: concurrency 1 is best): a request's
     mean time (concurrency / req/s) is the hit time plus k/q misses, k its first visits."""
@@ -121,14 +124,16 @@ def predicted_req_s(hardware: Hardware, concurrency: int, workers: int, question
 
 
 def chunks_needed(concurrency: int, videos: int, cv: float = REPLICATE_CV,
-                  within_pct: float = SEED_SHAPE.stop_within_pct) -> int:
-    """Chunks a level runs under the sweep's stop rule: at least `min_replicates`, until the
-    Student t 95% half-width t * cv / sqrt(n) is within `within_pct` % or the videos run out."""
+                  within_pct: float = SEED_WORKLOAD.stop_within_pct, paired: bool = False) -> int:
+    """Blocks a level runs under the sweep's stop rule: at least MIN_BLOCKS, until the half-width
+    t * spread / sqrt(n) is within `within_pct` (a gain's spread: two chunks', in points) or the
+    videos run out."""
     from scipy.stats import t as student_t  # the sweep's (AIPerf's); only plans reach this
 
-    available = max(1, videos // concurrency)
-    n = SEED_SHAPE.min_replicates
-    while n < available and student_t.ppf(0.975, n - 1) * cv / math.sqrt(n) > within_pct / 100:
+    available, spread = max(1, videos // concurrency), cv * (math.sqrt(2) if paired else 1)
+    n = MIN_BLOCKS
+    while n < available and student_t.ppf(T_QUANTILE, n - 1) * spread / math.sqrt(
+            n) > within_pct / 100:
         n += 1
     return min(n, available)
 
@@ -190,7 +195,7 @@ class SweepPlan:
 
 def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], workers: int,
                gpus_per_worker: int, affinity: bool, hardware: Hardware = H200,
-               cv: float = REPLICATE_CV, within_pct: float = SEED_SHAPE.stop_within_pct
+               cv: float = REPLICATE_CV, within_pct: float = SEED_WORKLOAD.stop_within_pct
                ) -> SweepPlan:
     """Each level's time sending every video (full) and in the stop rule's chunks (adaptive)."""
     levels = []
@@ -206,8 +211,7 @@ def plan_sweep(videos: int, questions: int, concurrencies: tuple[int, ...], work
 def stack_plan(settings: Settings, hardware: Hardware = H200, cv: float = REPLICATE_CV
                ) -> SweepPlan:
     """A stack's plan at its benchmarkStopWithinPct; KV routing keeps videos like affinity."""
-    bench, serving = settings.benchmark, settings.serving
+    w, serving = settings.benchmark.workload, settings.serving
     sticky = settings.routing.affinity or settings.routing.router_mode == "kv"
-    return plan_sweep(bench.videos, bench.questions_per_video, bench.concurrencies,
-                      serving.replicas, serving.gpus_per_replica, sticky, hardware, cv,
-                      bench.stop_within_pct)
+    return plan_sweep(w.videos, w.questions_per_video, w.concurrencies, serving.replicas,
+                      serving.gpus_per_replica, sticky, hardware, cv, w.stop_within_pct)

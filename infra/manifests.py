@@ -133,7 +133,7 @@ class Served(NamedTuple):
     model_env: list[dict[str, Any]]  # the runtime's model and token, for download and workers
     download_command: list[str]
     worker_args: list[str]
-    frontend_args: list[str]
+    frontend_args: list[list[str]]  # each frontend's
     policy_names: dict[str, str]
     source_cidrs: list[str | None]
     cache_volume: dict[str, Any]  # the claim, and where download and workers mount it
@@ -154,7 +154,7 @@ def served(settings: Settings) -> Served:
         download_command=sv.hf_download_command(serving, weights) if vllm else
         ["download-to-cache", *(["--profiles", profile] if profile else [])],
         worker_args=sv.vllm_worker_args(serving, weights, settings.served_model) if vllm else [],
-        frontend_args=frontend_args(settings.routing, port=names.FRONTEND_PORT),
+        frontend_args=[frontend_args(f.routing) for f in settings.frontends],
         policy_names={p: names.stack_object_name(settings.graph_name, p) for p in POLICIES},
         source_cidrs=[names.cidr(source) for source in settings.network_policy_sources],
         cache_volume={"name": CACHE_VOLUME,
@@ -260,13 +260,17 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     # `pulumi.com/timeoutSeconds`: pulumi-kubernetes provider/pkg/metadata/overrides.go at
     # 00658428), so graphTimeoutSecs changes nothing declared here.
     parts, pull = parts or served(settings), settings.image_pull_secrets
-    frontend = {"name": "main", "image": settings.frontend_image, "command": [*FRONTEND_COMMAND],
-                "args": parts.frontend_args, "env": [REQUEST_PLANE_ENV],
-                "resources": resources(*FRONTEND_RESOURCES),
-                "securityContext": container_security()}
     worker = pod_spec([_worker_container(settings, parts)], pull, **settings.placement,
                       volumes=[parts.cache_volume])
     pod = {"metadata": {"labels": labels(settings.profile)}}  # each component's pod template
+    # One frontend per profile: each reaches every worker of the graph (Dynamo discovers them
+    # by the graph's namespace), each with its own Deployment and Service.
+    frontends = [{"name": f.component, "type": "frontend", "replicas": 1, "podTemplate": {
+        **pod, "spec": pod_spec([{
+            "name": "main", "image": settings.frontend_image, "command": [*FRONTEND_COMMAND],
+            "args": args, "env": [REQUEST_PLANE_ENV], "resources": resources(*FRONTEND_RESOURCES),
+            "securityContext": container_security()}], pull, nim_user=False)}}
+        for f, args in zip(settings.frontends, parts.frontend_args, strict=True)]
     return {
         "apiVersion": GRAPH_API_VERSION,
         "kind": "DynamoGraphDeployment",
@@ -276,8 +280,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
             "backendFramework": "vllm",
             "env": [ALLOW_INTERNAL_MEDIA],
             "components": [
-                {"name": names.FRONTEND_COMPONENT, "type": "frontend", "replicas": 1,
-                 "podTemplate": {**pod, "spec": pod_spec([frontend], pull, nim_user=False)}},
+                *frontends,
                 {"name": names.WORKER_COMPONENT, "type": "worker",
                  "replicas": settings.serving.replicas,
                  "sharedMemorySize": settings.worker_shared_memory,

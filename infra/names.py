@@ -4,11 +4,8 @@ names'), and the input rules; standard library only, as the pods and the rehears
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
 
 # --- The recipe --------------------------------------------------------------------------
 
@@ -49,11 +46,6 @@ def stack_object_name(graph: str, what: str) -> str:
     """A stack's own object (NGC secret, token secret, download Job): named after its graph,
     one stack's `pulumi destroy` never deletes what another still uses."""
     return f"{graph}-{what}"
-
-
-def frontend_service_name(graph: str) -> str:
-    """The Dynamo operator names the frontend Service after the graph."""
-    return f"{graph}-frontend"
 
 
 # --- Names the operator derives ----------------------------------------------------------
@@ -119,83 +111,6 @@ def camel(name: str) -> str:
     return re.sub(r"_(\w)", lambda m: m[1].upper(), name)
 
 
-def _tuples(value: Any) -> Any:
-    """JSON's lists as the tuples a frozen `Run` holds (maps are kept)."""
-    return tuple(map(_tuples, value)) if isinstance(value, list) else value
-
-
-@dataclass(frozen=True)
-class Run:
-    """One stack's run, built once by the program and exported as `output()`, which `collect`
-    reads back; the sweep refuses to resume under another `deployment`."""
-
-    stack: str
-    run_id: str
-    namespace: str
-    cache_claim: str
-    image: str
-    frontend_service: str = ""
-    session_affinity: bool = False
-    model: str = SERVED_MODEL_NAME
-    notes: tuple[str, ...] = ()
-    deployment: tuple[tuple[str, str], ...] = ()
-    image_pull_secrets: tuple[str, ...] = ()
-    # The stack's `kubernetes:context` ("": the current one); every printed command's prefix.
-    kube_context: str = ""
-    kubectl: str = "kubectl"
-    # nodeSelector and tolerations of every benchmark pod (the results reader too).
-    pod_placement: dict[str, Any] = field(default_factory=dict)
-    smoke: bool = True
-    sweep: bool = True
-
-    @property
-    def smoke_job(self) -> str:
-        return benchmark_name("smoke", self.stack, self.run_id)
-
-    @property
-    def sweep_job(self) -> str:
-        return benchmark_name("sweep", self.stack, self.run_id)
-
-    @property
-    def frontend_url(self) -> str:
-        return f"http://{self.frontend_service}.{self.namespace}.svc:{FRONTEND_PORT}"
-
-    @property
-    def video_base_url(self) -> str:
-        # `<service>.<namespace>.svc` resolves in any cluster domain (the DNS search path).
-        service = benchmark_name("videos", self.stack)
-        return f"http://{service}.{self.namespace}.svc:{VIDEO_SERVICE_PORT}/"
-
-    @property
-    def results_path(self) -> str:
-        """Where the run's results live inside the cache claim, beside the model files."""
-        return f"benchmarks/{self.stack}/{self.run_id}"
-
-    @property
-    def follow_command(self) -> str:
-        return f"{self.kubectl} logs -f job/{self.sweep_job}"
-
-    @property
-    def collect_command(self) -> str:
-        """`./run.sh`: plain `python` lacks the pinned packages."""
-        return f"./run.sh collect --stack {self.stack} --run-id {self.run_id}"
-
-    def output(self) -> dict[str, Any]:
-        """The stack output: every field, and the names and commands a user looks up."""
-        out = {camel(k): v for k, v in json.loads(json.dumps(asdict(self))).items()}
-        return {**out, "resultsPath": self.results_path,
-                "smokeJob": self.smoke_job if self.smoke else "",
-                "sweepJob": self.sweep_job if self.sweep else "",
-                "followCommand": self.follow_command if self.sweep else "",
-                "collectCommand": self.collect_command if self.sweep else ""}
-
-    @classmethod
-    def from_output(cls, output: dict[str, Any]) -> Run:
-        """The run an `output()` describes (its derived keys are ignored)."""
-        known = {camel(f.name): f.name for f in fields(cls)}
-        return cls(**{known[k]: _tuples(v) for k, v in output.items() if k in known})
-
-
 # --- Rules input follows, and the one error type -----------------------------------------
 
 # The seed's placeholder (`<your-rwx-storage-class>`), Pulumi.yaml's default: a stack that
@@ -248,41 +163,3 @@ def cidr(text: str) -> str | None:
         return str(ipaddress.ip_network(text, strict=False))
     except ValueError:
         return None
-
-
-# --- The seed's benchmark shape: the CLI, Pulumi.yaml and the rehearsal read it ----------
-
-
-@dataclass(frozen=True)
-class VideoShape:
-    """Synthetic videos made with FFmpeg before the measured sweep."""
-
-    count: int = 200
-    duration_secs: int = 30
-    fps: int = 2
-    width: int = 640
-    height: int = 360
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class SweepShape:
-    """What every concurrency level sends."""
-
-    questions_per_video: int = 20
-    output_tokens: int = 128
-    # No warm-up, as the seed: one on measured videos would cache them off their session.
-    concurrencies: tuple[int, ...] = (1, 2, 4, 8, 16)
-    random_seed: int = 0
-    videos: VideoShape = field(default_factory=VideoShape)
-    # Stop rule: a level ends once `min_replicates` chunks or more give a req/s interval
-    # within +-`stop_within_pct` % (or the videos run out).
-    min_replicates: int = 3
-    stop_within_pct: float = 3.0
-
-    @property
-    def requests_per_level(self) -> int:
-        return self.videos.count * self.questions_per_video
-
-
-SEED_SHAPE = SweepShape()

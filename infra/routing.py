@@ -4,6 +4,7 @@ the same list, so a flag Dynamo rejects shows up locally first."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from infra import names
 
@@ -31,6 +32,16 @@ class Routing:
     @property
     def affinity(self) -> bool:
         return self.affinity_ttl_secs is not None
+
+
+class Frontend(NamedTuple):
+    """One frontend component of a graph: the profile it routes as, its component's name and
+    the Service the operator makes for it (names.component_name)."""
+
+    profile: str
+    routing: Routing
+    component: str
+    service: str
 
 
 # The profiles we compare, by stack name: the recipe's two, then KV-aware routing. The

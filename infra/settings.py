@@ -16,6 +16,7 @@ import yaml
 from infra import names
 from infra import routing as rt
 from infra import serving as sv
+from infra.run import Workload, run_seed
 
 PROJECT = "cosmos3-routing"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +80,9 @@ KEYS: dict[str, tuple] = {
                                    " seconds (an idle timeout per session)"),
     "sessionAffinityMode": ("choice", rt.AFFINITY_MODES, ""),
     "routerKvEvents": B,
+    "frontendProfiles": ("list", rt.PROFILES.__contains__, "is not a routing profile; list "
+                         f"some of {', '.join(rt.PROFILES)} (one frontend each, on the same "
+                         "workers)"),
     "namespace": _form(names.DNS_LABEL.match, "is not a valid namespace name; use lowercase "
                        "letters, digits and '-'"),
     "createNamespace": B,
@@ -115,6 +119,7 @@ KEYS: dict[str, tuple] = {
     "downloadTimeoutSecs": SECS, "downloadRetries": ("int", 0, 10, " retries"),
     "graphTimeoutSecs": SECS,
     "benchmarkSmoke": B, "benchmarkSweep": B, "benchmarkWaitForSweep": B, "benchmarkRunId": S,
+    # The workload's own bounds follow (`Workload.problems`), as the pods and the CLI judge.
     "benchmarkConcurrencies": ("levels",), "benchmarkVideos": ("int", 1, 10_000, " videos"),
     "benchmarkQuestionsPerVideo": ("int", 1, 1000, " questions"),
     "benchmarkImage": _form(lambda v: names.IMAGE.match(v) and not v.endswith(":latest"),
@@ -280,17 +285,14 @@ class BenchmarkSettings:
     sweep: bool
     wait_for_sweep: bool
     run_id: str
-    concurrencies: tuple[int, ...]
-    videos: int
-    questions_per_video: int
     image: str
     smoke_timeout_secs: int
     sweep_timeout_secs: int
     video_server_timeout_secs: int
     pip_index_url: str  # the pods' PIP_INDEX_URL, for clusters behind a mirror
-    # The sweep's stop rule (`--stop-within-pct`), or every chunk of every level (`--full`).
-    stop_within_pct: float
-    full: bool
+    # What the sweep sends: the benchmarkConcurrencies/Videos/QuestionsPerVideo/StopWithinPct/
+    # Full keys, the videos' seed from the run id.
+    workload: Workload
 
     # Made once (a field, not a property): what reads a stack never calls back in here.
     any_enabled: bool = field(init=False)
@@ -306,7 +308,8 @@ class Settings:
 
     stack: str
     profile: str
-    routing: rt.Routing
+    # One frontend per profile, all on the same workers (a stack of one profile: its own).
+    frontends: tuple[rt.Frontend, ...]
     namespace: str
     create_namespace: bool
     image_pull_secrets: tuple[str, ...]
@@ -358,7 +361,11 @@ class Settings:
     # vLLM worker image with the vllm-cosmos3 plugin.
     worker_image: str
     download_job_name: str
-    frontend_service: str
+
+    @property
+    def routing(self) -> rt.Routing:
+        """The first frontend's: the stack's own, or a comparison's baseline."""
+        return self.frontends[0].routing
 
 
 # --- The rules across keys ------------------------------------------------------------------
@@ -388,6 +395,49 @@ def _routing(r: ConfigReader, profile: str) -> rt.Routing:
                   f"restore Pulumi.{profile}.yaml, or use a stack with another name for a "
                   "custom routing profile")
     return routing
+
+
+def _frontends(r: ConfigReader, profile: str, graph: str) -> tuple[rt.Frontend, ...]:
+    """The stack's own routing on the recipe's `Frontend`, or one frontend per entry of
+    `frontendProfiles`, named after it: at most one with session affinity, as Dynamo shares
+    affinity bindings between the routers of a graph (docs/deploy-reference.md, 'compare')."""
+    listed = r.v["frontendProfiles"]
+    if not listed:
+        return (rt.Frontend(profile, _routing(r, profile), names.FRONTEND_COMPONENT,
+                            names.component_name(graph, names.FRONTEND_COMPONENT)),)
+    known = [p for p in listed if p in rt.PROFILES]
+    components = {**dict.fromkeys(known, False), names.WORKER_COMPONENT: True}
+    limit = names.max_graph_len(components)
+    for bad, text in (
+        (profile in rt.PROFILES, f"stack '{profile}' is one of the recipe's profiles, whose "
+         "graph runs that profile alone; compare on a stack of another name (e.g. compare)"),
+        (len(set(listed)) != len(listed), f"lists a profile twice ({', '.join(listed)})"),
+        (sum(rt.PROFILES[p].affinity for p in known) > 1, "lists more than one profile with "
+         "session affinity; Dynamo shares affinity bindings between a graph's routers, so at "
+         "most one frontend may run it"),
+        (len(graph) > limit, f"graph {graph} with frontends named {', '.join(known)} is "
+         f"longer than the {limit} characters the Dynamo operator's derived names allow; use a "
+         "shorter stack name"),
+    ):
+        if bad and "frontendProfiles" not in r.rejected:
+            r.problem("frontendProfiles", text)
+    return tuple(rt.Frontend(p, rt.PROFILES[p], p, names.component_name(graph, p))
+                 for p in known)
+
+
+def _workload(r: ConfigReader, profiles: int) -> Workload:
+    """What the sweep sends, judged as the pods judge it (`Workload.problems`), here before
+    anything is created; the videos' seed from the run id, so no run resends another's."""
+    v = r.v
+    workload = Workload(**{f: v[names.camel(f"benchmark_{f}")] for f in WORKLOAD_KEYS},
+                        seed=run_seed(v["benchmarkRunId"]))
+    for key, problem in workload.problems(profiles) if v["benchmarkSweep"] else ():
+        if (name := names.camel(f"benchmark_{key}")) not in r.rejected:
+            r.problem(name, problem)
+    return workload
+
+
+WORKLOAD_KEYS = ("concurrencies", "videos", "questions_per_video", "stop_within_pct", "full")
 
 
 def _describe(routing: rt.Routing) -> str:
@@ -536,7 +586,7 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
                           f"lowercase letters, digits and '-', at most {MAX_PROFILE_LEN} "
                           "characters (e.g. session-affinity)")
     graph, context = names.graph_name(profile), raw.get("kubernetes:context") or None
-    routing = _routing(r, profile)
+    frontends = _frontends(r, profile, graph)
     placement = _placement(v, "gpu")
     serving = _serving(r, placement)
     _stack_rows(r, profile, serving)
@@ -546,19 +596,21 @@ def parse_settings(raw: Mapping[str, Any], stack: str, project: str = PROJECT,
     settings = Settings(**{
         **given, "cache_storage_class": None if existing else v["cacheStorageClass"],
         "nim_model_profile": v["nimModelProfile"] or None,
-    }, stack=stack, profile=profile, routing=routing, serving=serving, required_secrets=required,
+    }, stack=stack, profile=profile, frontends=frontends, serving=serving,
+        required_secrets=required,
         secret_refs={key: (names.stack_object_name(graph, suffix), data)
                      for key, (suffix, data, _) in SECRETS.items()},
         cache_claim_name=existing or names.MODEL_CACHE_PVC_NAME,
         served_model=v["servedModelName"] or names.served_model_name(serving.variant),
         placement=placement, benchmark_placement=_placement(v, "benchmark"),
         benchmark=BenchmarkSettings(**{f.name: v[names.camel(f"benchmark_{f.name}")]
-                                       for f in fields(BenchmarkSettings) if f.init}),
+                                       for f in fields(BenchmarkSettings)
+                                       if f.init and f.name != "workload"},
+                                    workload=_workload(r, len(frontends))),
         kube_context=context, kubectl=shlex.join(
             ["kubectl", *(["--context", context] if context else []), "-n", v["namespace"]]),
         graph_name=graph, worker_image=v["vllmImage"] if vllm else v["nimImage"],
         download_job_name=names.stack_object_name(graph, "model-download"),
-        frontend_service=names.frontend_service_name(graph),
     )
     known = {r.full(key) for key in (*KEYS, *SECRETS)}
     r.problems += [f"{key}: unknown setting; check the spelling against the `config:` block "

@@ -215,10 +215,11 @@ class ManagedProcess(psutil.Popen):
 
 @dataclass
 class LocalDynamo:
-    """Context manager: one profile's stack (its routing, how many mock workers, how fast) and,
-    while it runs, its processes; `url` is the frontend's base URL."""
+    """Context manager: a graph as the cluster runs it, one frontend per profile (`routings`)
+    on one set of mock workers (how many, how fast) and, while it runs, its processes; `urls`
+    are the frontends' base URLs by profile."""
 
-    routing: Routing
+    routings: Mapping[str, Routing]
     model_dir: Path
     # Each mock worker caches the mocker's default 16,384 blocks of MOCK_BLOCK_SIZE tokens.
     workers: int
@@ -228,12 +229,17 @@ class LocalDynamo:
     ready_timeout_secs: float = 120.0
     processes: list[ManagedProcess] = field(default_factory=list, init=False)
     worker_ids: tuple[int, ...] = field(default=(), init=False)
-    frontend_port: int = field(default=0, init=False)
+    ports: dict[str, int] = field(default_factory=dict, init=False)
     discovery_dir: Path | None = field(default=None, init=False)
 
     @property
+    def urls(self) -> dict[str, str]:
+        return {profile: f"http://{LOOPBACK}:{port}" for profile, port in self.ports.items()}
+
+    @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.frontend_port}"
+        """The first frontend's."""
+        return next(iter(self.urls.values()))
 
     def __enter__(self) -> LocalDynamo:
         try:
@@ -258,7 +264,7 @@ class LocalDynamo:
     def start(self) -> None:
         (self.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.discovery_dir = Path(tempfile.mkdtemp(prefix="discovery-", dir=self.work_dir))
-        nats_port, self.frontend_port = free_port(), free_port()
+        nats_port, self.ports = free_port(), {p: free_port() for p in self.routings}
         # NATS opens no monitoring, cluster or leaf port unless asked to.
         nats = self._launch("nats-server", [find_nats_server() or NATS_BINARY, "--addr",
                                             LOOPBACK, "--port", str(nats_port)], os.environ)
@@ -266,12 +272,16 @@ class LocalDynamo:
                    15.0, f"NATS to listen on {LOOPBACK}:{nats_port}")
         env = dynamo_env(os.environ, nats_port, self.discovery_dir)
         mocker = self._launch("dynamo.mocker", mocker_command(sys.executable, self), env)
-        self._launch("dynamo.frontend", local_frontend_command(
-            sys.executable, self.routing, self.frontend_port), env)
-        seen: set[int] = set()  # ready: the frontend serves the model on every mock worker
-        self._wait(lambda: self._reached_workers(seen), mocker, self.ready_timeout_secs,
-                   f"requests through {self.url} to reach all {self.workers} mock workers")
-        self.worker_ids = tuple(sorted(seen))
+        for profile, routing in self.routings.items():
+            self._launch(f"dynamo.frontend-{profile}", local_frontend_command(
+                sys.executable, routing, self.ports[profile]), env)
+        # Ready: every frontend serves the model on every mock worker (the same ones).
+        for url in self.urls.values():
+            seen: set[int] = set()
+            self._wait(lambda url=url, seen=seen: self._reached_workers(url, seen), mocker,
+                       self.ready_timeout_secs,
+                       f"requests through {url} to reach all {self.workers} mock workers")
+            self.worker_ids = tuple(sorted(seen))
         found = listeners(self.pids())
         exposed = [lst for lst in found if lst.address not in (LOOPBACK, "::1", "::ffff:127.0.0.1")]
         if exposed:
@@ -282,11 +292,11 @@ class LocalDynamo:
                                  "log": str(p.log), "members": sorted(tree_pids(p.pid))}
                                 for p in self.processes],
                   "listeners": [lst._asdict() for lst in found],
-                  "worker_ids": list(self.worker_ids), "url": self.url}
+                  "worker_ids": list(self.worker_ids), "urls": self.urls}
         (self.work_dir / PROCESS_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     def _launch(self, name: str, argv: list[str], env: Mapping[str, str]) -> ManagedProcess:
-        log = self.work_dir / "logs" / f"{name.split('.')[-1]}.log"
+        log = self.work_dir / "logs" / f"{name.split('.')[-1]}.log"  # e.g. frontend-round-robin
         self.processes.append(ManagedProcess(name, log, argv, env))
         return self.processes[-1]
 
@@ -302,14 +312,14 @@ class LocalDynamo:
             time.sleep(0.1)
         raise process.error(f"timed out after {timeout:.0f}s waiting for {what}")
 
-    def _chat(self, **body: Any) -> urllib.request.Request:
+    def _chat(self, url: str, **body: Any) -> urllib.request.Request:
         data = json.dumps({"model": SERVED_MODEL_NAME, **body}).encode()
-        return urllib.request.Request(f"{self.url}/v1/chat/completions", data,
+        return urllib.request.Request(f"{url}/v1/chat/completions", data,
                                       {"Content-Type": "application/json"})
 
     def first_token_ms(self, messages: list[dict[str, Any]]) -> float:
         """AIPerf's TTFT (ms) of one streamed one-token request, on whatever else the stack does."""
-        request = self._chat(messages=messages, max_tokens=1, stream=True)
+        request = self._chat(self.url, messages=messages, max_tokens=1, stream=True)
         started = time.monotonic()
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (loopback)
             for line in response:
@@ -319,10 +329,10 @@ class LocalDynamo:
                     return (time.monotonic() - started) * 1000
         raise LocalDynamoError(f"{self.url} streamed no token for a one-token request")
 
-    def _reached_workers(self, seen: set[int]) -> bool:
-        """A round of tiny requests without a session header; True once they reached every
-        worker. Far shorter than a cache block, they leave no reusable prefix."""
-        request = self._chat(max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
+    def _reached_workers(self, url: str, seen: set[int]) -> bool:
+        """A round of tiny requests through `url` without a session header; True once they
+        reached every worker. Far shorter than a cache block, they leave no reusable prefix."""
+        request = self._chat(url, max_tokens=1, messages=[{"role": "user", "content": "ready ?"}],
                              **WORKER_ID_REQUEST_FIELDS)
         for _ in range(self.workers):
             # No answer (urllib's errors are OSErrors) while the frontend is not serving yet.

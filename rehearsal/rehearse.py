@@ -1,5 +1,6 @@
-"""Local rehearsal: each profile's benchmark as the cluster runs it, against a real Dynamo frontend
-with CPU mock workers, beside the seed's table, before any GPU is spent (docs/rehearsal.md)."""
+"""Local rehearsal: the profiles' comparison as the cluster's `compare` stack runs it, one real
+Dynamo frontend per profile on one set of CPU mock workers, beside the seed's table, before any
+GPU is spent (docs/rehearsal.md)."""
 
 from __future__ import annotations
 
@@ -7,35 +8,31 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.dataset import DATASET_FILE, build_dataset
+from benchmarks.dataset import VideoSource, dataset_lines
 from benchmarks.report import REPORT_JSON, build_report, seed_lines
 from benchmarks.sweep import (
     MANIFEST_NAME,
-    LevelRun,
     Say,
     SweepConfig,
     SweepError,
+    Target,
     dist_version,
     open_run,
-    option,
     run_sweep,
     sigterm_as_interrupt,
     write_json,
 )
 from infra.calibration import mock_calibration
-from infra.names import SEED_SHAPE, InputError, levels_problems
+from infra.names import InputError
 from infra.routing import routing_args
+from infra.run import Workload, add_options, option
 from infra.settings import Settings, SettingsError, stack_settings
 from rehearsal.local_dynamo import (
     LOOPBACK,
@@ -44,22 +41,19 @@ from rehearsal.local_dynamo import (
     LocalDynamo,
     LocalDynamoError,
     find_nats_server,
-    local_frontend_command,
     mock_model_dir,
     peak_memory,
     preflight_problems,
-    stop_descendants,
 )
 
-# kv-routing too with --profiles: a third stack side by side does not fit the 12 minutes.
 DEFAULT_PROFILES = ("round-robin", "session-affinity")  # the baseline first: gains are over it
-# Requests in flight on the machine at once, over the stacks that run side by side: the
-# seed's top level, which two cores carried in the measured rehearsals.
-IN_FLIGHT_BUDGET = 16
 # A 30 s, 2 FPS video is thousands of visual tokens; ~8,400 showed the effect clearly (1,600
 # was within noise).
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
+# The seed's workload, but each level at most 80 videos per profile (5 blocks at 16, the stop
+# rule's least) and a gain within +-10 points: the cluster's +-5 take hours on two cores.
+REHEARSAL_WORKLOAD = Workload(videos=80, stop_within_pct=10.0)
 REHEARSAL_FILE = "rehearsal.json"
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)
@@ -67,22 +61,13 @@ FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills 
 
 @dataclass(frozen=True)
 class RehearsalConfig:
-    """One rehearsal; each field is an option of `python -m rehearsal` (the sweep's
-    `option`), so the parsed options are the config as they are."""
+    """One rehearsal; each `option` field is an option of `python -m rehearsal` (the workload's
+    are the sweep's, with REHEARSAL_WORKLOAD's defaults)."""
 
     profiles: tuple[str, ...] = option(
         "--profiles", DEFAULT_PROFILES, nargs="+", metavar="STACK",
-        help="stacks to rehearse, baseline first (kv-routing too, for example)")
-    # 64 videos give every level of the seed's table at least three chunks of disjoint videos
-    # (four at concurrency 16) for the sweep's stop rule.
-    videos: int = option("--videos", 64, type=int,
-                         help=f"videos a level may use (the seed's: {SEED_SHAPE.videos.count})")
-    questions_per_video: int = option(
-        "--questions-per-video", SEED_SHAPE.questions_per_video, type=int,
-        help="questions per video, each a request after the last one's answer")
-    concurrencies: tuple[int, ...] = option(
-        "--concurrency", SEED_SHAPE.concurrencies, type=int, nargs="+", metavar="N",
-        help="levels, the seed's by default")
+        help="stacks whose routing to compare on one graph, baseline first (kv-routing too)")
+    workload: Workload = REHEARSAL_WORKLOAD
     standin_tokens: int = option("--standin-tokens", STANDIN_TOKENS, type=int,
                                  help="tokens of each video's text stand-in")
     speedup_ratio: float = option(
@@ -93,14 +78,6 @@ class RehearsalConfig:
         "--decode-speedup-ratio", CALIBRATED.decode_speedup_ratio, type=float,
         help="the mocker's extra speed-up of decode steps; the default makes a cache hit, "
         "with the mean pause before it, cost the seed's")
-    # Looser than the cluster's 3%: each chunk pays AIPerf's start-up on two shared cores, and
-    # +-3% took ten or more chunks per level (14 for round robin at 4), beyond the 12 minutes.
-    stop_within_pct: float = option(
-        "--stop-within-pct", 10.0, type=float,
-        help="a level stops once its request throughput's 95%% interval is within this many "
-        "percent (after at least three chunks)")
-    full: bool = option("--full", False, action="store_true",
-                        help="every level sends every whole chunk of videos: no early stop")
     results_root: Path = option("--results-root", Path("results") / "rehearsal", type=Path,
                                 help="where the run's folder goes")
     run_id: str | None = option("--run-id", None,
@@ -110,26 +87,18 @@ class RehearsalConfig:
         help="seconds per level (default: three times the expected time + 5 min)")
 
     def shape(self) -> dict[str, Any]:
-        """What every finished level of a run was measured with (a resume must match; the
-        sweep's own fingerprint holds the stop rule)."""
-        return {"--videos": self.videos, "--questions-per-video": self.questions_per_video,
-                "--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
-                "--decode-speedup-ratio": self.decode_speedup_ratio,
-                "output tokens": SEED_SHAPE.output_tokens}
+        """What the mock was (a resume must match; the sweep's fingerprint holds the rest)."""
+        return {"--standin-tokens": self.standin_tokens, "--speedup-ratio": self.speedup_ratio,
+                "--decode-speedup-ratio": self.decode_speedup_ratio}
 
 
 def config_problems(config: RehearsalConfig) -> list[str]:
-    """Every bad option, naming it and the fix."""
-    c, top = config, max(config.concurrencies, default=0)
+    """Every bad option, naming it and the fix (the workload's are the sweep's)."""
+    c = config
     checks = (
         (not c.profiles, "--profiles needs at least one stack name"),
         (len(set(c.profiles)) != len(c.profiles),
          f"--profiles repeats a stack ({' '.join(c.profiles)})"),
-        (c.videos < 1, f"--videos must be at least 1 (got {c.videos})"),
-        (c.questions_per_video < 1,
-         f"--questions-per-video must be at least 1 (got {c.questions_per_video})"),
-        (1 <= c.videos < top, f"--videos {c.videos} fill no chunk at --concurrency {top} (a "
-         "chunk is as many videos as the level's concurrency): use more videos or lower levels"),
         (c.standin_tokens < MOCK_BLOCK_SIZE, f"--standin-tokens must be at least "
          f"{MOCK_BLOCK_SIZE}, one cache block (got {c.standin_tokens}); a video is thousands "
          "of tokens"),
@@ -137,54 +106,16 @@ def config_problems(config: RehearsalConfig) -> list[str]:
          f"--decode-speedup-ratio must be above 0 (got {c.speedup_ratio}, "
          f"{c.decode_speedup_ratio}); 1 keeps the mocker's own timing"),
     )
-    return ([problem for bad, problem in checks if bad]
-            + [f"--concurrency {problem}" for problem in levels_problems(c.concurrencies)])
+    return [problem for bad, problem in checks if bad]
 
 
-def level_timeout(config: RehearsalConfig, concurrency: int) -> float:
-    """A generous bound on one level: three times the mocked time, plus AIPerf start-up."""
+def level_timeout(config: RehearsalConfig) -> float:
+    """A generous bound on any level: three times its mocked time, plus AIPerf start-ups."""
     if config.level_timeout_secs is not None:
         return config.level_timeout_secs
-    requests = config.videos * config.questions_per_video
-    return 3 * requests * MOCK_REQUEST_SECS / config.speedup_ratio / concurrency + 300
-
-
-class Schedule:
-    """A profile's sweep (a thread) starts a level when its batch is due: every earlier batch's
-    profiles have moved past their level (a kept level counts as passed)."""
-
-    def __init__(self, profiles: Sequence[str], levels: Sequence[int]) -> None:
-        # Level by level, the profiles that run it side by side: as many as keep the requests
-        # in flight within IN_FLIGHT_BUDGET (one at a time above it; each sees the same load).
-        self.levels, self.batches = list(levels), []
-        for level in levels:
-            size = max(1, IN_FLIGHT_BUDGET // max(1, level))  # a bad level is reported by `check`
-            self.batches += [(level, tuple(profiles[i:i + size]))
-                             for i in range(0, len(profiles), size)]
-        self.passed: set[tuple[str, int]] = set()
-        self.stopped = False
-        self.changed = threading.Condition()
-
-    def wait_turn(self, profile: str, level: int) -> None:
-        with self.changed:
-            self.passed |= {(profile, lv) for lv in self.levels[:self.levels.index(level)]}
-            self.changed.notify_all()
-            due = next(i for i, (lv, group) in enumerate(self.batches)
-                       if lv == level and profile in group)
-            earlier = {(p, lv) for lv, group in self.batches[:due] for p in group}
-            self.changed.wait_for(lambda: self.stopped or earlier <= self.passed)
-            if self.stopped:
-                raise SweepError(f"{profile}: not started, the rehearsal is stopping")
-
-    def finish(self, profile: str) -> None:
-        with self.changed:
-            self.passed |= {(profile, lv) for lv in self.levels}
-            self.changed.notify_all()
-
-    def stop(self) -> None:
-        with self.changed:
-            self.stopped = True
-            self.changed.notify_all()
+    w = config.workload
+    requests = w.videos * w.questions_per_video * len(config.profiles)
+    return 3 * requests * MOCK_REQUEST_SECS / config.speedup_ratio / min(w.concurrencies) + 300
 
 
 def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
@@ -199,20 +130,21 @@ def modelling_notes(config: RehearsalConfig, workers: int) -> list[str]:
         f"Each video is a ~{config.standin_tokens}-token per-video text block before the "
         "question (the mock model is text-only); a worker reuses it from its prefix cache "
         "only if it processed that video before.",
-        "Each concurrency level ran on a freshly started frontend and mocker (cold caches), "
-        "so no level inherits another level's cached videos; profiles ran a level side by "
-        f"side on their own stacks while at most {IN_FLIGHT_BUDGET} requests were in flight "
-        "on the machine.",
+        "As the cluster's compare stack: one frontend per profile on the same mock workers, "
+        "kept across all levels; each chunk's videos fresh (no cache holds them), the "
+        "profiles' chunks alternating block by block, never two at once.",
     ]
 
 
 def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
-    """Levels where round robin kept videos on under three quarters of the fleet (measured
-    at 8: 80% of videos on one worker uncalibrated, 19% and 0% in two calibrated runs)."""
-    notes = []
+    """Levels where round robin kept videos on under three quarters of the workers a video's
+    questions can reach (measured at 8: 80% of videos on one worker uncalibrated, 19% and 0%
+    in two calibrated runs)."""
+    notes, reach = [], min(workers, (manifest.get("workload") or {}).get(
+        "questions_per_video", workers))
     for level, state in sorted((manifest.get("levels") or {}).items(), key=lambda i: int(i[0])):
         spread = state.get("routing") or {}
-        if spread.get("videos") and spread["mean_workers_per_video"] < 0.75 * workers:
+        if spread.get("videos") and spread["mean_workers_per_video"] < 0.75 * reach:
             lockstep = " (concurrency = fleet size)" if int(level) == workers else ""
             notes.append(
                 f"Round robin at concurrency {level}{lockstep} kept "
@@ -228,7 +160,7 @@ def lockstep_notes(manifest: Mapping[str, Any], workers: int) -> list[str]:
 
 
 class Rehearsal:
-    """One rehearsal run: the thin layer that starts stacks and the profiles' sweeps."""
+    """One rehearsal run: the thin layer that starts the local graph and the sweep."""
 
     def __init__(self, config: RehearsalConfig, say: Say = print) -> None:
         self.config, self.say = config, say
@@ -236,7 +168,6 @@ class Rehearsal:
         self.run_dir = config.results_root / run_id
         self.model = self.run_dir / "model"  # built by `run`, after the checks
         self.stacks: dict[str, Settings] = {}
-        self.schedule = Schedule(config.profiles, config.concurrencies)
 
     def check(self) -> None:
         """Options, stacks and machine, all problems at once, before anything starts."""
@@ -246,125 +177,80 @@ class Rehearsal:
                 self.stacks[profile] = stack_settings(profile)
             except SettingsError as exc:
                 problems += [f"--profiles {profile}: {problem}" for problem in exc.problems]
-        widest = max((len(group) for _, group in self.schedule.batches), default=1)
         problems += preflight_problems(find_nats_server(), self.run_dir,
-                                       memory_needed=widest * MEMORY_NEEDED)
+                                       memory_needed=MEMORY_NEEDED)
         if problems:
             raise InputError("the rehearsal cannot start (nothing was started)", problems)
 
-    def datasets(self, folder: Path) -> Path:
-        cfg = self.config
-        build_dataset(folder / DATASET_FILE, video_count=cfg.videos,
-                      questions_per_video=cfg.questions_per_video,
-                      text_standin_tokens=cfg.standin_tokens,
-                      output_tokens=SEED_SHAPE.output_tokens, pause_ms=CALIBRATED.pause_ms,
-                      video_source="text stand-in (local rehearsal)")
-        return folder / DATASET_FILE
+    @property
+    def workers(self) -> int:
+        return self.stacks[self.config.profiles[0]].serving.replicas
 
-    def sweep_config(self, stack: Settings, dataset: Path) -> SweepConfig:
+    def sweep_config(self, urls: Mapping[str, str]) -> SweepConfig:
         cfg = self.config
         return SweepConfig(
-            url=f"http://{LOOPBACK}", dataset=dataset,
-            profile=stack.profile, affinity=stack.routing.affinity,
-            concurrencies=cfg.concurrencies, output_tokens=SEED_SHAPE.output_tokens,
-            stop_within_pct=cfg.stop_within_pct, full=cfg.full,
-            tokenizer=str(self.model.resolve()), run_dir=self.run_dir / stack.profile,
-            attribute_workers=True, notes=tuple(modelling_notes(cfg, stack.serving.replicas)),
+            targets=tuple(Target(p, urls.get(p, f"http://{LOOPBACK}"), s.routing.affinity)
+                          for p, s in self.stacks.items()),
+            source=VideoSource(standin_tokens=cfg.standin_tokens), workload=cfg.workload,
+            pause_ms=CALIBRATED.pause_ms, tokenizer=str(self.model.resolve()),
+            run_dir=self.run_dir, level_timeout_secs=level_timeout(cfg), attribute_workers=True,
+            notes=tuple(modelling_notes(cfg, self.workers)),
             deployment={
                 "target": f"local rehearsal on {LOOPBACK} (CPU, no GPU)",
-                "frontend_command": local_frontend_command("python", stack.routing, 0),
-                "routing": " ".join(routing_args(stack.routing)),
-                "mock_workers": stack.serving.replicas,
+                "routing": "; ".join(f"{p}: {' '.join(routing_args(s.routing))}"
+                                     for p, s in self.stacks.items()),
+                "mock_workers": self.workers,
                 "ai_dynamo": dist_version("ai-dynamo"),
-                "cold_caches_per_level": True,
                 "shape": cfg.shape(),
             },
-            level_target=lambda level, _dir: self.local_stack(stack, level),
         )
 
-    def local_dynamo(self, stack: Settings, workers: int, work_dir: Path) -> LocalDynamo:
-        return LocalDynamo(stack.routing, self.model, workers, work_dir,
-                           self.config.speedup_ratio, self.config.decode_speedup_ratio)
+    def local_dynamo(self, profiles: Sequence[str], workers: int, work_dir: Path
+                     ) -> LocalDynamo:
+        return LocalDynamo({p: self.stacks[p].routing for p in profiles}, self.model, workers,
+                           work_dir, self.config.speedup_ratio, self.config.decode_speedup_ratio)
 
-    @contextmanager
-    def local_stack(self, stack: Settings, level: int) -> Iterator[LevelRun]:
-        """The sweep's target for a level once the schedule says so: a fresh, cold stack."""
-        self.schedule.wait_turn(stack.profile, level)
-        self.say(f"{stack.profile}: starting dynamo.frontend + {stack.serving.replicas} mock "
-                 f"workers for concurrency {level}")
-        work_dir = self.run_dir / stack.profile / "stack" / f"concurrency-{level}"
-        with self.local_dynamo(stack, stack.serving.replicas, work_dir) as local:
-            yield LevelRun(local.url, timeout_secs=level_timeout(self.config, level))
-
-    def ttft_floor_ms(self, dataset: Path) -> float:
+    def ttft_floor_ms(self) -> float:
         """Median first-token time of a few cache hits on one idle mock worker: a rehearsed
         TTFT near it is the frontend's and mocker's overhead on this machine, not serving."""
-        first = json.loads(dataset.read_text().splitlines()[0])["messages"]
-        stack = self.stacks[self.config.profiles[0]]
-        with self.local_dynamo(stack, 1, self.run_dir / "ttft-floor") as one:
+        w = self.config.workload  # a stand-in after those the sweep may send
+        heads = VideoSource(standin_tokens=self.config.standin_tokens).heads(
+            [w.videos_needed(len(self.config.profiles))], w.seed)
+        first = dataset_lines(heads, w, standin=True)[0]["messages"]
+        with self.local_dynamo(self.config.profiles[:1], 1, self.run_dir / "ttft-floor") as one:
             one.first_token_ms(first)  # fills the worker's cache
             return statistics.median(one.first_token_ms(first) for _ in range(FLOOR_REQUESTS))
-
-    def sweep_profile(self, profile: str, dataset: Path) -> None:
-        try:
-            run_sweep(self.sweep_config(self.stacks[profile], dataset),
-                      say=lambda line: self.say(f"{profile}: {line}"))
-        except BaseException:
-            self.schedule.stop()  # before `finish` lets another profile's level start
-            raise
-        finally:
-            self.schedule.finish(profile)
-
-    def sweep_side_by_side(self, dataset: Path) -> None:
-        """On a failure or Ctrl-C every process started is stopped, as a thread can't be
-        interrupted, and twice: the second catches what a sweep's thread started meanwhile."""
-        with ThreadPoolExecutor(len(self.config.profiles), thread_name_prefix="sweep") as pool:
-            futures = [pool.submit(self.sweep_profile, p, dataset) for p in self.config.profiles]
-            try:
-                for future in wait(futures, return_when=FIRST_EXCEPTION).done:
-                    future.result()
-            except BaseException:
-                self.schedule.stop()
-                stop_descendants()
-                pool.shutdown(cancel_futures=True)
-                stop_descendants()
-                raise
 
     def run(self) -> None:
         self.check()
         cfg, started = self.config, time.monotonic()
         with peak_memory() as memory, sigterm_as_interrupt():
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} (each "
-                     f"sweep says its levels and stop rule); results in {self.run_dir}")
-            self.say(f"schedule (at most {IN_FLIGHT_BUDGET} requests in flight at once):")
-            for level, group in self.schedule.batches:
-                self.say(f"  concurrency {level}: {' + '.join(group)}")
+            self.say(f"rehearsal {self.run_dir.name} of {', '.join(cfg.profiles)} on one local "
+                     f"graph (the sweep says its levels and stop rule); results in "
+                     f"{self.run_dir}")
             mock_model_dir(self.model)
-            # The sweeps' own refusals (a resume's other settings too) before a stack starts,
-            # on datasets built aside: a refusal leaves an earlier run as it was.
-            with tempfile.TemporaryDirectory() as aside:
-                built = self.datasets(Path(aside))
-                for p in cfg.profiles:
-                    open_run(self.sweep_config(self.stacks[p], built))
-            dataset = self.datasets(self.run_dir)
-            floor = round(self.ttft_floor_ms(dataset), 1)
+            open_run(self.sweep_config({}))  # a resume's refusal, before anything starts
+            floor = round(self.ttft_floor_ms(), 1)
             self.say(f"TTFT floor of the mock stack: {floor:.0f} ms (median of "
                      f"{FLOOR_REQUESTS} cache hits on one idle worker)")
-            self.sweep_side_by_side(dataset)
-            report = build_report([self.run_dir / p for p in cfg.profiles], self.run_dir,
+            self.say(f"starting one dynamo.frontend per profile and {self.workers} mock workers")
+            with self.local_dynamo(cfg.profiles, self.workers, self.run_dir / "stack") as graph:
+                run_sweep(self.sweep_config(graph.urls), say=self.say)
+            report = build_report([self.run_dir], self.run_dir,
                                   warn=lambda line: self.say(f"report: {line}"),
                                   ttft_floor_ms=floor)
-        kept, notes = 0, []
-        for stack in self.stacks.values():
-            m = json.loads((self.run_dir / stack.profile / MANIFEST_NAME).read_text())
-            # Levels a resume kept: those the sweep left as an earlier attempt finished them.
-            kept += sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
-                        for level in cfg.concurrencies)
-            if stack.routing.router_mode == "round-robin" and not stack.routing.affinity:
-                notes += lockstep_notes(m, stack.serving.replicas)
+        manifests = {p: json.loads((self.run_dir / p / MANIFEST_NAME).read_text())
+                     for p in cfg.profiles}
+        # Levels a resume kept: those the sweep left as an earlier attempt finished them.
+        kept = sum(m["levels"][str(level)].get("attempt", 0) < len(m["attempts"]) - 1
+                   for m in manifests.values() for level in cfg.workload.concurrencies)
+        notes = [note for p, m in manifests.items()
+                 if not self.stacks[p].routing.affinity
+                 and self.stacks[p].routing.router_mode == "round-robin"
+                 for note in lockstep_notes(m, self.workers)]
         summary = rehearsal_summary(cfg, time.monotonic() - started, memory.peak, kept, floor,
-                                    self.schedule, notes)
+                                    notes)
         write_json(self.run_dir / REHEARSAL_FILE, summary)
         seed = seed_lines(json.loads(report.with_name(REPORT_JSON).read_text()))
         for line in [done_line(summary), *notes, *seed, f"report: {report}"]:
@@ -372,18 +258,17 @@ class Rehearsal:
 
 
 def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int, kept: int,
-                      ttft_floor_ms: float, schedule: Schedule, notes: Sequence[str]
-                      ) -> dict[str, Any]:
-    """What the run cost and measured beyond the sweeps (their numbers are in the report).
+                      ttft_floor_ms: float, notes: Sequence[str]) -> dict[str, Any]:
+    """What the run cost and measured beyond the sweep (its numbers are in the report).
     `kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
+    settings = {**asdict(config), "workload": asdict(config.workload)}
     return {
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
         "levels_kept": kept,
-        "levels_total": len(config.profiles) * len(config.concurrencies),
+        "levels_total": len(config.profiles) * len(config.workload.concurrencies),
         "ttft_floor_ms": ttft_floor_ms,
-        "schedule": [{"concurrency": lv, "profiles": list(g)} for lv, g in schedule.batches],
         "notes": list(notes),
     }
 
@@ -397,19 +282,21 @@ def done_line(summary: Mapping[str, Any]) -> str:
             f"{resumed})")
 
 
-def main(argv: list[str] | None = None) -> int:
-    # RehearsalConfig's options, each named (`dest`) and defaulted as its field; an option
-    # left unset whose default is None keeps the field's None.
+def parse_config(argv: list[str] | None = None) -> RehearsalConfig:
+    """RehearsalConfig from the command line: its options and the workload's."""
     parser = argparse.ArgumentParser(
         prog="python -m rehearsal", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description=__doc__)
-    for f in fields(RehearsalConfig):
-        kwargs = dict(f.metadata)
-        default = argparse.SUPPRESS if f.default is None else f.default
-        parser.add_argument(kwargs.pop("flag"), dest=f.name, default=default, **kwargs)
-    args = vars(parser.parse_args(argv)).items()  # nargs="+" options as tuples
-    config = RehearsalConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in args})
-    rehearsal = Rehearsal(config, say=lambda line: print(line, flush=True))
+    add_options(parser, RehearsalConfig)
+    add_options(parser, Workload, REHEARSAL_WORKLOAD)
+    args = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in vars(parser.parse_args(argv)).items()}  # nargs="+" options as tuples
+    workload = {k: args.pop(k) for k in list(args) if k in Workload.__dataclass_fields__}
+    return replace(RehearsalConfig(**args), workload=Workload(**workload))
+
+
+def main(argv: list[str] | None = None) -> int:
+    rehearsal = Rehearsal(parse_config(argv), say=lambda line: print(line, flush=True))
     try:
         rehearsal.run()
         return 0
@@ -423,4 +310,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rehearse: {what}; rerun with --run-id {rehearsal.run_dir.name} to resume "
           "(finished levels are kept).", file=sys.stderr)
     return code
-

@@ -14,6 +14,7 @@ Exit code 0 when the goal is met, 1 when not.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -28,10 +29,10 @@ from benchmarks.aiperf_run import (
     aiperf_env,
     summarize_file,
 )
-from benchmarks.dataset import build_dataset, video_references
+from benchmarks.dataset import VideoSource, dataset_lines
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.calibration import SEED_TABLE
-from infra.names import SEED_SHAPE
+from infra.run import SEED_WORKLOAD, Workload
 from rehearsal.local_dynamo import peak_memory
 from tests.support_openai_server import RecordingOpenAIServer
 
@@ -45,9 +46,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--videos", type=int, default=150, help="sessions (default 150)")
     parser.add_argument("--questions-per-video", type=int,
-                        default=SEED_SHAPE.questions_per_video)
+                        default=SEED_WORKLOAD.questions_per_video)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--output-tokens", type=int, default=SEED_SHAPE.output_tokens)
+    parser.add_argument("--output-tokens", type=int, default=SEED_WORKLOAD.output_tokens)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for the run")
     args = parser.parse_args()
 
@@ -55,9 +56,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="client-capacity-") as tmp:
         work = Path(tmp)
         dataset = work / "dataset.jsonl"
-        refs = video_references(base_url="http://127.0.0.1:9/videos", count=args.videos)
-        build_dataset(dataset, video_refs=refs, questions_per_video=args.questions_per_video,
-                      output_tokens=args.output_tokens)
+        heads = VideoSource(base_url="http://127.0.0.1:9/videos").heads(range(args.videos), 0)
+        lines = dataset_lines(heads, Workload(questions_per_video=args.questions_per_video,
+                                              output_tokens=args.output_tokens))
+        dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
         tokenizer = build_tiny_model_dir(work / "tokenizer")
         requests = args.videos * args.questions_per_video
         with RecordingOpenAIServer(models=[MODEL], record=False) as server:

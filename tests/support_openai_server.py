@@ -15,7 +15,8 @@ Behaviour knobs are plain attributes and may change while the server runs:
 `usage` (False: no token counts, as a server that sends no usage), `sticky` (a worker per
 session header, as Dynamo's session affinity), `workers` (how many worker ids answer),
 `frontend_prompt_tokens` (serve a Dynamo frontend's `/metrics` counting this many prompt
-tokens per answered request; its `usage` always says 1).
+tokens per answered request; its `usage` always says 1) and `frontend_cached_share` (the
+share of them its counters say came from prefix caches; None: no cached count).
 A chat request whose body asks `"nvext": {"extra_fields": ["worker_id"]}` gets a
 Dynamo-like `nvext.worker_id` in its first streamed chunk (or the non-streamed body), so
 code that reads worker ids from AIPerf's raw export can be tested without Dynamo.
@@ -78,6 +79,7 @@ class RecordingOpenAIServer:
         self.usage = True
         self.sticky = False
         self.frontend_prompt_tokens: int | None = None
+        self.frontend_cached_share: float | None = None
         self.record = record
         self.workers = workers
         self._requests: list[RecordedRequest] = []
@@ -183,9 +185,12 @@ class RecordingOpenAIServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         if self.frontend_prompt_tokens is None:
             return web.Response(status=404)
-        counted = self._served * self.frontend_prompt_tokens
+        counted, share = self._served * self.frontend_prompt_tokens, self.frontend_cached_share
+        cached = "" if share is None else (
+            f'dynamo_frontend_cached_tokens_sum{{model="m"}} {counted * share}\n'
+            f'dynamo_frontend_cached_tokens_count{{model="m"}} {self._served}\n')
         return web.Response(text=f'dynamo_frontend_input_sequence_tokens_sum{{model="m"}} '
-                                 f"{counted}\n")
+                                 f"{counted}\n{cached}")
 
     async def _models(self, request: web.Request) -> web.Response:
         self._keep(request, None)
