@@ -415,8 +415,8 @@ def evidence_problems(found: Mapping[str, Any], ceiling: float, requests: int) -
     hit, routing = found.get("prefix_cache_hit_pct"), found.get("routing") or {}
     unattributed = routing.get("unattributed", 0)
     checks = (
-        (hit is not None and hit > ceiling + CEILING_MARGIN_PCT, f"{hit or 0:.1f}% of prompt tokens "
-         f"came from prefix caches, above the {ceiling:.1f}% a chunk of fresh videos can reach: "
+        (hit is not None and hit > ceiling + CEILING_MARGIN_PCT, f"{hit or 0:.1f}% of prompt "
+         f"tokens came from prefix caches, above the {ceiling:.1f}% a chunk of fresh videos can reach: "
          "the workers had seen these videos (another run on this graph with the same seed?); "
          "rerun with a new run id"),
         (unattributed > UNATTRIBUTED_MAX * requests, f"{unattributed} of {requests} responses "
