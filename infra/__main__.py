@@ -71,6 +71,7 @@ class Found:
     claim_drift: str | None
     download_done: bool
     download_stale: bool
+    download_gone: bool
     sweep: cluster.JobState
 
 
@@ -121,24 +122,29 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             f"model cache claim {claim} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
-    if live.download_stale:
-        kubectl, name = settings.kubectl, settings.download_job_name
-        pulumi.log.info(
-            f"download Job {name} completed for an earlier template and is kept as it is "
-            "(a completed Job is never replaced). If the model's settings changed (image, "
-            f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
+    kubectl, name = settings.kubectl, settings.download_job_name
+    if live.download_stale or live.download_gone:
+        pulumi.log.info((
+            f"download Job {name} completed for an earlier template and is kept as it is (a "
+            "completed Job is never replaced). If the model's settings changed (image, "
+            f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then"
+            if live.download_stale else f"download Job {name} is gone while graph "
+            f"{settings.graph_name} runs: the cache is taken as filled and no download declared "
+            "(it would wait for the graph's GPUs). To download again,") + " pin nimModelProfile "
+            f"(the download then needs no GPU) or free the GPUs (`{kubectl} delete "
+            f"dynamographdeployment {settings.graph_name}`: eight cold starts), and "
             "`pulumi up --refresh`", resource=model_cache)
     # The provider replaces a Job on any template change, and a download on a GPU would
     # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
-    download = declare("download", objects["download"], model_cache,
-                       depends_on=[*secrets, *claims], provider=adopting,
-                       ignore_changes=["spec"] if live.download_done
-                       else DOWNLOAD_PLACEMENT_FIELDS)
+    download = [declare("download", objects["download"], model_cache,
+                        depends_on=[*secrets, *claims], provider=adopting,
+                        ignore_changes=["spec"] if live.download_done
+                        else DOWNLOAD_PLACEMENT_FIELDS)] if not live.download_gone else []
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
-                    depends_on=[download],
+                    depends_on=download,
                     custom_timeouts=_timeouts(settings.graph_timeout_secs))
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled).
@@ -259,6 +265,7 @@ def main() -> None:
     done = cluster.completed(live.download_job if live else None)
     found = Found(cluster.claim_spec(stack, live), cluster.claim_drift(stack, live), done,
                   done and cluster.download_differs(stack, live.download_job),
+                  cluster.download_gone(stack, live),
                   cluster.job_status_of(live.sweep_job if live else None).state)
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}

@@ -233,6 +233,18 @@ def download_differs(settings: Settings, job: client.V1Job) -> bool:
     return not _covers(live, {**wanted, "spec": spec})
 
 
+def _download_on_gpu(settings: Settings) -> bool:
+    container = manifests.model_download_job(settings)["spec"]["template"]["spec"]["containers"][0]
+    return manifests.GPU_RESOURCE in container["resources"].get("limits", {})
+
+
+def download_gone(settings: Settings, live: LiveObjects | None) -> bool:
+    """The download Job is gone (a TTL, `kubectl delete job`, a refresh dropped it) while the
+    graph runs, and it would need the graph's GPUs: the cache is taken as filled."""
+    return bool(live and live.download_job is None and live.graph is not None
+                and "download Job" not in live.unreadable and _download_on_gpu(settings))
+
+
 JobState = enum.StrEnum("JobState", "MISSING RUNNING SUCCEEDED FAILED")  # values: lower case
 
 
@@ -347,12 +359,10 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
         return [f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
                 f"says why); fix the cause, then `{kubectl} delete job {name}` and "
                 "`pulumi up --refresh` to run it again"]
-    container = manifests.model_download_job(settings)["spec"]["template"]["spec"][
-        "containers"][0]
-    needs_gpu = manifests.GPU_RESOURCE in container["resources"].get("limits", {})
-    rerun = job is None or (not completed(job) and download_differs(settings, job))
+    # A missing Job is not declared while the graph runs (`download_gone`).
+    rerun = job is not None and not completed(job) and download_differs(settings, job)
     return _found((
-        needs_gpu and rerun and live.graph is not None, "nimModelProfile",
+        _download_on_gpu(settings) and rerun and live.graph is not None, "nimModelProfile",
         "the model download must run (again) for these settings and, without a pinned "
         f"profile, needs a worker's GPUs, which this stack's graph {settings.graph_name} "
         "holds: it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile "

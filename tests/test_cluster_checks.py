@@ -62,12 +62,11 @@ def test_a_download_that_needs_the_gpus_the_graph_holds_is_refused() -> None:
     graph = running_graph(settings)
     old = settings_of(nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0")
     base = healthy()
-    for live in (replace(base, graph=graph),
-                 replace(base, graph=graph, download_job=live_job(old))):
-        [problem] = cluster.problems(settings, live)
-        assert problem.startswith("cosmos3-routing:nimModelProfile:")
-        assert f"delete dynamographdeployment {settings.graph_name}" in problem
-        assert "pulumi up --refresh" in problem
+    [problem] = cluster.problems(settings, replace(base, graph=graph,
+                                                   download_job=live_job(old)))
+    assert problem.startswith("cosmos3-routing:nimModelProfile:")
+    assert f"delete dynamographdeployment {settings.graph_name}" in problem
+    assert "pulumi up --refresh" in problem
     # The same content: the Job is not recreated, nothing waits.
     assert cluster.problems(settings, replace(base, graph=graph,
                                               download_job=live_job(settings))) == []
@@ -327,3 +326,17 @@ def test_experts_can_skip_the_preflight() -> None:
     settings = settings_of(skipPreflight=True)
     assert cluster.problems(settings, LiveObjects()) == []
     assert cluster.problems(settings_of(), LiveObjects()) != []
+
+
+def test_a_download_job_gone_while_the_graph_runs_is_taken_as_done() -> None:
+    """A TTL, `kubectl delete job` or a refresh removes a completed download Job; while the
+    graph runs on the GPUs the download would need, the cache is taken as filled."""
+    settings = settings_of()
+    live = replace(healthy(), graph=running_graph(settings))
+    assert cluster.download_gone(settings, live) and cluster.problems(settings, live) == []
+    assert not cluster.download_gone(settings, healthy())  # no graph: the first `up`
+    assert not cluster.download_gone(settings_of(nimModelProfile="p1"), live)  # no GPU
+    assert not cluster.download_gone(settings, replace(live, download_job=live_job(settings)))
+    assert not cluster.download_gone(settings, replace(
+        live, unreadable=frozenset({"download Job"})))
+    assert not cluster.download_gone(settings, None)

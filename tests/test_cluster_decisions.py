@@ -352,7 +352,10 @@ def test_the_download_problems_name_the_settings_and_every_step_of_the_fix() -> 
         f"download Job {job} failed in an earlier `up` (`{kubectl} logs job/{job}` says why); "
         f"fix the cause, then `{kubectl} delete job {job}` and `pulumi up --refresh` to run "
         "it again")
-    [blocked] = cluster._download(settings, replace(healthy(), graph={"metadata": {}}))
+    older = as_api_returns(manifests.model_download_job(settings_of(
+        nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0")), "V1Job")  # still running
+    [blocked] = cluster._download(settings, replace(healthy(), graph={"metadata": {}},
+                                                    download_job=older))
     assert ("it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile id "
             "(the download then needs no GPU), or free the GPUs first: "
             f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "

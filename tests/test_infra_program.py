@@ -20,6 +20,8 @@ from tests.support_pulumi import (
     TEST_NGC_KEY,
     ProgramRun,
     Registration,
+    engine_steps,
+    refreshed,
     replaced_for,
     run_program,
     stack_config,
@@ -466,3 +468,27 @@ def test_the_replace_model_sees_what_the_provider_replaces_for() -> None:
         "nimImage": "nvcr.io/nim/nvidia/cosmos3:9.9.9"})))
     assert replaced_for(first, image) == ["spec.template"]
     assert replaced_for(first, first) == []
+
+
+def test_a_download_job_gone_after_a_refresh_is_not_created_again_while_the_graph_runs() -> None:
+    """A TTL, `kubectl delete job` or the docs' own step (delete it, `pulumi up --refresh`):
+    the refresh drops the Job from the state, so a declared download would be created again
+    and, on a GPU, wait for the GPUs the graph holds. It is not declared; the graph keeps its
+    filled cache, and the log says how to download again."""
+    stack = "session-affinity"
+    first = run_program(stack, stack_config(stack, RECIPE_ONLY), preview=False)
+    state = refreshed(first.resources, lambda r: r.type != JOB)  # the Job is gone
+    live = replace(healthy(), graph=first.one(GRAPH).inputs)
+    again = run_program(stack, stack_config(stack, RECIPE_ONLY), preview=False,
+                        cluster_objects=live)
+    assert again.error is None, again.error
+    assert [step for step in engine_steps(state, again) if step[0] != "update"] == []
+    assert not again.of_type(JOB) and again.one(GRAPH).dependencies == []
+    [note] = [line for line in again.logs if "is gone while graph" in line]
+    assert "pin nimModelProfile" in note and "`kubectl -n cosmos3-reasoner delete " \
+        "dynamographdeployment cosmos3-session-affinity`" in note
+    # A pinned profile downloads without a GPU: declared, and created again.
+    pinned = run_program(stack, stack_config(stack, {**RECIPE_ONLY, "nimModelProfile": "p1"}),
+                         preview=False, cluster_objects=live)
+    assert ("create", _download(pinned).urn) in engine_steps(state, pinned)
+    assert "nvidia.com/gpu" not in json.dumps(_download(pinned).inputs)
