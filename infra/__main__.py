@@ -65,14 +65,14 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 @dataclass(frozen=True)
 class Found:
     """What the cluster holds that decides how the stack declares, read once with the checks;
-    `claim_spec` None: the claim is used by name."""
+    `claim_spec` None: the claim is used by name; `warnings` are said once."""
 
     claim_spec: dict[str, Any] | None
-    claim_drift: str | None
     download_done: bool
     download_stale: bool
     download_gone: bool
     sweep: cluster.JobState
+    warnings: tuple[str, ...] = ()
 
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
@@ -111,8 +111,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
     # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
-    if live.claim_drift:
-        pulumi.log.warn(live.claim_drift, resource=model_cache)
+    for warning in live.warnings:  # a claim that differs from the settings, workers restarted
+        pulumi.log.warn(warning)
     spec = live.claim_spec if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
@@ -263,10 +263,12 @@ def main() -> None:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
     done = cluster.completed(live.download_job if live else None)
-    found = Found(cluster.claim_spec(stack, live), cluster.claim_drift(stack, live), done,
+    found = Found(cluster.claim_spec(stack, live), done,
                   done and cluster.download_differs(stack, live.download_job),
                   cluster.download_gone(stack, live),
-                  cluster.job_status_of(live.sweep_job if live else None).state)
+                  cluster.job_status_of(live.sweep_job if live else None).state,
+                  tuple(filter(None, (cluster.claim_drift(stack, live),
+                                      cluster.worker_restarts(stack, live)))))
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
     for name, value in deploy(stack, tokens, found).items():

@@ -214,14 +214,13 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     )
 
 
-def _covers(live: Any, wanted: Any) -> bool:
-    """`live` says all `wanted` says; the API server only adds defaults to what we sent."""
-    if isinstance(wanted, dict):
-        return isinstance(live, dict) and all(_covers(live.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return (isinstance(live, list) and len(live) == len(wanted)
-                and all(map(_covers, live, wanted)))
-    return live == wanted or str(live) == str(wanted)
+def _changed(live: Any, wanted: Any, path: str = "") -> list[str]:
+    """Where `live` does not say what `wanted` says; the API server only adds defaults."""
+    if isinstance(wanted, dict) and isinstance(live, dict):
+        return [p for k, v in wanted.items() for p in _changed(live.get(k), v, f"{path}.{k}")]
+    if isinstance(wanted, list) and isinstance(live, list) and len(live) == len(wanted):
+        return [p for i, v in enumerate(wanted) for p in _changed(live[i], v, f"{path}[{i}]")]
+    return [] if live == wanted or str(live) == str(wanted) else [path]
 
 
 def download_differs(settings: Settings, job: client.V1Job) -> bool:
@@ -230,7 +229,7 @@ def download_differs(settings: Settings, job: client.V1Job) -> bool:
     wanted = manifests.model_download_job(settings)["spec"]["template"]
     spec = {k: v for k, v in wanted["spec"].items() if k not in manifests.PLACEMENT_KEYS}
     live = client.ApiClient().sanitize_for_serialization(job.spec.template)
-    return not _covers(live, {**wanted, "spec": spec})
+    return bool(_changed(live, {**wanted, "spec": spec}))
 
 
 def _download_on_gpu(settings: Settings) -> bool:
@@ -243,6 +242,24 @@ def download_gone(settings: Settings, live: LiveObjects | None) -> bool:
     graph runs, and it would need the graph's GPUs: the cache is taken as filled."""
     return bool(live and live.download_job is None and live.graph is not None
                 and "download Job" not in live.unreadable and _download_on_gpu(settings))
+
+
+def worker_restarts(settings: Settings, live: LiveObjects | None) -> str | None:
+    """What the update costs when the live graph's worker pods would change: every worker
+    restarts and reloads the model."""
+    spec = (live.graph or {}).get("spec") if live else None
+    wanted = manifests.graph(settings)["spec"]
+    # What the operator hashes to roll the workers: the worker components but their replicas,
+    # and spec.env (ComputeDGDWorkersSpecHash, ai-dynamo/dynamo deploy/operator/api/v1beta1/
+    # worker_hash.go at 13538f46).
+    changed = _changed(spec, {"env": wanted["env"], "components": [
+        {k: v for k, v in c.items() if k != "replicas"} if c["type"] == "worker" else {}
+        for c in wanted["components"]]}, "spec") if spec else []
+    workers = sum(c.get("replicas") or 0 for c in (spec or {}).get("components", [])
+                  if c.get("type") == "worker")
+    return (f"graph {settings.graph_name}: this update restarts {workers} workers, each "
+            f"reloading the model (changed: {', '.join(changed[:3])}{' ...' * bool(changed[3:])}"
+            "; docs/deploy-reference.md, 'Re-runs and upgrades')") if changed else None
 
 
 JobState = enum.StrEnum("JobState", "MISSING RUNNING SUCCEEDED FAILED")  # values: lower case

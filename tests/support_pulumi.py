@@ -83,6 +83,7 @@ class ProgramRun:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the lines of `logs` said as warnings
     error: BaseException | None = None
 
     def objects(self) -> list[Registration]:
@@ -167,6 +168,8 @@ class _Capture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.logs.append(record.getMessage())
+        if record.levelno >= logging.WARNING:
+            self.run.warnings.append(record.getMessage())
 
 
 # What pulumi-kubernetes replaces a Job for (its forceNew paths of batch/v1 Job, plus name

@@ -382,3 +382,30 @@ def test_a_job_complete_after_a_false_condition_is_complete() -> None:
         "conditions": [{"type": "Failed", "status": "False"},
                        {"type": "Complete", "status": "True"}]}}, "V1Job")
     assert cluster.job_status_of(job).state is JobState.SUCCEEDED
+
+
+def test_the_workers_restart_only_for_what_the_operator_hashes() -> None:
+    """ComputeDGDWorkersSpecHash (ai-dynamo/dynamo deploy/operator/api/v1beta1/worker_hash.go
+    at 13538f46): the worker components but their replicas, and spec.env; the API server
+    adds defaults, which change nothing."""
+    settings = settings_of()
+    graph = manifests.graph(settings)
+    live = replace(healthy(), graph=graph)
+    assert cluster.worker_restarts(settings, live) is None
+    assert cluster.worker_restarts(settings, healthy()) is None
+    assert cluster.worker_restarts(settings, None) is None
+    assert cluster.worker_restarts(settings_of(workerReplicas=4), live) is None
+    defaulted = copy.deepcopy(graph)
+    defaulted["spec"]["components"][1]["podTemplate"]["spec"]["dnsPolicy"] = "ClusterFirst"
+    assert cluster.worker_restarts(settings, replace(live, graph=defaulted)) is None
+    old = copy.deepcopy(graph)
+    old["spec"]["env"] = []
+    old["spec"]["components"][1]["replicas"] = 6
+    [what] = [cluster.worker_restarts(settings, replace(live, graph=old))]
+    assert what.startswith("graph cosmos3-session-affinity: this update restarts 6 workers, "
+                           "each reloading the model (changed: spec.env;")
+    worker = old["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]
+    worker.update(image="x", command=["y"], workingDir="z")
+    many = cluster.worker_restarts(settings, replace(live, graph=old))
+    assert "(changed: spec.env, spec.components[1].podTemplate.spec.containers[0].image, " \
+           "spec.components[1].podTemplate.spec.containers[0].command ...;" in many

@@ -492,3 +492,24 @@ def test_a_download_job_gone_after_a_refresh_is_not_created_again_while_the_grap
                          preview=False, cluster_objects=live)
     assert ("create", _download(pinned).urn) in engine_steps(state, pinned)
     assert "nvidia.com/gpu" not in json.dumps(_download(pinned).inputs)
+
+
+def test_a_change_of_the_workers_pods_is_said_to_restart_them() -> None:
+    """The operator rolls every worker when their pod template or spec.env changes: eight
+    cold starts, said before they happen; the replicas and the frontend roll no worker."""
+    stack = "session-affinity"
+    live = replace(healthy(), graph=run_program(stack, stack_config(stack, RECIPE_ONLY)).one(
+        GRAPH).inputs)
+
+    def restarts(**change: Any) -> list[str]:
+        run = run_program(stack, stack_config(stack, {**RECIPE_ONLY, **change}),
+                          cluster_objects=live)
+        assert run.error is None, run.error
+        return [w for w in run.warnings if "this update restarts" in w]
+
+    assert restarts() == restarts(frontendImage="nvcr.io/nvidia/ai-dynamo/dynamo-frontend:9.9.9"
+                                  ) == restarts(graphTimeoutSecs=10800) == []
+    assert restarts(nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0") == [
+        "graph cosmos3-session-affinity: this update restarts 8 workers, each reloading the "
+        "model (changed: spec.components[1].podTemplate.spec.containers[0].image; "
+        "docs/deploy-reference.md, 'Re-runs and upgrades')"]
