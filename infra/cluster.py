@@ -18,7 +18,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
-from infra.manifests import GRAPH_LABEL
+from infra.manifests import COMPONENT_LABEL, GRAPH_LABEL, PROFILE_LABEL
 from infra.names import benchmark_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
@@ -51,8 +51,10 @@ class LiveObjects:
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
     download_job: client.V1Job | None = None
-    sweep_job: client.V1Job | None = None
-    graph: dict[str, Any] | None = None
+    sweep_job: client.V1Job | None = None  # this run's, one of `sweeps` (the stack's, any run)
+    sweeps: tuple[client.V1Job, ...] = ()
+    graph: dict[str, Any] | None = None  # this stack's, one of `graphs` (the namespace's)
+    graphs: tuple[dict[str, Any], ...] = ()
     crd: client.V1CustomResourceDefinition | None = None
     operators: tuple[client.V1Deployment, ...] = ()
     storage_class: client.V1StorageClass | None = None
@@ -136,18 +138,22 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
 
     claim = read("claim", core.read_namespaced_persistent_volume_claim,
                  settings.cache_claim_name, ns)
-    # The class the claim will use: the setting's, or an existing claim's own.
-    storage_class = settings.cache_storage_class or (
-        claim.spec.storage_class_name if claim is not None else None)
+    # The class the claim uses: an existing claim's own, else the setting's.
+    storage_class = claim.spec.storage_class_name if claim is not None else (
+        settings.cache_storage_class)
+    sweeps = items("sweep Jobs", batch.list_namespaced_job, ns, label_selector=(
+        f"{PROFILE_LABEL}={settings.profile},{COMPONENT_LABEL}=benchmark-sweep"))
+    graphs = tuple((read("graphs", client.CustomObjectsApi(api).list_namespaced_custom_object,
+                         GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL) or {}).get("items", ()))
+    sweep = benchmark_name("sweep", settings.profile, settings.benchmark.run_id)
     return LiveObjects(
         namespace=read("namespace", core.read_namespace, ns),
         claim=claim,
         download_job=read("download Job", batch.read_namespaced_job,
                           settings.download_job_name, ns),
-        sweep_job=read("sweep Job", batch.read_namespaced_job,
-                       benchmark_name("sweep", settings.profile, settings.benchmark.run_id), ns),
-        graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
-                   GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
+        sweep_job=next((j for j in sweeps if j.metadata.name == sweep), None), sweeps=sweeps,
+        graph=next((g for g in graphs if g["metadata"]["name"] == settings.graph_name), None),
+        graphs=graphs,
         crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
                  GRAPH_CRD),
         operators=items(

@@ -15,9 +15,18 @@ from kubernetes import client
 
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
-from infra.names import InputError
+from infra.names import InputError, benchmark_name
 from infra.settings import Settings, parse_settings
-from tests.support_cluster import UNREACHABLE, as_api_returns, gpu_pod, healthy, node
+from tests.support_cluster import (
+    UNREACHABLE,
+    api_server,
+    as_api_returns,
+    gpu_pod,
+    healthy,
+    healthy_routes,
+    node,
+    served,
+)
 from tests.support_pulumi import run_program, stack_config
 
 STACK = "session-affinity"
@@ -340,3 +349,54 @@ def test_a_download_job_gone_while_the_graph_runs_is_taken_as_done() -> None:
     assert not cluster.download_gone(settings, replace(
         live, unreadable=frozenset({"download Job"})))
     assert not cluster.download_gone(settings, None)
+
+
+def sweep_job(settings: Settings, run_id: str, condition: str | None = None) -> client.V1Job:
+    """A sweep Job of this stack as the API returns it: running, or with `condition`."""
+    return as_api_returns({
+        "metadata": {"name": benchmark_name("sweep", settings.profile, run_id),
+                     "labels": manifests.labels(settings.profile, "benchmark-sweep", run_id)},
+        "spec": {"template": {}},
+        "status": {"conditions": [{"type": condition, "status": "True"}] if condition else []},
+    }, "V1Job")
+
+
+def test_this_stacks_sweeps_are_listed_by_their_labels() -> None:
+    settings = settings_of(benchmarkRunId="run-2")
+    ns, other = settings.namespace, settings_of()
+    jobs = [served(sweep_job(settings, run)) for run in ("run-1", "run-2")]
+    foreign = served(sweep_job(replace(other, profile="round-robin"), "run-1"))
+    routes = {**healthy_routes(), f"/apis/batch/v1/namespaces/{ns}/jobs": {
+        "items": [*jobs, foreign]}}
+    with api_server(routes) as (kubeconfig, _):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    assert [j.metadata.name for j in live.sweeps] == [j["metadata"]["name"] for j in jobs]
+    assert live.sweep_job.metadata.name == benchmark_name("sweep", STACK, "run-2")
+
+
+def _routes_with_claim(settings: Settings, storage_class: str | None) -> dict[str, Any]:
+    """A healthy cluster without the settings' class, with a claim of `storage_class`."""
+    routes = {**healthy_routes(), f"/api/v1/namespaces/{settings.namespace}/"
+              f"persistentvolumeclaims/{settings.cache_claim_name}": served(
+                  _claim(["ReadWriteMany"], "300Gi", "old"))}
+    del routes["/apis/storage.k8s.io/v1/storageclasses/rwx-test"]
+    if storage_class:
+        routes[f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}"] = {
+            "metadata": {"name": storage_class}, "provisioner": "nfs.csi.k8s.io"}
+    return routes
+
+
+def test_an_existing_claim_is_checked_against_its_own_storage_class() -> None:
+    """The claim is used with its own class: the setting's (for a new claim) is neither read
+    nor blamed; the claim's class gone names the claim."""
+    settings = settings_of()  # cacheStorageClass rwx-test, which this cluster lacks
+    with api_server(_routes_with_claim(settings, "old")) as (kubeconfig, asked):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    assert "/apis/storage.k8s.io/v1/storageclasses/old" in asked
+    assert "/apis/storage.k8s.io/v1/storageclasses/rwx-test" not in asked
+    assert cluster.problems(settings, live) == []
+    with api_server(_routes_with_claim(settings, None)) as (kubeconfig, _):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    [problem] = cluster.problems(settings, live)
+    assert problem.startswith(f"{K}cacheExistingClaim: claim shared-model-cache uses storage "
+                              "class old, which does not exist")
