@@ -255,9 +255,11 @@ def main() -> None:
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     try:
         stack = parse_settings(raw, pulumi.get_stack(), pulumi.get_project(), secret_keys)
-        live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"),
-                               dry_run=pulumi.runtime.is_dry_run(), say=pulumi.log.info)
-        if problems := cluster.problems(stack, live):
+        dry_run = pulumi.runtime.is_dry_run()
+        live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"), dry_run=dry_run,
+                               say=pulumi.log.info)
+        # A preview answers what the change does: the moment's facts only warn there.
+        if problems := cluster.problems(stack, live, pulumi.log.warn if dry_run else None):
             raise SettingsError(stack.stack, problems)
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.

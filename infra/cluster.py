@@ -18,10 +18,10 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
-from infra.manifests import COMPONENT_LABEL, GRAPH_LABEL, PROFILE_LABEL
-from infra.names import benchmark_name
+from infra.manifests import COMPONENT_LABEL, GRAPH_LABEL, PROFILE_LABEL, RUN_ID_LABEL
+from infra.names import benchmark_name, graph_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
-from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
+from infra.settings import PROJECT, STAND_INS, Settings, SettingsError, quantity_amount
 
 # Connect and read timeouts of each request, seconds: no read may hang a preview.
 REQUEST_TIMEOUT = (3, 10)
@@ -34,6 +34,8 @@ GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
 # operator/templates/deployment.yaml in ai-dynamo/dynamo at 05da1f97).
 OPERATOR_SELECTOR = "app.kubernetes.io/part-of=dynamo-operator,control-plane=controller-manager"
 RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+# What a pull request's preview sets without a cluster's storage class (.github/workflows/pr.yml).
+STAND_IN = STAND_INS["cacheStorageClass"]
 # Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
 # Not `kubernetes.io/no-provisioner`: static volumes (on premises often RWX NFS) use it.
 RWO_ONLY_PROVISIONERS = frozenset({
@@ -138,7 +140,8 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
 
     claim = read("claim", core.read_namespaced_persistent_volume_claim,
                  settings.cache_claim_name, ns)
-    # The class the claim uses: an existing claim's own, else the setting's.
+    # The class the claim uses: an existing claim's own, else the setting's (a stand-in is
+    # no class of any cluster: not read).
     storage_class = claim.spec.storage_class_name if claim is not None else (
         settings.cache_storage_class)
     sweeps = items("sweep Jobs", batch.list_namespaced_job, ns, label_selector=(
@@ -161,7 +164,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
                           else (apps.list_deployment_for_all_namespaces,)),
             label_selector=OPERATOR_SELECTOR),
         storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
-                           storage_class) if storage_class else None,
+                           storage_class) if storage_class not in (None, STAND_IN) else None,
         nodes=items("nodes", core.list_node),
         pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
         pull_secrets=tuple(
@@ -202,7 +205,7 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
     amount = quantity_amount(live_size or "")
     changes = [text for differs, text in (
-        (live_class is not None and live_class != wanted,
+        (live_class not in (None, wanted) and wanted != STAND_IN,
          f"cacheStorageClass is '{wanted}' but the claim uses '{live_class}'"),
         (amount is not None and quantity_amount(settings.cache_size) != amount,
          f"cacheSize is {settings.cache_size} but the claim requests {live_size}")) if differs]
@@ -295,23 +298,33 @@ def completed(job: client.V1Job | None) -> bool:
     return job_status_of(job).state is JobState.SUCCEEDED
 
 
-def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
+def problems(settings: Settings, live: LiveObjects | None,
+             warn: Callable[[str], None] | None = None) -> list[str]:
     """What would fail hours into `up`, one line each with the setting and the fix; a read
-    the API refused (`unreadable`) is no verdict: the checks that need it are skipped."""
+    the API refused (`unreadable`) is no verdict: the checks that need it are skipped. With
+    `warn` (a preview: what would the change do), the facts of the moment go there instead."""
     if live is None or settings.skip_preflight:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
               (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
-              (_pull_secrets, {"pull secrets"}))
-    return [line for check, needs in checks if not needs & live.unreadable
-            for line in check(settings, live)]
+              (_pull_secrets, {"pull secrets"}), (_moment, set()))
+    found = [line for check, needs in checks if not needs & live.unreadable
+             for line in check(settings, live)]
+    warned = [line for line in found if warn and isinstance(line, Moment)]
+    for line in warned:
+        warn(line)
+    return [line for line in found if line not in warned]
 
 
-def _found(*rows: tuple[Any, str | None, str]) -> list[str]:
+class Moment(str):
+    """A fact of the moment (free GPUs, another stack, a running sweep), not of the change."""
+
+
+def _found(*rows: tuple[Any, str | None, str], moment: bool = False) -> list[str]:
     """The messages whose condition holds, each after the setting that fixes it (None: the
     fix is in the cluster, no setting)."""
-    return [f"{f'{PROJECT}:{key}' if key else 'cluster'}: {text}" for bad, key, text in rows
-            if bad]
+    return [(Moment if moment else str)(f"{f'{PROJECT}:{key}' if key else 'cluster'}: {text}")
+            for bad, key, text in rows if bad]
 
 
 def _crd(settings: Settings, live: LiveObjects) -> list[str]:
@@ -348,7 +361,8 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
     claim, name, storage_class = live.claim, settings.cache_claim_name, settings.cache_storage_class
-    class_gone = live.storage_class is None and "storage class" not in live.unreadable
+    class_gone = live.storage_class is None and "storage class" not in live.unreadable and (
+        claim is not None or storage_class != STAND_IN)
     if claim is None:  # the first that applies: each fix makes the next moot
         provisioner = getattr(live.storage_class, "provisioner", None)
         return _found(
@@ -407,33 +421,72 @@ def _gpu_count(quantities: dict[str, Any] | None) -> float:
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
-    minus what running pods other than this stack's request (a replica can't span nodes)."""
+    minus what running pods other than this stack's request (a replica can't span nodes);
+    this project's other graphs in the namespace that hold them are named."""
     serving, placement = settings.serving, settings.placement
-    nodes = [
-        n for n in live.nodes
+    nodes = {
+        n.metadata.name: n for n in live.nodes
         if placement.get("nodeSelector", {}).items() <= (n.metadata.labels or {}).items()
         and all(_tolerates(placement.get("tolerations", ()), t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
-    ]
+    }
     used: Counter[str] = Counter()
+    held: Counter[str] = Counter()  # by this project's other graphs (the operator's label)
     for pod in live.pods:
         if not _stack_owns(settings, pod):  # its GPUs are the ones this stack will use
-            used[pod.spec.node_name] += sum(
-                _gpu_count(c.resources.requests if c.resources else None)
-                for c in pod.spec.containers)
-    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[n.metadata.name])
-                              // serving.gpus_per_replica)) for n in nodes)
-    products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
-    return _found(
-        (replicas < serving.replicas, "gpuNodeSelector",
-         f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
-         f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
-         f"{serving.gpus_per_replica} GPUs, counting what other pods hold); free GPUs, fix "
-         "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+            gpus = sum(_gpu_count(c.resources.requests if c.resources else None)
+                       for c in pod.spec.containers)
+            used[pod.spec.node_name] += gpus
+            graph = (pod.metadata.labels or {}).get(GRAPH_LABEL, "")
+            if (pod.metadata.namespace == settings.namespace and pod.spec.node_name in nodes
+                    and graph.startswith(graph_name("")) and gpus):
+                held[graph] += gpus
+    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[name])
+                              // serving.gpus_per_replica)) for name, n in nodes.items())
+    products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes.values()} - {None}
+    short = replicas < serving.replicas
+    free = (f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
+            f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
+            f"{serving.gpus_per_replica} GPUs, counting what other pods hold)")
+    holders = ", ".join(f"graph {g} holds {n:g} of them (`pulumi destroy -s "
+                        f"{g.removeprefix(graph_name(''))}` frees them)" for g, n in held.items())
+    return _found((short and held, None, f"{free}: this project's {holders}; the profiles take "
+                   "turns on the GPUs"),
+                  (short and not held, "gpuNodeSelector", f"{free}; free GPUs, fix "
+                   "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+                  moment=True) + _found(
         (products - {serving.gpu_product}, "gpuProduct",
          f"matching GPU nodes are {', '.join(sorted(products))}, not {serving.gpu_product}: "
          f"narrow gpuNodeSelector to {GPU_PRODUCT_LABEL}={serving.gpu_product}, or set "
          "gpuProduct to theirs"))
+
+
+def _moment(settings: Settings, live: LiveObjects) -> list[str]:
+    """A sweep of another run still running (the new run's Job is created before the old is
+    deleted: two sweeps on one frontend); another stack on what cacheKeepOnDestroy=false
+    deletes; a stand-in storage class."""
+    kubectl, b, ns = settings.kubectl, settings.benchmark, settings.namespace
+    running = [(j.metadata.name, (j.metadata.labels or {}).get(RUN_ID_LABEL))
+               for j in live.sweeps if job_status_of(j).state is JobState.RUNNING]
+    others = {g["metadata"]["name"].removeprefix(graph_name("")) for g in live.graphs} | {
+        (p.metadata.labels or {}).get(PROFILE_LABEL) for p in live.pods
+        if p.metadata.namespace == ns}
+    users = ", ".join(sorted(others - {None, settings.profile}))
+    return _found(*((
+        b.sweep and run != b.run_id, "benchmarkRunId", f"sweep Job {job} of run {run} still "
+        "runs: a new run id would start a second sweep before that Job is deleted, both "
+        f"loading the frontend. Wait for it (`{kubectl} logs -f job/{job}`) or stop it "
+        f"(`{kubectl} delete job {job}`), then `pulumi up`") for job, run in running), (
+        not settings.cache_keep_on_destroy and users
+        and (settings.create_namespace or not settings.cache_existing_claim),
+        "cacheKeepOnDestroy", f"is false, so `pulumi destroy` deletes namespace {ns} and "
+        f"claim {settings.cache_claim_name}, which stack(s) {users} use: the claim would "
+        "stay Terminating until they stop, then the cache is lost. `pulumi config set "
+        "cacheKeepOnDestroy true`, or destroy them first (`pulumi destroy -s <stack>`)"), (
+        live.claim is None and settings.cache_storage_class == STAND_IN, "cacheStorageClass",
+        f"'{STAND_IN}' is a stand-in (a pull request's preview without the CACHE_STORAGE_CLASS "
+        "variable), no class of this cluster: `pulumi config set cacheStorageClass "
+        "<rwx-class>` (`kubectl get storageclass`)"), moment=True)
 
 
 def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:

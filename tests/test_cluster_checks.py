@@ -15,6 +15,7 @@ from kubernetes import client
 
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
+from infra.manifests import GRAPH_LABEL
 from infra.names import InputError, benchmark_name
 from infra.settings import Settings, parse_settings
 from tests.support_cluster import (
@@ -361,6 +362,22 @@ def sweep_job(settings: Settings, run_id: str, condition: str | None = None) -> 
     }, "V1Job")
 
 
+def test_a_new_run_id_while_the_last_sweep_runs_is_refused_with_both_ways_out() -> None:
+    settings = settings_of(benchmarkRunId="run-2")
+    old, kubectl = benchmark_name("sweep", STACK, "run-1"), settings.kubectl
+    [problem] = cluster.problems(settings, replace(healthy(), sweeps=(
+        sweep_job(settings, "run-1"), sweep_job(settings, "run-2"))))
+    assert problem.startswith(f"{K}benchmarkRunId: sweep Job {old} of run run-1 still runs")
+    assert f"`{kubectl} logs -f job/{old}`" in problem
+    assert f"`{kubectl} delete job {old}`" in problem
+    for sweeps, settings_now in (((sweep_job(settings, "run-1", "Complete"),), settings),
+                                 ((sweep_job(settings, "run-1", "Failed"),), settings),
+                                 ((sweep_job(settings, "run-2"),), settings),
+                                 ((sweep_job(settings, "run-1"),),
+                                  settings_of(benchmarkRunId="run-2", benchmarkSweep=False))):
+        assert cluster.problems(settings_now, replace(healthy(), sweeps=sweeps)) == []
+
+
 def test_this_stacks_sweeps_are_listed_by_their_labels() -> None:
     settings = settings_of(benchmarkRunId="run-2")
     ns, other = settings.namespace, settings_of()
@@ -372,6 +389,21 @@ def test_this_stacks_sweeps_are_listed_by_their_labels() -> None:
         live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
     assert [j.metadata.name for j in live.sweeps] == [j["metadata"]["name"] for j in jobs]
     assert live.sweep_job.metadata.name == benchmark_name("sweep", STACK, "run-2")
+
+
+def test_the_gpus_another_stack_of_the_project_holds_are_named_with_its_destroy() -> None:
+    settings = settings_of()
+    other = gpu_pod("gpu-1", 8, settings.namespace, {GRAPH_LABEL: "cosmos3-round-robin"})
+    assert cluster.problems(settings, replace(healthy(), pods=(other,))) == [
+        "cluster: 1 schedulable node(s) match gpuNodeSelector and tolerations with free GPUs "
+        "for 0 of 8 workers (8 x 1 GPUs, counting what other pods hold): this project's "
+        "graph cosmos3-round-robin holds 8 of them (`pulumi destroy -s round-robin` frees "
+        "them); the profiles take turns on the GPUs"]
+    # Another tenant's graph, or one in another namespace: the settings' fix, as before.
+    for pod in (gpu_pod("gpu-1", 8, settings.namespace, {GRAPH_LABEL: "llama"}),
+                gpu_pod("gpu-1", 8, "elsewhere", {GRAPH_LABEL: "cosmos3-round-robin"})):
+        [problem] = cluster.problems(settings, replace(healthy(), pods=(pod,)))
+        assert problem.startswith(f"{K}gpuNodeSelector: ")
 
 
 def _routes_with_claim(settings: Settings, storage_class: str | None) -> dict[str, Any]:
@@ -400,3 +432,39 @@ def test_an_existing_claim_is_checked_against_its_own_storage_class() -> None:
     [problem] = cluster.problems(settings, live)
     assert problem.startswith(f"{K}cacheExistingClaim: claim shared-model-cache uses storage "
                               "class old, which does not exist")
+
+
+def test_a_stand_in_storage_class_is_never_read_and_named_as_the_setting_to_fix() -> None:
+    """What the pull request's preview sets without a cluster's class: a preview warns,
+    an `up` refuses, both naming the setting."""
+    settings = settings_of(cacheStorageClass=cluster.STAND_IN)
+    with api_server(healthy_routes()) as (kubeconfig, asked):
+        live = cluster.observe(settings, kubeconfig, dry_run=True, say=pytest.fail)
+    assert not [path for path in asked if "storageclasses" in path]
+    [problem] = cluster.problems(settings, live)
+    assert problem.startswith(f"{K}cacheStorageClass: 'stand-in-no-cluster' is a stand-in")
+    warned: list[str] = []
+    assert cluster.problems(settings, live, warned.append) == [] and warned == [problem]
+
+
+def test_cache_keep_on_destroy_false_is_refused_while_another_stack_uses_the_cache() -> None:
+    settings = settings_of(cacheKeepOnDestroy=False)
+    own, other = running_graph(settings), {"metadata": {"name": "cosmos3-round-robin"}}
+    pod = gpu_pod("cpu-1", 0, settings.namespace, {manifests.PROFILE_LABEL: "kv-routing"})
+    [problem] = cluster.problems(settings, replace(healthy(), graphs=(own, other), pods=(pod,)))
+    assert problem == (
+        f"{K}cacheKeepOnDestroy: is false, so `pulumi destroy` deletes namespace "
+        "cosmos3-reasoner and claim shared-model-cache, which stack(s) kv-routing, round-robin "
+        "use: the claim would stay Terminating until they stop, then the cache is lost. "
+        "`pulumi config set cacheKeepOnDestroy true`, or destroy them first (`pulumi destroy "
+        "-s <stack>`)")
+    alone = replace(healthy(), graphs=(own,), pods=(gpu_pod(
+        "cpu-1", 0, settings.namespace, {manifests.PROFILE_LABEL: STACK}),))
+    assert cluster.problems(settings, alone) == []
+    assert cluster.problems(settings_of(), replace(healthy(), graphs=(other,))) == []
+    # Nothing shared is deleted: a namespace and a claim the stack did not make.
+    assert cluster.problems(settings_of(cacheKeepOnDestroy=False, createNamespace=False,
+                                        cacheExistingClaim="team-cache"),
+                            replace(healthy(), graphs=(other,), namespace=as_api_returns(
+                                {"metadata": {"name": "cosmos3-reasoner"}}, "V1Namespace"),
+                                claim=_claim(["ReadWriteMany"], "300Gi"))) == []

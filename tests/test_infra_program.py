@@ -10,11 +10,18 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infra import names
+from infra import cluster, names
 from infra.cluster import LiveObjects
-from infra.manifests import PROFILE_LABEL, common_labels
+from infra.manifests import GRAPH_LABEL, PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
-from tests.support_cluster import as_api_returns, healthy
+from infra.settings import parse_settings
+from tests.support_cluster import (
+    api_server,
+    as_api_returns,
+    gpu_pod,
+    healthy,
+    healthy_routes,
+)
 from tests.support_pulumi import (
     SECRET_SIG,
     TEST_NGC_KEY,
@@ -492,6 +499,50 @@ def test_a_download_job_gone_after_a_refresh_is_not_created_again_while_the_grap
                          preview=False, cluster_objects=live)
     assert ("create", _download(pinned).urn) in engine_steps(state, pinned)
     assert "nvidia.com/gpu" not in json.dumps(_download(pinned).inputs)
+
+
+def jobs_named(run: ProgramRun) -> dict[str, Registration]:
+    return {r.name: r for r in run.of_type(JOB)}
+
+
+def test_a_new_run_id_while_the_last_sweep_runs_is_refused_on_up_and_warned_on_preview(
+) -> None:
+    """The engine deletes the old sweep Job only after the program has registered everything
+    (`engine_steps`): the new sweep would run beside it for hours, against one frontend."""
+    stack, ns = "session-affinity", "cosmos3-reasoner"
+    first = run_program(stack, stack_config(stack), preview=False)
+    config = stack_config(stack, {"benchmarkRunId": "run-2"})
+    second = run_program(stack, config, preview=False)
+    steps, old = engine_steps(first.resources, second), jobs_named(first)["sweep"]
+    assert steps.index(("delete", old.urn)) > max(
+        i for i, (op, _) in enumerate(steps) if op != "delete")
+    # The cluster still runs run-1's sweep, read as the preflight reads it.
+    job = {**old.inputs, "status": {"active": 1}}
+    with api_server({**healthy_routes(), f"/apis/batch/v1/namespaces/{ns}/jobs": {
+            "items": [job]}}) as (kubeconfig, _):
+        live = cluster.observe(parse_settings(config, stack), kubeconfig, dry_run=False,
+                               say=pytest.fail)
+    name = old.inputs["metadata"]["name"]
+    up = run_program(stack, config, preview=False, cluster_objects=live)
+    assert up.resources == [] and f"sweep Job {name} of run run-1 still runs" in str(up.error)
+    assert f"logs -f job/{name}" in str(up.error) and f"delete job {name}" in str(up.error)
+    preview = run_program(stack, config, cluster_objects=live)
+    assert preview.error is None, preview.error
+    assert [w for w in preview.warnings if f"sweep Job {name} of run run-1" in w]
+
+
+def test_a_preview_warns_of_the_moments_gpus_and_an_up_refuses() -> None:
+    """A preview answers what the change would do: the GPUs another stack holds now are a
+    warning there (and in the pull request's comment); an `up` still refuses."""
+    stack = "round-robin"
+    other = gpu_pod("gpu-1", 8, "cosmos3-reasoner", {GRAPH_LABEL: "cosmos3-session-affinity"})
+    live = replace(healthy(), pods=(other,))
+    preview = run_program(stack, stack_config(stack), cluster_objects=live)
+    assert preview.error is None, preview.error
+    [warning] = [w for w in preview.warnings if "free GPUs for 0 of 8 workers" in w]
+    assert "`pulumi destroy -s session-affinity`" in warning
+    up = run_program(stack, stack_config(stack), preview=False, cluster_objects=live)
+    assert up.resources == [] and warning in str(up.error)
 
 
 def test_a_change_of_the_workers_pods_is_said_to_restart_them() -> None:
