@@ -150,8 +150,10 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
         code = declare("code", parts["code"], benchmark, depends_on=[namespace])
+        # A running sweep fetches its videos from the server: a code change never rolls it.
         server = declare("video-server", parts["video-server"], benchmark,
-                         depends_on=[namespace, code])
+                         depends_on=[namespace, code], ignore_changes=["spec"]
+                         if live.sweep is cluster.JobState.RUNNING else None)
         # After the server: its endpoints exist only once a server pod is Ready.
         ready: list[pulumi.Resource] = [graph, server, declare(
             "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]

@@ -564,3 +564,17 @@ def test_a_change_of_the_workers_pods_is_said_to_restart_them() -> None:
         "graph cosmos3-session-affinity: this update restarts 8 workers, each reloading the "
         "model (changed: spec.components[1].podTemplate.spec.containers[0].image; "
         "docs/deploy-reference.md, 'Re-runs and upgrades')"]
+
+
+@pytest.mark.parametrize("condition", [None, "Complete", "Failed"])
+def test_a_running_sweep_keeps_its_video_server(condition: str | None) -> None:
+    """A code change rolls the video server (its pod template carries the code's hash);
+    while the sweep runs, it fetches its videos there: the server's spec is kept."""
+    stack = "session-affinity"
+    sweep = client.V1Job(metadata=client.V1ObjectMeta(
+        name=names.benchmark_name("sweep", stack, "run-1")), status=client.V1JobStatus(
+        conditions=[client.V1JobCondition(type=condition, status="True")] if condition else []))
+    run = run_program(stack, stack_config(stack), cluster_objects=replace(healthy(),
+                                                                          sweep_job=sweep))
+    server = run.one("kubernetes:apps/v1:Deployment")
+    assert server.ignore_changes == (["spec"] if condition is None else [])
