@@ -300,9 +300,8 @@ def completed(job: client.V1Job | None) -> bool:
 
 def problems(settings: Settings, live: LiveObjects | None,
              warn: Callable[[str], None] | None = None) -> list[str]:
-    """What would fail hours into `up`, one line each with the setting and the fix; a read
-    the API refused (`unreadable`) is no verdict: the checks that need it are skipped. With
-    `warn` (a preview: what would the change do), the facts of the moment go there instead."""
+    """What would fail hours into `up`, one line each with the setting and the fix (a refused
+    read skips its checks); with `warn` (a preview), the facts of the moment go there."""
     if live is None or settings.skip_preflight:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
@@ -421,8 +420,7 @@ def _gpu_count(quantities: dict[str, Any] | None) -> float:
 
 def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
-    minus what running pods other than this stack's request (a replica can't span nodes);
-    this project's other graphs in the namespace that hold them are named."""
+    minus what running pods other than this stack's request (a replica can't span nodes)."""
     serving, placement = settings.serving, settings.placement
     nodes = {
         n.metadata.name: n for n in live.nodes
@@ -431,7 +429,7 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
         and not n.spec.unschedulable
     }
     used: Counter[str] = Counter()
-    held: Counter[str] = Counter()  # by this project's other graphs (the operator's label)
+    held: Counter[str] = Counter()  # by this project's other graphs: named, with the fix
     for pod in live.pods:
         if not _stack_owns(settings, pod):  # its GPUs are the ones this stack will use
             gpus = sum(_gpu_count(c.resources.requests if c.resources else None)
@@ -462,9 +460,8 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
 
 
 def _moment(settings: Settings, live: LiveObjects) -> list[str]:
-    """A sweep of another run still running (the new run's Job is created before the old is
-    deleted: two sweeps on one frontend); another stack on what cacheKeepOnDestroy=false
-    deletes; a stand-in storage class."""
+    """A sweep of another run running (a new run's Job comes before the old one's delete: two
+    sweeps, one frontend); another stack on what destroy would delete; a stand-in class."""
     kubectl, b, ns = settings.kubectl, settings.benchmark, settings.namespace
     running = [(j.metadata.name, (j.metadata.labels or {}).get(RUN_ID_LABEL))
                for j in live.sweeps if job_status_of(j).state is JobState.RUNNING]
