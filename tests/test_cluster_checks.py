@@ -407,7 +407,8 @@ def test_the_gpus_another_stack_of_the_project_holds_are_named_with_its_destroy(
 
 
 def _routes_with_claim(settings: Settings, storage_class: str | None) -> dict[str, Any]:
-    """A healthy cluster without the settings' class, with a claim of `storage_class`."""
+    """A healthy cluster with a claim of class old, serving `storage_class` (None: none) and
+    not the settings' rwx-test."""
     routes = {**healthy_routes(), f"/api/v1/namespaces/{settings.namespace}/"
               f"persistentvolumeclaims/{settings.cache_claim_name}": served(
                   _claim(["ReadWriteMany"], "300Gi", "old"))}
