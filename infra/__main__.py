@@ -65,13 +65,14 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
 @dataclass(frozen=True)
 class Found:
     """What the cluster holds that decides how the stack declares, read once with the checks;
-    `claim_spec` None: the claim is used by name."""
+    `claim_spec` None: the claim is used by name; `warnings` are said once."""
 
     claim_spec: dict[str, Any] | None
-    claim_drift: str | None
     download_done: bool
     download_stale: bool
+    download_gone: bool
     sweep: cluster.JobState
+    warnings: tuple[str, ...] = ()
 
 
 def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
@@ -110,8 +111,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
     # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
-    if live.claim_drift:
-        pulumi.log.warn(live.claim_drift, resource=model_cache)
+    for warning in live.warnings:  # a claim that differs from the settings, workers restarted
+        pulumi.log.warn(warning)
     spec = live.claim_spec if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
@@ -121,31 +122,38 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             f"model cache claim {claim} exists and was not made by this project: "
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
-    if live.download_stale:
-        kubectl, name = settings.kubectl, settings.download_job_name
-        pulumi.log.info(
-            f"download Job {name} completed for an earlier template and is kept as it is "
-            "(a completed Job is never replaced). If the model's settings changed (image, "
-            f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then "
+    kubectl, name = settings.kubectl, settings.download_job_name
+    if live.download_stale or live.download_gone:
+        pulumi.log.info((
+            f"download Job {name} completed for an earlier template and is kept as it is (a "
+            "completed Job is never replaced). If the model's settings changed (image, "
+            f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then"
+            if live.download_stale else f"download Job {name} is gone while graph "
+            f"{settings.graph_name} runs: the cache is taken as filled and no download declared "
+            "(it would wait for the graph's GPUs). To download again,") + " pin nimModelProfile "
+            f"(the download then needs no GPU) or free the GPUs (`{kubectl} delete "
+            f"dynamographdeployment {settings.graph_name}`: eight cold starts), and "
             "`pulumi up --refresh`", resource=model_cache)
     # The provider replaces a Job on any template change, and a download on a GPU would
     # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
-    download = declare("download", objects["download"], model_cache,
-                       depends_on=[*secrets, *claims], provider=adopting,
-                       ignore_changes=["spec"] if live.download_done
-                       else DOWNLOAD_PLACEMENT_FIELDS)
+    download = [declare("download", objects["download"], model_cache,
+                        depends_on=[*secrets, *claims], provider=adopting,
+                        ignore_changes=["spec"] if live.download_done
+                        else DOWNLOAD_PLACEMENT_FIELDS)] if not live.download_gone else []
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
-                    depends_on=[download],
+                    depends_on=download,
                     custom_timeouts=_timeouts(settings.graph_timeout_secs))
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
         code = declare("code", parts["code"], benchmark, depends_on=[namespace])
+        # A running sweep fetches its videos from the server: a code change never rolls it.
         server = declare("video-server", parts["video-server"], benchmark,
-                         depends_on=[namespace, code])
+                         depends_on=[namespace, code], ignore_changes=["spec"]
+                         if live.sweep is cluster.JobState.RUNNING else None)
         # After the server: its endpoints exist only once a server pod is Ready.
         ready: list[pulumi.Resource] = [graph, server, declare(
             "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
@@ -251,17 +259,22 @@ def main() -> None:
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     try:
         stack = parse_settings(raw, pulumi.get_stack(), pulumi.get_project(), secret_keys)
-        live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"),
-                               dry_run=pulumi.runtime.is_dry_run(), say=pulumi.log.info)
-        if problems := cluster.problems(stack, live):
+        dry_run = pulumi.runtime.is_dry_run()
+        live = cluster.observe(stack, raw.get("kubernetes:kubeconfig"), dry_run=dry_run,
+                               say=pulumi.log.info)
+        # A preview answers what the change does: the moment's facts only warn there.
+        if problems := cluster.problems(stack, live, pulumi.log.warn if dry_run else None):
             raise SettingsError(stack.stack, problems)
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
     done = cluster.completed(live.download_job if live else None)
-    found = Found(cluster.claim_spec(stack, live), cluster.claim_drift(stack, live), done,
+    found = Found(cluster.claim_spec(stack, live), done,
                   done and cluster.download_differs(stack, live.download_job),
-                  cluster.job_status_of(live.sweep_job if live else None).state)
+                  cluster.download_gone(stack, live),
+                  cluster.job_status_of(live.sweep_job if live else None).state,
+                  tuple(filter(None, (cluster.claim_drift(stack, live),
+                                      cluster.worker_restarts(stack, live)))))
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
     for name, value in deploy(stack, tokens, found).items():

@@ -18,10 +18,10 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from infra import manifests
-from infra.manifests import GRAPH_LABEL
-from infra.names import benchmark_name
+from infra.manifests import COMPONENT_LABEL, GRAPH_LABEL, PROFILE_LABEL, RUN_ID_LABEL
+from infra.names import benchmark_name, graph_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
-from infra.settings import PROJECT, Settings, SettingsError, quantity_amount
+from infra.settings import PROJECT, STAND_INS, Settings, SettingsError, quantity_amount
 
 # Connect and read timeouts of each request, seconds: no read may hang a preview.
 REQUEST_TIMEOUT = (3, 10)
@@ -34,6 +34,8 @@ GRAPH_CRD = f"{GRAPH_PLURAL}.{GRAPH_GROUP}"
 # operator/templates/deployment.yaml in ai-dynamo/dynamo at 05da1f97).
 OPERATOR_SELECTOR = "app.kubernetes.io/part-of=dynamo-operator,control-plane=controller-manager"
 RUNNING_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+# What a pull request's preview sets without a cluster's storage class (.github/workflows/pr.yml).
+STAND_IN = STAND_INS["cacheStorageClass"]
 # Provisioners whose volumes are ReadWriteOnce only: the shared cache can't live there.
 # Not `kubernetes.io/no-provisioner`: static volumes (on premises often RWX NFS) use it.
 RWO_ONLY_PROVISIONERS = frozenset({
@@ -51,8 +53,10 @@ class LiveObjects:
     namespace: client.V1Namespace | None = None
     claim: client.V1PersistentVolumeClaim | None = None
     download_job: client.V1Job | None = None
-    sweep_job: client.V1Job | None = None
-    graph: dict[str, Any] | None = None
+    sweep_job: client.V1Job | None = None  # this run's, one of `sweeps` (the stack's, any run)
+    sweeps: tuple[client.V1Job, ...] = ()
+    graph: dict[str, Any] | None = None  # this stack's, one of `graphs` (the namespace's)
+    graphs: tuple[dict[str, Any], ...] = ()
     crd: client.V1CustomResourceDefinition | None = None
     operators: tuple[client.V1Deployment, ...] = ()
     storage_class: client.V1StorageClass | None = None
@@ -136,18 +140,23 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
 
     claim = read("claim", core.read_namespaced_persistent_volume_claim,
                  settings.cache_claim_name, ns)
-    # The class the claim will use: the setting's, or an existing claim's own.
-    storage_class = settings.cache_storage_class or (
-        claim.spec.storage_class_name if claim is not None else None)
+    # The class the claim uses: an existing claim's own, else the setting's (a stand-in is
+    # no class of any cluster: not read).
+    storage_class = claim.spec.storage_class_name if claim is not None else (
+        settings.cache_storage_class)
+    sweeps = items("sweep Jobs", batch.list_namespaced_job, ns, label_selector=(
+        f"{PROFILE_LABEL}={settings.profile},{COMPONENT_LABEL}=benchmark-sweep"))
+    graphs = tuple((read("graphs", client.CustomObjectsApi(api).list_namespaced_custom_object,
+                         GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL) or {}).get("items", ()))
+    sweep = benchmark_name("sweep", settings.profile, settings.benchmark.run_id)
     return LiveObjects(
         namespace=read("namespace", core.read_namespace, ns),
         claim=claim,
         download_job=read("download Job", batch.read_namespaced_job,
                           settings.download_job_name, ns),
-        sweep_job=read("sweep Job", batch.read_namespaced_job,
-                       benchmark_name("sweep", settings.profile, settings.benchmark.run_id), ns),
-        graph=read("graph", client.CustomObjectsApi(api).get_namespaced_custom_object,
-                   GRAPH_GROUP, GRAPH_VERSION, ns, GRAPH_PLURAL, settings.graph_name),
+        sweep_job=next((j for j in sweeps if j.metadata.name == sweep), None), sweeps=sweeps,
+        graph=next((g for g in graphs if g["metadata"]["name"] == settings.graph_name), None),
+        graphs=graphs,
         crd=read("CRD", client.ApiextensionsV1Api(api).read_custom_resource_definition,
                  GRAPH_CRD),
         operators=items(
@@ -155,7 +164,7 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
                           else (apps.list_deployment_for_all_namespaces,)),
             label_selector=OPERATOR_SELECTOR),
         storage_class=read("storage class", client.StorageV1Api(api).read_storage_class,
-                           storage_class) if storage_class else None,
+                           storage_class) if storage_class not in (None, STAND_IN) else None,
         nodes=items("nodes", core.list_node),
         pods=items("pods", core.list_pod_for_all_namespaces, field_selector=RUNNING_PODS),
         pull_secrets=tuple(
@@ -196,7 +205,7 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     live_class, live_size = claim.spec.storage_class_name, _requests(claim).get("storage")
     amount = quantity_amount(live_size or "")
     changes = [text for differs, text in (
-        (live_class is not None and live_class != wanted,
+        (live_class not in (None, wanted) and wanted != STAND_IN,
          f"cacheStorageClass is '{wanted}' but the claim uses '{live_class}'"),
         (amount is not None and quantity_amount(settings.cache_size) != amount,
          f"cacheSize is {settings.cache_size} but the claim requests {live_size}")) if differs]
@@ -214,14 +223,13 @@ def claim_drift(settings: Settings, live: LiveObjects | None) -> str | None:
     )
 
 
-def _covers(live: Any, wanted: Any) -> bool:
-    """`live` says all `wanted` says; the API server only adds defaults to what we sent."""
-    if isinstance(wanted, dict):
-        return isinstance(live, dict) and all(_covers(live.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return (isinstance(live, list) and len(live) == len(wanted)
-                and all(map(_covers, live, wanted)))
-    return live == wanted or str(live) == str(wanted)
+def _changed(live: Any, wanted: Any, path: str = "") -> list[str]:
+    """Where `live` does not say what `wanted` says; the API server only adds defaults."""
+    if isinstance(wanted, dict) and isinstance(live, dict):
+        return [p for k, v in wanted.items() for p in _changed(live.get(k), v, f"{path}.{k}")]
+    if isinstance(wanted, list) and isinstance(live, list) and len(live) == len(wanted):
+        return [p for i, v in enumerate(wanted) for p in _changed(live[i], v, f"{path}[{i}]")]
+    return [] if live == wanted or str(live) == str(wanted) else [path]
 
 
 def download_differs(settings: Settings, job: client.V1Job) -> bool:
@@ -230,7 +238,37 @@ def download_differs(settings: Settings, job: client.V1Job) -> bool:
     wanted = manifests.model_download_job(settings)["spec"]["template"]
     spec = {k: v for k, v in wanted["spec"].items() if k not in manifests.PLACEMENT_KEYS}
     live = client.ApiClient().sanitize_for_serialization(job.spec.template)
-    return not _covers(live, {**wanted, "spec": spec})
+    return bool(_changed(live, {**wanted, "spec": spec}))
+
+
+def _download_on_gpu(settings: Settings) -> bool:
+    container = manifests.model_download_job(settings)["spec"]["template"]["spec"]["containers"][0]
+    return manifests.GPU_RESOURCE in container["resources"].get("limits", {})
+
+
+def download_gone(settings: Settings, live: LiveObjects | None) -> bool:
+    """The download Job is gone (a TTL, `kubectl delete job`, a refresh dropped it) while the
+    graph runs, and it would need the graph's GPUs: the cache is taken as filled."""
+    return bool(live and live.download_job is None and live.graph is not None
+                and "download Job" not in live.unreadable and _download_on_gpu(settings))
+
+
+def worker_restarts(settings: Settings, live: LiveObjects | None) -> str | None:
+    """What the update costs when the live graph's worker pods would change: every worker
+    restarts and reloads the model."""
+    spec = (live.graph or {}).get("spec") if live else None
+    wanted = manifests.graph(settings)["spec"]
+    # What the operator hashes to roll the workers: the worker components but their replicas,
+    # and spec.env (ComputeDGDWorkersSpecHash, ai-dynamo/dynamo deploy/operator/api/v1beta1/
+    # worker_hash.go at 13538f46).
+    changed = _changed(spec, {"env": wanted["env"], "components": [
+        {k: v for k, v in c.items() if k != "replicas"} if c["type"] == "worker" else {}
+        for c in wanted["components"]]}, "spec") if spec else []
+    workers = sum(c.get("replicas") or 0 for c in (spec or {}).get("components", [])
+                  if c.get("type") == "worker")
+    return (f"graph {settings.graph_name}: this update restarts {workers} workers, each "
+            f"reloading the model (changed: {', '.join(changed[:3])}{' ...' * bool(changed[3:])}"
+            "; docs/deploy-reference.md, 'Re-runs and upgrades')") if changed else None
 
 
 JobState = enum.StrEnum("JobState", "MISSING RUNNING SUCCEEDED FAILED")  # values: lower case
@@ -260,23 +298,32 @@ def completed(job: client.V1Job | None) -> bool:
     return job_status_of(job).state is JobState.SUCCEEDED
 
 
-def problems(settings: Settings, live: LiveObjects | None) -> list[str]:
-    """What would fail hours into `up`, one line each with the setting and the fix; a read
-    the API refused (`unreadable`) is no verdict: the checks that need it are skipped."""
+def problems(settings: Settings, live: LiveObjects | None,
+             warn: Callable[[str], None] | None = None) -> list[str]:
+    """What would fail hours into `up`, one line each with the setting and the fix (a refused
+    read skips its checks); with `warn` (a preview), the facts of the moment go there."""
     if live is None or settings.skip_preflight:
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
               (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
-              (_pull_secrets, {"pull secrets"}))
-    return [line for check, needs in checks if not needs & live.unreadable
-            for line in check(settings, live)]
+              (_pull_secrets, {"pull secrets"}), (_moment, set()))
+    found = [line for check, needs in checks if not needs & live.unreadable
+             for line in check(settings, live)]
+    warned = [line for line in found if warn and isinstance(line, Moment)]
+    for line in warned:
+        warn(line)
+    return [line for line in found if line not in warned]
 
 
-def _found(*rows: tuple[Any, str | None, str]) -> list[str]:
+class Moment(str):
+    """A fact of the moment (free GPUs, another stack, a running sweep), not of the change."""
+
+
+def _found(*rows: tuple[Any, str | None, str], moment: bool = False) -> list[str]:
     """The messages whose condition holds, each after the setting that fixes it (None: the
     fix is in the cluster, no setting)."""
-    return [f"{f'{PROJECT}:{key}' if key else 'cluster'}: {text}" for bad, key, text in rows
-            if bad]
+    return [(Moment if moment else str)(f"{f'{PROJECT}:{key}' if key else 'cluster'}: {text}")
+            for bad, key, text in rows if bad]
 
 
 def _crd(settings: Settings, live: LiveObjects) -> list[str]:
@@ -313,7 +360,8 @@ def _namespace(settings: Settings, live: LiveObjects) -> list[str]:
 
 def _cache(settings: Settings, live: LiveObjects) -> list[str]:
     claim, name, storage_class = live.claim, settings.cache_claim_name, settings.cache_storage_class
-    class_gone = live.storage_class is None and "storage class" not in live.unreadable
+    class_gone = live.storage_class is None and "storage class" not in live.unreadable and (
+        claim is not None or storage_class != STAND_IN)
     if claim is None:  # the first that applies: each fix makes the next moot
         provisioner = getattr(live.storage_class, "provisioner", None)
         return _found(
@@ -347,12 +395,10 @@ def _download(settings: Settings, live: LiveObjects) -> list[str]:
         return [f"download Job {name} failed in an earlier `up` (`{kubectl} logs job/{name}` "
                 f"says why); fix the cause, then `{kubectl} delete job {name}` and "
                 "`pulumi up --refresh` to run it again"]
-    container = manifests.model_download_job(settings)["spec"]["template"]["spec"][
-        "containers"][0]
-    needs_gpu = manifests.GPU_RESOURCE in container["resources"].get("limits", {})
-    rerun = job is None or (not completed(job) and download_differs(settings, job))
+    # A missing Job is not declared while the graph runs (`download_gone`).
+    rerun = job is not None and not completed(job) and download_differs(settings, job)
     return _found((
-        needs_gpu and rerun and live.graph is not None, "nimModelProfile",
+        _download_on_gpu(settings) and rerun and live.graph is not None, "nimModelProfile",
         "the model download must run (again) for these settings and, without a pinned "
         f"profile, needs a worker's GPUs, which this stack's graph {settings.graph_name} "
         "holds: it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile "
@@ -376,31 +422,68 @@ def _gpus(settings: Settings, live: LiveObjects) -> list[str]:
     """Enough schedulable GPUs of the workers' class: per matching node, its allocatable GPUs
     minus what running pods other than this stack's request (a replica can't span nodes)."""
     serving, placement = settings.serving, settings.placement
-    nodes = [
-        n for n in live.nodes
+    nodes = {
+        n.metadata.name: n for n in live.nodes
         if placement.get("nodeSelector", {}).items() <= (n.metadata.labels or {}).items()
         and all(_tolerates(placement.get("tolerations", ()), t) for t in n.spec.taints or [])
         and not n.spec.unschedulable
-    ]
+    }
     used: Counter[str] = Counter()
+    held: Counter[str] = Counter()  # by this project's other graphs: named, with the fix
     for pod in live.pods:
         if not _stack_owns(settings, pod):  # its GPUs are the ones this stack will use
-            used[pod.spec.node_name] += sum(
-                _gpu_count(c.resources.requests if c.resources else None)
-                for c in pod.spec.containers)
-    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[n.metadata.name])
-                              // serving.gpus_per_replica)) for n in nodes)
-    products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes} - {None}
-    return _found(
-        (replicas < serving.replicas, "gpuNodeSelector",
-         f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
-         f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
-         f"{serving.gpus_per_replica} GPUs, counting what other pods hold); free GPUs, fix "
-         "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+            gpus = sum(_gpu_count(c.resources.requests if c.resources else None)
+                       for c in pod.spec.containers)
+            used[pod.spec.node_name] += gpus
+            graph = (pod.metadata.labels or {}).get(GRAPH_LABEL, "")
+            if (pod.metadata.namespace == settings.namespace and pod.spec.node_name in nodes
+                    and graph.startswith(graph_name("")) and gpus):
+                held[graph] += gpus
+    replicas = sum(max(0, int((_gpu_count(n.status.allocatable) - used[name])
+                              // serving.gpus_per_replica)) for name, n in nodes.items())
+    products = {(n.metadata.labels or {}).get(GPU_PRODUCT_LABEL) for n in nodes.values()} - {None}
+    short = replicas < serving.replicas
+    free = (f"{len(nodes)} schedulable node(s) match gpuNodeSelector and tolerations with free "
+            f"GPUs for {replicas} of {serving.replicas} workers ({serving.replicas} x "
+            f"{serving.gpus_per_replica} GPUs, counting what other pods hold)")
+    holders = ", ".join(f"graph {g} holds {n:g} of them (`pulumi destroy -s "
+                        f"{g.removeprefix(graph_name(''))}` frees them)" for g, n in held.items())
+    return _found((short and held, None, f"{free}: this project's {holders}; the profiles take "
+                   "turns on the GPUs"),
+                  (short and not held, "gpuNodeSelector", f"{free}; free GPUs, fix "
+                   "gpuNodeSelector/gpuTolerations, or lower workerReplicas"),
+                  moment=True) + _found(
         (products - {serving.gpu_product}, "gpuProduct",
          f"matching GPU nodes are {', '.join(sorted(products))}, not {serving.gpu_product}: "
          f"narrow gpuNodeSelector to {GPU_PRODUCT_LABEL}={serving.gpu_product}, or set "
          "gpuProduct to theirs"))
+
+
+def _moment(settings: Settings, live: LiveObjects) -> list[str]:
+    """A sweep of another run running (a new run's Job comes before the old one's delete: two
+    sweeps, one frontend); another stack on what destroy would delete; a stand-in class."""
+    kubectl, b, ns = settings.kubectl, settings.benchmark, settings.namespace
+    running = [(j.metadata.name, (j.metadata.labels or {}).get(RUN_ID_LABEL))
+               for j in live.sweeps if job_status_of(j).state is JobState.RUNNING]
+    others = {g["metadata"]["name"].removeprefix(graph_name("")) for g in live.graphs} | {
+        (p.metadata.labels or {}).get(PROFILE_LABEL) for p in live.pods
+        if p.metadata.namespace == ns}
+    users = ", ".join(sorted(others - {None, settings.profile}))
+    return _found(*((
+        b.sweep and run != b.run_id, "benchmarkRunId", f"sweep Job {job} of run {run} still "
+        "runs: a new run id would start a second sweep before that Job is deleted, both "
+        f"loading the frontend. Wait for it (`{kubectl} logs -f job/{job}`) or stop it "
+        f"(`{kubectl} delete job {job}`), then `pulumi up`") for job, run in running), (
+        not settings.cache_keep_on_destroy and users
+        and (settings.create_namespace or not settings.cache_existing_claim),
+        "cacheKeepOnDestroy", f"is false, so `pulumi destroy` deletes namespace {ns} and "
+        f"claim {settings.cache_claim_name}, which stack(s) {users} use: the claim would "
+        "stay Terminating until they stop, then the cache is lost. `pulumi config set "
+        "cacheKeepOnDestroy true`, or destroy them first (`pulumi destroy -s <stack>`)"), (
+        live.claim is None and settings.cache_storage_class == STAND_IN, "cacheStorageClass",
+        f"'{STAND_IN}' is a stand-in (a pull request's preview without the CACHE_STORAGE_CLASS "
+        "variable), no class of this cluster: `pulumi config set cacheStorageClass "
+        "<rwx-class>` (`kubectl get storageclass`)"), moment=True)
 
 
 def _stack_owns(settings: Settings, pod: client.V1Pod) -> bool:

@@ -83,6 +83,7 @@ class ProgramRun:
     resources: list[Registration] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the lines of `logs` said as warnings
     error: BaseException | None = None
 
     def objects(self) -> list[Registration]:
@@ -167,6 +168,8 @@ class _Capture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.run.logs.append(record.getMessage())
+        if record.levelno >= logging.WARNING:
+            self.run.warnings.append(record.getMessage())
 
 
 # What pulumi-kubernetes replaces a Job for (its forceNew paths of batch/v1 Job, plus name
@@ -196,6 +199,41 @@ def replaced_for(before: Registration, after: Registration) -> list[str]:
         else:
             holder[last] = old
     return [p for p in JOB_REPLACE_PATHS if _at(before.inputs, p) != _at(news, p)]
+
+
+# pulumi-kubernetes (at 94977969, provider/pkg/provider/provider.go): Read answers an object
+# the API server no longer has (404) with an empty id, which the engine's refresh takes for
+# deleted (pulumi/pulumi at 1b594989, pkg/resource/deploy/step.go, RefreshStep: isDeleted).
+def refreshed(state: list[Registration], in_cluster: Any) -> list[Registration]:
+    """The state after `pulumi refresh` (or `up --refresh`): what the cluster still has."""
+    return [r for r in state if r.is_provider or not r.custom or in_cluster(r)]
+
+
+# The order of an update's steps (pulumi/pulumi at 1b594989, pkg/resource/deploy/): each
+# registration is created, updated or replaced while the program runs (step_generator.go);
+# what the program no longer registers, and the old object of a create-before-delete
+# replacement, are deleted only after it has finished registering (deployment_executor.go,
+# performPostSteps, then GenerateDeletes: "delete ... due to replacement"). pulumi-kubernetes
+# deletes first only when the new object keeps the old one's name and namespace (provider.go,
+# Diff: deleteBeforeReplace).
+def engine_steps(state: list[Registration], run: ProgramRun) -> list[tuple[str, str]]:
+    """("create" | "update" | "delete", URN) in the order the engine takes them (Jobs only
+    replace; other kinds are updated in place here)."""
+    old = {r.urn: r for r in state if r.custom and not r.is_provider}
+    steps, last = [], []
+    for new in run.objects():
+        before = old.pop(new.urn, None)
+        if before is None:
+            steps.append(("create", new.urn))
+        elif new.type != "kubernetes:batch/v1:Job" or not replaced_for(before, new):
+            steps.append(("update", new.urn))
+        elif all(_at(before.inputs, k) == _at(new.inputs, k)
+                 for k in ("metadata.name", "metadata.namespace")):
+            steps += [("delete", new.urn), ("create", new.urn)]
+        else:
+            steps.append(("create", new.urn))
+            last.append(("delete", new.urn))
+    return steps + last + [("delete", urn) for urn in old]
 
 
 def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | None = None,

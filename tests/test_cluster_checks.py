@@ -15,9 +15,19 @@ from kubernetes import client
 
 from infra import cluster, manifests
 from infra.cluster import LiveObjects
-from infra.names import InputError
+from infra.manifests import GRAPH_LABEL
+from infra.names import InputError, benchmark_name
 from infra.settings import Settings, parse_settings
-from tests.support_cluster import UNREACHABLE, as_api_returns, gpu_pod, healthy, node
+from tests.support_cluster import (
+    UNREACHABLE,
+    api_server,
+    as_api_returns,
+    gpu_pod,
+    healthy,
+    healthy_routes,
+    node,
+    served,
+)
 from tests.support_pulumi import run_program, stack_config
 
 STACK = "session-affinity"
@@ -62,12 +72,11 @@ def test_a_download_that_needs_the_gpus_the_graph_holds_is_refused() -> None:
     graph = running_graph(settings)
     old = settings_of(nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0")
     base = healthy()
-    for live in (replace(base, graph=graph),
-                 replace(base, graph=graph, download_job=live_job(old))):
-        [problem] = cluster.problems(settings, live)
-        assert problem.startswith("cosmos3-routing:nimModelProfile:")
-        assert f"delete dynamographdeployment {settings.graph_name}" in problem
-        assert "pulumi up --refresh" in problem
+    [problem] = cluster.problems(settings, replace(base, graph=graph,
+                                                   download_job=live_job(old)))
+    assert problem.startswith("cosmos3-routing:nimModelProfile:")
+    assert f"delete dynamographdeployment {settings.graph_name}" in problem
+    assert "pulumi up --refresh" in problem
     # The same content: the Job is not recreated, nothing waits.
     assert cluster.problems(settings, replace(base, graph=graph,
                                               download_job=live_job(settings))) == []
@@ -327,3 +336,136 @@ def test_experts_can_skip_the_preflight() -> None:
     settings = settings_of(skipPreflight=True)
     assert cluster.problems(settings, LiveObjects()) == []
     assert cluster.problems(settings_of(), LiveObjects()) != []
+
+
+def test_a_download_job_gone_while_the_graph_runs_is_taken_as_done() -> None:
+    """A TTL, `kubectl delete job` or a refresh removes a completed download Job; while the
+    graph runs on the GPUs the download would need, the cache is taken as filled."""
+    settings = settings_of()
+    live = replace(healthy(), graph=running_graph(settings))
+    assert cluster.download_gone(settings, live) and cluster.problems(settings, live) == []
+    assert not cluster.download_gone(settings, healthy())  # no graph: the first `up`
+    assert not cluster.download_gone(settings_of(nimModelProfile="p1"), live)  # no GPU
+    assert not cluster.download_gone(settings, replace(live, download_job=live_job(settings)))
+    assert not cluster.download_gone(settings, replace(
+        live, unreadable=frozenset({"download Job"})))
+    assert not cluster.download_gone(settings, None)
+
+
+def sweep_job(settings: Settings, run_id: str, condition: str | None = None) -> client.V1Job:
+    """A sweep Job of this stack as the API returns it: running, or with `condition`."""
+    return as_api_returns({
+        "metadata": {"name": benchmark_name("sweep", settings.profile, run_id),
+                     "labels": manifests.labels(settings.profile, "benchmark-sweep", run_id)},
+        "spec": {"template": {}},
+        "status": {"conditions": [{"type": condition, "status": "True"}] if condition else []},
+    }, "V1Job")
+
+
+def test_a_new_run_id_while_the_last_sweep_runs_is_refused_with_both_ways_out() -> None:
+    settings = settings_of(benchmarkRunId="run-2")
+    old, kubectl = benchmark_name("sweep", STACK, "run-1"), settings.kubectl
+    [problem] = cluster.problems(settings, replace(healthy(), sweeps=(
+        sweep_job(settings, "run-1"), sweep_job(settings, "run-2"))))
+    assert problem.startswith(f"{K}benchmarkRunId: sweep Job {old} of run run-1 still runs")
+    assert f"`{kubectl} logs -f job/{old}`" in problem
+    assert f"`{kubectl} delete job {old}`" in problem
+    for sweeps, settings_now in (((sweep_job(settings, "run-1", "Complete"),), settings),
+                                 ((sweep_job(settings, "run-1", "Failed"),), settings),
+                                 ((sweep_job(settings, "run-2"),), settings),
+                                 ((sweep_job(settings, "run-1"),),
+                                  settings_of(benchmarkRunId="run-2", benchmarkSweep=False))):
+        assert cluster.problems(settings_now, replace(healthy(), sweeps=sweeps)) == []
+
+
+def test_this_stacks_sweeps_are_listed_by_their_labels() -> None:
+    settings = settings_of(benchmarkRunId="run-2")
+    ns, other = settings.namespace, settings_of()
+    jobs = [served(sweep_job(settings, run)) for run in ("run-1", "run-2")]
+    foreign = served(sweep_job(replace(other, profile="round-robin"), "run-1"))
+    routes = {**healthy_routes(), f"/apis/batch/v1/namespaces/{ns}/jobs": {
+        "items": [*jobs, foreign]}}
+    with api_server(routes) as (kubeconfig, _):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    assert [j.metadata.name for j in live.sweeps] == [j["metadata"]["name"] for j in jobs]
+    assert live.sweep_job.metadata.name == benchmark_name("sweep", STACK, "run-2")
+
+
+def test_the_gpus_another_stack_of_the_project_holds_are_named_with_its_destroy() -> None:
+    settings = settings_of()
+    other = gpu_pod("gpu-1", 8, settings.namespace, {GRAPH_LABEL: "cosmos3-round-robin"})
+    assert cluster.problems(settings, replace(healthy(), pods=(other,))) == [
+        "cluster: 1 schedulable node(s) match gpuNodeSelector and tolerations with free GPUs "
+        "for 0 of 8 workers (8 x 1 GPUs, counting what other pods hold): this project's "
+        "graph cosmos3-round-robin holds 8 of them (`pulumi destroy -s round-robin` frees "
+        "them); the profiles take turns on the GPUs"]
+    # Another tenant's graph, or one in another namespace: the settings' fix, as before.
+    for pod in (gpu_pod("gpu-1", 8, settings.namespace, {GRAPH_LABEL: "llama"}),
+                gpu_pod("gpu-1", 8, "elsewhere", {GRAPH_LABEL: "cosmos3-round-robin"})):
+        [problem] = cluster.problems(settings, replace(healthy(), pods=(pod,)))
+        assert problem.startswith(f"{K}gpuNodeSelector: ")
+
+
+def _routes_with_claim(settings: Settings, storage_class: str | None) -> dict[str, Any]:
+    """A healthy cluster with a claim of class old, serving `storage_class` (None: none) and
+    not the settings' rwx-test."""
+    routes = {**healthy_routes(), f"/api/v1/namespaces/{settings.namespace}/"
+              f"persistentvolumeclaims/{settings.cache_claim_name}": served(
+                  _claim(["ReadWriteMany"], "300Gi", "old"))}
+    del routes["/apis/storage.k8s.io/v1/storageclasses/rwx-test"]
+    if storage_class:
+        routes[f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}"] = {
+            "metadata": {"name": storage_class}, "provisioner": "nfs.csi.k8s.io"}
+    return routes
+
+
+def test_an_existing_claim_is_checked_against_its_own_storage_class() -> None:
+    """The claim is used with its own class: the setting's (for a new claim) is neither read
+    nor blamed; the claim's class gone names the claim."""
+    settings = settings_of()  # cacheStorageClass rwx-test, which this cluster lacks
+    with api_server(_routes_with_claim(settings, "old")) as (kubeconfig, asked):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    assert "/apis/storage.k8s.io/v1/storageclasses/old" in asked
+    assert "/apis/storage.k8s.io/v1/storageclasses/rwx-test" not in asked
+    assert cluster.problems(settings, live) == []
+    with api_server(_routes_with_claim(settings, None)) as (kubeconfig, _):
+        live = cluster.observe(settings, kubeconfig, dry_run=False, say=pytest.fail)
+    [problem] = cluster.problems(settings, live)
+    assert problem.startswith(f"{K}cacheExistingClaim: claim shared-model-cache uses storage "
+                              "class old, which does not exist")
+
+
+def test_a_stand_in_storage_class_is_never_read_and_named_as_the_setting_to_fix() -> None:
+    """What the pull request's preview sets without a cluster's class: a preview warns,
+    an `up` refuses, both naming the setting."""
+    settings = settings_of(cacheStorageClass=cluster.STAND_IN)
+    with api_server(healthy_routes()) as (kubeconfig, asked):
+        live = cluster.observe(settings, kubeconfig, dry_run=True, say=pytest.fail)
+    assert not [path for path in asked if "storageclasses" in path]
+    [problem] = cluster.problems(settings, live)
+    assert problem.startswith(f"{K}cacheStorageClass: 'stand-in-no-cluster' is a stand-in")
+    warned: list[str] = []
+    assert cluster.problems(settings, live, warned.append) == [] and warned == [problem]
+
+
+def test_cache_keep_on_destroy_false_is_refused_while_another_stack_uses_the_cache() -> None:
+    settings = settings_of(cacheKeepOnDestroy=False)
+    own, other = running_graph(settings), {"metadata": {"name": "cosmos3-round-robin"}}
+    pod = gpu_pod("cpu-1", 0, settings.namespace, {manifests.PROFILE_LABEL: "kv-routing"})
+    [problem] = cluster.problems(settings, replace(healthy(), graphs=(own, other), pods=(pod,)))
+    assert problem == (
+        f"{K}cacheKeepOnDestroy: is false, so `pulumi destroy` deletes namespace "
+        "cosmos3-reasoner and claim shared-model-cache, which stack(s) kv-routing, round-robin "
+        "use: the claim would stay Terminating until they stop, then the cache is lost. "
+        "`pulumi config set cacheKeepOnDestroy true`, or destroy them first (`pulumi destroy "
+        "-s <stack>`)")
+    alone = replace(healthy(), graphs=(own,), pods=(gpu_pod(
+        "cpu-1", 0, settings.namespace, {manifests.PROFILE_LABEL: STACK}),))
+    assert cluster.problems(settings, alone) == []
+    assert cluster.problems(settings_of(), replace(healthy(), graphs=(other,))) == []
+    # Nothing shared is deleted: a namespace and a claim the stack did not make.
+    assert cluster.problems(settings_of(cacheKeepOnDestroy=False, createNamespace=False,
+                                        cacheExistingClaim="team-cache"),
+                            replace(healthy(), graphs=(other,), namespace=as_api_returns(
+                                {"metadata": {"name": "cosmos3-reasoner"}}, "V1Namespace"),
+                                claim=_claim(["ReadWriteMany"], "300Gi"))) == []

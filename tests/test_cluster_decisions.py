@@ -352,7 +352,10 @@ def test_the_download_problems_name_the_settings_and_every_step_of_the_fix() -> 
         f"download Job {job} failed in an earlier `up` (`{kubectl} logs job/{job}` says why); "
         f"fix the cause, then `{kubectl} delete job {job}` and `pulumi up --refresh` to run "
         "it again")
-    [blocked] = cluster._download(settings, replace(healthy(), graph={"metadata": {}}))
+    older = as_api_returns(manifests.model_download_job(settings_of(
+        nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0")), "V1Job")  # still running
+    [blocked] = cluster._download(settings, replace(healthy(), graph={"metadata": {}},
+                                                    download_job=older))
     assert ("it would wait for downloadTimeoutSecs. Set nimModelProfile to the profile id "
             "(the download then needs no GPU), or free the GPUs first: "
             f"`{kubectl} delete dynamographdeployment {settings.graph_name}`, then "
@@ -379,3 +382,30 @@ def test_a_job_complete_after_a_false_condition_is_complete() -> None:
         "conditions": [{"type": "Failed", "status": "False"},
                        {"type": "Complete", "status": "True"}]}}, "V1Job")
     assert cluster.job_status_of(job).state is JobState.SUCCEEDED
+
+
+def test_the_workers_restart_only_for_what_the_operator_hashes() -> None:
+    """ComputeDGDWorkersSpecHash (ai-dynamo/dynamo deploy/operator/api/v1beta1/worker_hash.go
+    at 13538f46): the worker components but their replicas, and spec.env; the API server
+    adds defaults, which change nothing."""
+    settings = settings_of()
+    graph = manifests.graph(settings)
+    live = replace(healthy(), graph=graph)
+    assert cluster.worker_restarts(settings, live) is None
+    assert cluster.worker_restarts(settings, healthy()) is None
+    assert cluster.worker_restarts(settings, None) is None
+    assert cluster.worker_restarts(settings_of(workerReplicas=4), live) is None
+    defaulted = copy.deepcopy(graph)
+    defaulted["spec"]["components"][1]["podTemplate"]["spec"]["dnsPolicy"] = "ClusterFirst"
+    assert cluster.worker_restarts(settings, replace(live, graph=defaulted)) is None
+    old = copy.deepcopy(graph)
+    old["spec"]["env"] = []
+    old["spec"]["components"][1]["replicas"] = 6
+    [what] = [cluster.worker_restarts(settings, replace(live, graph=old))]
+    assert what.startswith("graph cosmos3-session-affinity: this update restarts 6 workers, "
+                           "each reloading the model (changed: spec.env;")
+    worker = old["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]
+    worker.update(image="x", command=["y"], workingDir="z")
+    many = cluster.worker_restarts(settings, replace(live, graph=old))
+    assert "(changed: spec.env, spec.components[1].podTemplate.spec.containers[0].image, " \
+           "spec.components[1].podTemplate.spec.containers[0].command ...;" in many

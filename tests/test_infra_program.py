@@ -10,16 +10,25 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infra import names
+from infra import cluster, manifests, names
 from infra.cluster import LiveObjects
-from infra.manifests import PROFILE_LABEL, common_labels
+from infra.manifests import GRAPH_LABEL, PROFILE_LABEL, common_labels
 from infra.routing import PROFILES, frontend_args
-from tests.support_cluster import as_api_returns, healthy
+from infra.settings import parse_settings
+from tests.support_cluster import (
+    api_server,
+    as_api_returns,
+    gpu_pod,
+    healthy,
+    healthy_routes,
+)
 from tests.support_pulumi import (
     SECRET_SIG,
     TEST_NGC_KEY,
     ProgramRun,
     Registration,
+    engine_steps,
+    refreshed,
     replaced_for,
     run_program,
     stack_config,
@@ -126,7 +135,10 @@ def test_order_and_waits(runs: dict[str, ProgramRun], stack: str) -> None:
     assert ns.urn in deps(pvc)
     assert job.urn in deps(graph), "the graph must wait for the filled cache"
     assert job.timeouts == {"create": "7200s", "update": "7200s"}
-    assert graph.timeouts == {"create": "3600s", "update": "3600s"}
+    # A first cold start reads 8 x 67 GiB from one share (about 90 min at 100 MiB/s): the
+    # wait is the workers' startup-probe bound, past which they restart anyway.
+    assert graph.timeouts == {"create": "7200s", "update": "7200s"}
+    assert manifests.STARTUP_PROBE_PERIOD_SECS * manifests.STARTUP_PROBE_FAILURES == 7200
     assert graph.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
 
 
@@ -385,7 +397,7 @@ def test_printed_kubectl_commands_use_the_stacks_kube_context() -> None:
 
 # Settings that steer only Pulumi (how long it waits, whether it benchmarks afterwards).
 PULUMI_ONLY = {
-    "graphTimeoutSecs": {"graphTimeoutSecs": 7200},
+    "graphTimeoutSecs": {"graphTimeoutSecs": 10800},
     "downloadTimeoutSecs": {"downloadTimeoutSecs": 14400},
     "benchmark off": {"benchmarkSmoke": False, "benchmarkSweep": False},
     "no sweep wait": {"benchmarkWaitForSweep": False},
@@ -434,7 +446,7 @@ RERUNS = {
     # A `git pull` of this project changed the download Job's template since it completed.
     "git pull": ({}, "Complete", True),
     # After a timed-out `up`, only the waits are raised.
-    "wait settings": ({"graphTimeoutSecs": 7200, "downloadTimeoutSecs": 14400}, "Complete",
+    "wait settings": ({"graphTimeoutSecs": 10800, "downloadTimeoutSecs": 14400}, "Complete",
                       False),
     # Interrupted while the download still ran: the same template, nothing to replace.
     "interrupted download": ({}, None, False),
@@ -466,3 +478,106 @@ def test_the_replace_model_sees_what_the_provider_replaces_for() -> None:
         "nimImage": "nvcr.io/nim/nvidia/cosmos3:9.9.9"})))
     assert replaced_for(first, image) == ["spec.template"]
     assert replaced_for(first, first) == []
+
+
+def test_a_download_job_gone_after_a_refresh_is_not_created_again_while_the_graph_runs() -> None:
+    """A TTL, `kubectl delete job` or the docs' own step (delete it, `pulumi up --refresh`):
+    the refresh drops the Job from the state, so a declared download would be created again
+    and, on a GPU, wait for the GPUs the graph holds. It is not declared; the graph keeps its
+    filled cache, and the log says how to download again."""
+    stack = "session-affinity"
+    first = run_program(stack, stack_config(stack, RECIPE_ONLY), preview=False)
+    state = refreshed(first.resources, lambda r: r.type != JOB)  # the Job is gone
+    live = replace(healthy(), graph=first.one(GRAPH).inputs)
+    again = run_program(stack, stack_config(stack, RECIPE_ONLY), preview=False,
+                        cluster_objects=live)
+    assert again.error is None, again.error
+    assert [step for step in engine_steps(state, again) if step[0] != "update"] == []
+    assert not again.of_type(JOB) and again.one(GRAPH).dependencies == []
+    [note] = [line for line in again.logs if "is gone while graph" in line]
+    assert "pin nimModelProfile" in note and "`kubectl -n cosmos3-reasoner delete " \
+        "dynamographdeployment cosmos3-session-affinity`" in note
+    # A pinned profile downloads without a GPU: declared, and created again.
+    pinned = run_program(stack, stack_config(stack, {**RECIPE_ONLY, "nimModelProfile": "p1"}),
+                         preview=False, cluster_objects=live)
+    assert ("create", _download(pinned).urn) in engine_steps(state, pinned)
+    assert "nvidia.com/gpu" not in json.dumps(_download(pinned).inputs)
+
+
+def jobs_named(run: ProgramRun) -> dict[str, Registration]:
+    return {r.name: r for r in run.of_type(JOB)}
+
+
+def test_a_new_run_id_while_the_last_sweep_runs_is_refused_on_up_and_warned_on_preview(
+) -> None:
+    """The engine deletes the old sweep Job only after the program has registered everything
+    (`engine_steps`): the new sweep would run beside it for hours, against one frontend."""
+    stack, ns = "session-affinity", "cosmos3-reasoner"
+    first = run_program(stack, stack_config(stack), preview=False)
+    config = stack_config(stack, {"benchmarkRunId": "run-2"})
+    second = run_program(stack, config, preview=False)
+    steps, old = engine_steps(first.resources, second), jobs_named(first)["sweep"]
+    assert steps.index(("delete", old.urn)) > max(
+        i for i, (op, _) in enumerate(steps) if op != "delete")
+    # The cluster still runs run-1's sweep, read as the preflight reads it.
+    job = {**old.inputs, "status": {"active": 1}}
+    with api_server({**healthy_routes(), f"/apis/batch/v1/namespaces/{ns}/jobs": {
+            "items": [job]}}) as (kubeconfig, _):
+        live = cluster.observe(parse_settings(config, stack), kubeconfig, dry_run=False,
+                               say=pytest.fail)
+    name = old.inputs["metadata"]["name"]
+    up = run_program(stack, config, preview=False, cluster_objects=live)
+    assert up.resources == [] and f"sweep Job {name} of run run-1 still runs" in str(up.error)
+    assert f"logs -f job/{name}" in str(up.error) and f"delete job {name}" in str(up.error)
+    preview = run_program(stack, config, cluster_objects=live)
+    assert preview.error is None, preview.error
+    assert [w for w in preview.warnings if f"sweep Job {name} of run run-1" in w]
+
+
+def test_a_preview_warns_of_the_moments_gpus_and_an_up_refuses() -> None:
+    """A preview answers what the change would do: the GPUs another stack holds now are a
+    warning there (and in the pull request's comment); an `up` still refuses."""
+    stack = "round-robin"
+    other = gpu_pod("gpu-1", 8, "cosmos3-reasoner", {GRAPH_LABEL: "cosmos3-session-affinity"})
+    live = replace(healthy(), pods=(other,))
+    preview = run_program(stack, stack_config(stack), cluster_objects=live)
+    assert preview.error is None, preview.error
+    [warning] = [w for w in preview.warnings if "free GPUs for 0 of 8 workers" in w]
+    assert "`pulumi destroy -s session-affinity`" in warning
+    up = run_program(stack, stack_config(stack), preview=False, cluster_objects=live)
+    assert up.resources == [] and warning in str(up.error)
+
+
+def test_a_change_of_the_workers_pods_is_said_to_restart_them() -> None:
+    """The operator rolls every worker when their pod template or spec.env changes: eight
+    cold starts, said before they happen; the replicas and the frontend roll no worker."""
+    stack = "session-affinity"
+    live = replace(healthy(), graph=run_program(stack, stack_config(stack, RECIPE_ONLY)).one(
+        GRAPH).inputs)
+
+    def restarts(**change: Any) -> list[str]:
+        run = run_program(stack, stack_config(stack, {**RECIPE_ONLY, **change}),
+                          cluster_objects=live)
+        assert run.error is None, run.error
+        return [w for w in run.warnings if "this update restarts" in w]
+
+    assert restarts() == restarts(frontendImage="nvcr.io/nvidia/ai-dynamo/dynamo-frontend:9.9.9"
+                                  ) == restarts(graphTimeoutSecs=10800) == []
+    assert restarts(nimImage="nvcr.io/nim/nvidia/cosmos3:2.0.0") == [
+        "graph cosmos3-session-affinity: this update restarts 8 workers, each reloading the "
+        "model (changed: spec.components[1].podTemplate.spec.containers[0].image; "
+        "docs/deploy-reference.md, 'Re-runs and upgrades')"]
+
+
+@pytest.mark.parametrize("condition", [None, "Complete", "Failed"])
+def test_a_running_sweep_keeps_its_video_server(condition: str | None) -> None:
+    """A code change rolls the video server (its pod template carries the code's hash);
+    while the sweep runs, it fetches its videos there: the server's spec is kept."""
+    stack = "session-affinity"
+    sweep = client.V1Job(metadata=client.V1ObjectMeta(
+        name=names.benchmark_name("sweep", stack, "run-1")), status=client.V1JobStatus(
+        conditions=[client.V1JobCondition(type=condition, status="True")] if condition else []))
+    run = run_program(stack, stack_config(stack), cluster_objects=replace(healthy(),
+                                                                          sweep_job=sweep))
+    server = run.one("kubernetes:apps/v1:Deployment")
+    assert server.ignore_changes == (["spec"] if condition is None else [])
