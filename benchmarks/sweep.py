@@ -416,8 +416,8 @@ def evidence_problems(found: Mapping[str, Any], ceiling: float, requests: int) -
     unattributed = routing.get("unattributed", 0)
     checks = (
         (hit is not None and hit > ceiling + CEILING_MARGIN_PCT, f"{hit or 0:.1f}% of prompt "
-         f"tokens came from prefix caches, above the {ceiling:.1f}% a chunk of fresh videos can reach: "
-         "the workers had seen these videos (another run on this graph with the same seed?); "
+         f"tokens came from prefix caches, above the {ceiling:.1f}% a chunk of fresh videos can "
+         "reach: the workers had seen these videos (a run on this graph with the same seed?); "
          "rerun with a new run id"),
         (unattributed > UNATTRIBUTED_MAX * requests, f"{unattributed} of {requests} responses "
          "named no worker: the frontend does not report worker ids (nvext extra_fields), so "
