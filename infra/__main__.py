@@ -223,7 +223,7 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
     return resource.metadata.apply(lambda m: m["name"])
 
 
-def bring_results_home(run: names.Run, kubeconfig: str | None, say: Say, warn: Say,
+def bring_results_home(run: bm.Run, kubeconfig: str | None, say: Say, warn: Say,
                        timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
     """`collect` for `run`, its lines shown as they come; a failure only warns, with the retry:
     the sweep succeeded. The kubeconfig may hold credentials: environment, never argv."""
