@@ -29,7 +29,8 @@ from benchmarks.report import binding_changes, build_report, read_run
 from benchmarks.sweep import MANIFEST_NAME
 from infra.benchmark_manifests import CACHE_DIR, results_reader_pod, run_of
 from infra.cluster import JobState, JobStatus, api_client, job_status_of
-from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE, Run
+from infra.names import KUBECONFIG_ENV, SWEEP_RUNNING_EXIT_CODE
+from infra.run import Run
 from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
@@ -51,21 +52,22 @@ class ClusterIO(Protocol):
 
 
 def finished_levels(run_dir: Path) -> list[int]:
-    """The levels a run's sweep finished, as its manifest records them."""
-    manifest = run_dir / MANIFEST_NAME
-    return sorted(read_run(manifest).levels) if manifest.is_file() else []
+    """The levels a run's sweep finished for any profile, as their manifests record them."""
+    return sorted({level for manifest in run_dir.glob(f"*/{MANIFEST_NAME}")
+                   for level in read_run(manifest).levels})
 
 
 def other_runs(results_root: Path, location: Run) -> list[Path]:
     """Each other stack's newest run at home that compares with this one (same workload and
-    deployment, routing aside: report.binding_changes)."""
-    mine = read_run(results_root / location.stack / location.run_id / MANIFEST_NAME).manifest
+    deployment, routing aside: report.binding_changes); a run holds a folder per profile."""
+    mine = read_run(min((results_root / location.stack / location.run_id).glob(
+        f"*/{MANIFEST_NAME}"))).manifest
     newest: dict[str, Path] = {}
-    for path in sorted(results_root.glob(f"*/*/{MANIFEST_NAME}"),
+    for path in sorted(results_root.glob(f"*/*/*/{MANIFEST_NAME}"),
                        key=lambda m: m.parent.stat().st_mtime):
-        run, stack = read_run(path), path.parent.parent.name
+        run, stack = read_run(path), path.parents[2].name
         if stack != location.stack and run.levels and not binding_changes(mine, run.manifest):
-            newest[stack] = path.parent
+            newest[stack] = path.parents[1]
     return [newest[stack] for stack in sorted(newest)]
 
 

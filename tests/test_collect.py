@@ -24,7 +24,7 @@ from benchmarks.collect import (
     pulumi_benchmark_output,
     resolve_location,
 )
-from infra.names import Run
+from infra.run import Run, Workload, run_seed
 from tests.conftest import REPO_ROOT
 from tests.support_pulumi import run_program, stack_config
 
@@ -56,7 +56,8 @@ def test_config_files_give_the_run_and_the_context(tmp_path) -> None:
         stack="session-affinity", run_id="run-9", namespace="vision-bench",
         cache_claim="shared-model-cache",
         image="docker.io/library/python:3.11.14-slim-bookworm",
-        frontend_service="cosmos3-session-affinity-frontend", session_affinity=True,
+        workload=Workload(seed=run_seed("run-9")),
+        frontends=(("session-affinity", "cosmos3-session-affinity-frontend", True),),
         image_pull_secrets=("mirror-pull",), kube_context="h200-cluster",
         kubectl="kubectl --context h200-cluster -n vision-bench",
     )

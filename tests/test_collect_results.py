@@ -32,7 +32,7 @@ from benchmarks.collect import (
 )
 from benchmarks.sweep import chunk_dir_name, level_dir_name
 from infra.cluster import JobState, JobStatus, job_status_of
-from infra.names import Run
+from infra.run import Run
 from tests.conftest import REPO_ROOT
 from tests.support_cluster import UNREACHABLE
 
@@ -231,8 +231,8 @@ def test_the_hook_hands_collect_the_run_and_keeps_the_kubeconfig_out_of_argv(
 
 def test_an_empty_run_folder_is_reported_and_leaves_nothing_behind(tmp_path) -> None:
     claim = tmp_path / "claim"
-    (claim / LOCATION.results_path).mkdir(parents=True)
-    (claim / LOCATION.results_path / "manifest.json").write_text("{}")
+    (claim / LOCATION.results_path / LOCATION.stack).mkdir(parents=True)
+    (claim / LOCATION.results_path / LOCATION.stack / "manifest.json").write_text("{}")
     cluster = FolderCluster(claim, [JobStatus(JobState.FAILED, "BackoffLimitExceeded")])
     with pytest.raises(CollectError, match="finished no level"):
         bring_results_home(cluster, LOCATION, tmp_path / "results", lambda _: None)
@@ -257,7 +257,7 @@ def sweep_run(tmp_path_factory) -> Path:
             [sys.executable, "-m", "benchmarks", "sweep", "--url", server.url,
              "--profile", LOCATION.stack, "--session-affinity",
              "--run-id", LOCATION.run_id, "--out", str(out),
-             "--video-base-url", "http://127.0.0.1:9/", "--video-count", "2",
+             "--video-base-url", "http://127.0.0.1:9/", "--videos-per-level", "2",
              "--questions-per-video", "2", "--concurrency", "2",
              "--request-timeout", "30"],
             cwd=root, env=env, capture_output=True, text=True, timeout=300,
@@ -279,7 +279,7 @@ def test_results_come_home_to_stack_and_run_with_their_report(tmp_path, sweep_ru
     assert copied == sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
     # The report is built from the copied exports (its own tests check every number).
     (level,) = finished_levels(run_dir)
-    export = run_dir / level_dir_name(level) / chunk_dir_name(0) / SUMMARY_EXPORT
+    export = run_dir / LOCATION.stack / level_dir_name(level) / chunk_dir_name(0) / SUMMARY_EXPORT
     throughput = json.loads(export.read_text())["request_throughput"]["avg"]
     (row,) = json.loads((run_dir / REPORT_FOLDER / "report.json").read_text())["rows"]
     assert f"{throughput:.2f}" in (run_dir / REPORT_FOLDER / "report.md").read_text()
@@ -316,6 +316,22 @@ def test_other_profiles_at_home_are_offered_for_comparison(tmp_path, sweep_run) 
     hint = next(line for line in said if "Compare" in line)
     assert str(results / "round-robin" / "run-1") in hint
     assert str(results / "session-affinity" / "run-3") in hint
+
+
+def test_a_compare_run_comes_home_with_a_folder_per_profile_and_one_report(
+        tmp_path, sweep_run) -> None:
+    """A compare stack's run holds one folder per profile: all come home, one report."""
+    compare = Run(stack="compare", run_id="run-1", namespace="bench", cache_claim="c",
+                  image="i:1")
+    for profile in ("round-robin", "session-affinity"):
+        if not (sweep_run / compare.results_path / profile).exists():
+            shutil.copytree(sweep_run / LOCATION.results_path / LOCATION.stack,
+                            sweep_run / compare.results_path / profile)
+    run_dir = bring_results_home(FolderCluster(sweep_run, [JobStatus(JobState.SUCCEEDED)],
+                                               compare), compare, tmp_path, lambda _: None)
+    assert run_dir is not None and finished_levels(run_dir) == [2]
+    rows = json.loads((run_dir / REPORT_FOLDER / "report.json").read_text())["rows"]
+    assert [row["concurrency"] for row in rows] == [2, 2]
 
 
 def test_the_hook_reaches_a_cluster_whose_kubeconfig_is_given_as_content(tmp_path) -> None:
