@@ -47,7 +47,7 @@ def feedback(settings: Settings, rr_run: Path, sa_run: Path) -> tuple[list[str],
     if not common:
         raise ValueError(f"{rr_run} and {sa_run} share no finished level")
     lines = ["the previous prediction against what was measured (req/s):"]
-    workers, questions = settings.serving.replicas, settings.benchmark.questions_per_video
+    workers, questions = settings.serving.replicas, settings.benchmark.workload.questions_per_video
     for c in common:
         for name, runs, sticky in ((ROUND_ROBIN, rr, False), (AFFINITY, sa, True)):
             predicted = predicted_req_s(H200, c, workers, questions, sticky)
