@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra import names
-from infra.routing import PROFILES
+from infra.routing import PROFILES, Frontend
 from infra.serving import Serving
 from infra.settings import HF_TOKEN, KEYS, SECRETS, SettingsError, parse_settings
 from tests.support_pulumi import TEST_NGC_KEY, project_file, project_name, stack_config
@@ -17,10 +17,13 @@ STACKS = sorted(PROFILES)
 def test_each_stack_file_parses_to_its_recipe_profile(stack: str) -> None:
     settings = parse_settings(stack_config(stack), stack)
     assert settings.profile == stack
-    assert settings.routing == PROFILES[stack]
+    # One frontend, the recipe's `Frontend` component, routing as the profile does.
+    assert settings.frontends == (Frontend(stack, PROFILES[stack], names.FRONTEND_COMPONENT,
+                                           f"{names.graph_name(stack)}-frontend"),)
     assert settings.graph_name == names.graph_name(stack)
     assert settings.serving == Serving()  # nim, super fp8, 8x1 on H200
-    assert (settings.download_timeout_secs, settings.graph_timeout_secs) == (7200, 3600)
+    # A first cold start reads 8 x 67 GiB from one share: about 90 minutes (graph 7200 s).
+    assert (settings.download_timeout_secs, settings.graph_timeout_secs) == (7200, 7200)
     assert settings.cache_keep_on_destroy and not settings.cache_existing_claim
     assert settings.cache_claim_name == names.MODEL_CACHE_PVC_NAME
 
@@ -72,7 +75,7 @@ def test_native_yaml_values_read_as_the_cli_strings_do() -> None:
                           "cosmos3-routing:createNamespace": False,
                           "cosmos3-routing:workerReplicas": 8})
     settings = parse_settings(native, "round-robin")
-    assert settings.benchmark.concurrencies == (1, 4) and not settings.create_namespace
+    assert settings.benchmark.workload.concurrencies == (1, 4) and not settings.create_namespace
 
 
 def test_the_seed_placeholder_storage_class_is_rejected() -> None:
