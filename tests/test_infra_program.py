@@ -318,8 +318,8 @@ def test_stacks_differ_only_in_routing(runs: dict[str, ProgramRun]) -> None:
     rest_a = json.loads(json.dumps(rest_a).replace(rr_graph, sa_graph))  # its secret's name
     assert rest_a == rest_b, "beyond names, profile labels and frontend args the graphs match"
     diff = {k for k in rr.outputs if rr.outputs[k] != sa.outputs[k]}
-    assert diff == {"graphName", "frontendService", "profile", "sessionAffinityTtlSecs",
-                    "portForwardCommand"}
+    assert diff == {"graphName", "frontendService", "frontends", "profile",
+                    "sessionAffinityTtlSecs", "portForwardCommand"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -329,6 +329,7 @@ def test_stack_outputs_tell_how_to_verify(runs: dict[str, ProgramRun], stack: st
     assert out["namespace"] == "cosmos3-reasoner"
     assert out["graphName"] == graph
     assert out["frontendService"] == f"{graph}-frontend"
+    assert out["frontends"] == {stack: f"{graph}-frontend"}
     assert out["frontendPort"] == 8000
     assert out["servedModel"] == "nvidia/cosmos3-super-reasoner"
     assert out["profile"] == stack
