@@ -16,8 +16,11 @@ import pytest
 from dynamo.common.configuration.groups.runtime_args import DynamoRuntimeArgGroup
 from dynamo.vllm.backend_args import DynamoVllmArgGroup
 
+from benchmarks.__main__ import build_parser
+from benchmarks.sweep import config_from_args
 from infra import manifests, names
-from infra.benchmark_manifests import run_of, smoke_args, sweep_args
+from infra.benchmark_manifests import command, run_of
+from infra.run import Run
 from infra.serving import (
     HF_SECRET_KEY,
     REASONER_ARCHITECTURE,
@@ -302,6 +305,12 @@ def test_vllm_needs_no_ngc_key_and_refuses_a_plaintext_token() -> None:
     assert TEST_HF_TOKEN not in str(err.value)
 
 
+def pod_model(role: str, run: Run) -> str:
+    """The model a benchmark pod asks for, read by the pod's own parser from its `--run`."""
+    args = build_parser(role).parse_args(command(role, run))
+    return config_from_args(args).model if role == "sweep" else args.run.model
+
+
 @pytest.mark.parametrize("runtime", ["nim", "vllm"])
 def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
     """vLLM is told the name, the NIM picks it; the smoke test, the sweep and the stack
@@ -315,14 +324,14 @@ def test_the_served_model_follows_the_variant_everywhere(runtime: str) -> None:
         _, main = worker_of(settings)
         assert flag(main["args"], "--served-model-name") == served
     target = run_of(settings)
-    for args in (smoke_args(target, settings.benchmark), sweep_args(target, settings.benchmark)):
-        assert flag(args, "--model") == served
+    for role in ("smoke", "sweep"):
+        assert pod_model(role, target) == served
     notes = " ".join(target.notes)
     assert f"{runtime} workers: nano bf16, 8 x 1 GPU" in notes
     # Where the frontend lists another id, one setting points everything at it.
     renamed = settings_of("nano-trial", {**overrides, "servedModelName": "nvidia/other-id"},
                           hf_token=TEST_HF_TOKEN)
     target = run_of(renamed)
-    assert flag(smoke_args(target, renamed.benchmark), "--model") == "nvidia/other-id"
+    assert pod_model("smoke", target) == pod_model("sweep", target) == "nvidia/other-id"
     if runtime == "vllm":
         assert flag(worker_of(renamed)[1]["args"], "--served-model-name") == "nvidia/other-id"

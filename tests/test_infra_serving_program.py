@@ -76,7 +76,7 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     assert graph["metadata"]["name"] == names.graph_name(stack)
     validate_k8s(_unwrap(run.one(JOB).inputs))
     settings = parse_settings(user_config(stack), stack)
-    worker = graph["spec"]["components"][1]
+    (worker,) = (c for c in graph["spec"]["components"] if c["type"] == "worker")
     main = worker["podTemplate"]["spec"]["containers"][0]
     assert worker["replicas"] == settings.serving.replicas
     assert main["resources"]["limits"]["nvidia.com/gpu"] == (
