@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import re
 import signal
 import subprocess
@@ -25,9 +26,12 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name as normalize
 
+from benchmarks import smoke, videos
 from benchmarks.__main__ import COMMANDS, build_parser
+from benchmarks.sweep import SweepConfig, Target, config_from_args
 from infra import benchmark_manifests as bj
-from infra.names import SEED_SHAPE, Run, benchmark_name
+from infra.names import FRONTEND_COMPONENT, benchmark_name, component_name, graph_name
+from infra.run import SEED_WORKLOAD, Run, VideoShape, Workload, run_seed
 from infra.settings import BenchmarkSettings, stack_settings
 from tests.conftest import REPO_ROOT
 
@@ -39,15 +43,20 @@ def bench(**changes: Any) -> BenchmarkSettings:
     return replace(DEFAULTS, **changes)
 
 
+def work(**changes: Any) -> Workload:
+    """The stack's workload (its `benchmark*` keys) with `changes`."""
+    return replace(DEFAULTS.workload, **changes)
+
+
 K8S_VERSION = "1.33"
 # Commands a benchmark pod runs (the others only run on the user's machine).
 IN_CLUSTER_COMMANDS = ("videos", "smoke", "sweep")
 
+SERVICE = component_name(graph_name("session-affinity"), FRONTEND_COMPONENT)
 TARGET = Run(stack="session-affinity", run_id=bench().run_id,
              namespace="cosmos3-reasoner", cache_claim="shared-model-cache",
              image=bench().image, image_pull_secrets=("registry-pull-secret",),
-             frontend_service="cosmos3-super-reasoner-agg-h200-session-affinity-frontend",
-             session_affinity=True)
+             frontends=(("session-affinity", SERVICE, True),))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +67,7 @@ def sources() -> dict[str, str]:
 def manifests(settings: BenchmarkSettings, sources: dict[str, str],
               target: Run = TARGET) -> dict[str, dict[str, Any]]:
     """The objects, with the run as `run_of` makes it from these settings."""
-    run = replace(target, run_id=settings.run_id, image=settings.image)
+    run = replace(target, run_id=settings.run_id, image=settings.image, workload=settings.workload)
     return bj.benchmark_objects(run, settings, sources)
 
 
@@ -68,6 +77,32 @@ def args_of(container: dict[str, Any]) -> list[str]:
     command = container["command"]
     assert command[:4] == ["sh", "-c", bj.RUNNER, "runner"], command[:2]
     return command[4:]
+
+
+def container_of(objects: dict[str, dict[str, Any]], role: str) -> dict[str, Any]:
+    """A Job's container, or the video server's maker (its init container)."""
+    spec = objects[role]["spec"]["template"]["spec"]
+    return spec["initContainers"][0] if role == "video-server" else spec["containers"][0]
+
+
+def sweep_config(objects: dict[str, dict[str, Any]]) -> SweepConfig:
+    """The sweep pod's config, as its own parser makes it from the Job's arguments."""
+    return config_from_args(build_parser("sweep").parse_args(
+        args_of(container_of(objects, "sweep"))))
+
+
+def pod_run(objects: dict[str, dict[str, Any]], role: str, monkeypatch: pytest.MonkeyPatch
+            ) -> Any:
+    """What the video maker makes (its VideoShape) or what the smoke test asks (its
+    SmokeConfig): the pod's own command run on its arguments, the work itself left out."""
+    module, name, at = (videos, "make_videos", 1) if role == "video-server" else (
+        smoke, "run_smoke", 0)
+    seen: list[Any] = []
+    monkeypatch.setattr(module, name, lambda *given, **_: seen.append(given[at]) or [])
+    argv = args_of(container_of(objects, role))
+    args = build_parser(argv[0]).parse_args(argv)
+    assert args.func(args) == 0
+    return seen[0]
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -88,7 +123,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
     objects = manifests(bench(), sources)
     objects["reader"] = bj.results_reader_pod(
         TARGET, "reader-x", ("sweep-job", "0f4c2a9e-1d3b-4c5d-8e7f-9a0b1c2d3e4f"))
-    no_secrets = replace(TARGET, image_pull_secrets=(), session_affinity=False)
+    no_secrets = replace(TARGET, image_pull_secrets=(),
+                         frontends=(("round-robin", SERVICE, False),))
     objects.update({f"plain-{k}": v for k, v in manifests(
         bench(wait_for_sweep=False), sources, no_secrets).items()})
     for role, obj in objects.items():
@@ -139,27 +175,29 @@ def test_only_enabled_parts_exist(sources) -> None:
 
 
 def test_sweep_carries_the_settings(sources) -> None:
-    settings = bench(run_id="run-7", concurrencies=(2, 8), videos=12,
-                                 questions_per_video=3, sweep_timeout_secs=7200,
-                                 image="registry.example/bench:1.0")
-    job = manifests(settings, sources)["sweep"]
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    args = args_of(container)
-    assert args[0] == "sweep"
-    assert args[args.index("--concurrency") + 1:][:3] == ["2", "8", "--run-id"]
-    assert "12" in args and "3" in args
-    assert f"{bj.CACHE_DIR}/benchmarks/session-affinity/run-7" in args
-    assert TARGET.frontend_url in args and TARGET.video_base_url in args
+    settings = bench(run_id="run-7", workload=work(concurrencies=(2, 8), videos=12,
+                                                   questions_per_video=3),
+                     sweep_timeout_secs=7200, image="registry.example/bench:1.0")
+    objects = manifests(settings, sources)
+    job, container, config = objects["sweep"], container_of(objects, "sweep"), sweep_config(
+        objects)
+    assert args_of(container)[:2] == ["sweep", "--run"]
+    assert config.workload == settings.workload
+    assert (config.workload.concurrencies, config.workload.videos,
+            config.workload.questions_per_video) == ((2, 8), 12, 3)
+    assert config.run_dir == Path(bj.CACHE_DIR) / "benchmarks/session-affinity/run-7"
+    assert config.targets == (Target("session-affinity", TARGET.frontend_url(SERVICE), True),)
+    assert config.source.base_url == TARGET.video_base_url
     assert container["image"] == "registry.example/bench:1.0"
     assert job["spec"]["activeDeadlineSeconds"] == 7200
     # The provider waits a little longer than the Job's own deadline, which has a reason.
     assert int(job["metadata"]["annotations"][bj.TIMEOUT_SECONDS]) > 7200
     assert bj.WAIT_FOR not in job["metadata"]["annotations"]
     # The stop rule as the stack sets it; every chunk only when asked (`benchmarkFull`).
-    assert args[args.index("--stop-within-pct") + 1] == "3.0" and "--full" not in args
-    full = args_of(manifests(replace(settings, stop_within_pct=7.5, full=True), sources)[
-        "sweep"]["spec"]["template"]["spec"]["containers"][0])
-    assert full[full.index("--stop-within-pct") + 1] == "7.5" and "--full" in full
+    assert config.workload.stop_within_pct == 3.0 and not config.workload.full
+    full = sweep_config(manifests(replace(settings, workload=work(stop_within_pct=7.5,
+                                                                  full=True)), sources))
+    assert full.workload.stop_within_pct == 7.5 and full.workload.full
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts[bj.CACHE_DIR] == "cache"
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
@@ -200,11 +238,14 @@ def test_the_smoke_test_fails_fast_and_the_sweep_survives_disruptions(sources) -
         assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
-def test_a_new_run_id_renames_the_jobs_and_nothing_else(sources) -> None:
+def test_a_new_run_id_renames_the_jobs_and_remakes_the_videos_only(sources) -> None:
     first = manifests(bench(run_id="run-1"), sources)
     second = manifests(bench(run_id="run-2"), sources)
-    for role in ("code", "video-server", "video-service"):
+    for role in ("code", "video-service"):
         assert first[role] == second[role], role
+    # The video maker is handed the new run (its videos' seed comes from the run id).
+    assert json.dumps(first["video-server"]).replace("run-1", "run-2") == json.dumps(
+        second["video-server"])
     for role in ("smoke", "sweep"):
         assert first[role]["metadata"]["name"] != second[role]["metadata"]["name"]
         assert second[role]["metadata"]["name"].endswith("-run-2")
@@ -226,37 +267,39 @@ def test_longest_run_id_keeps_job_names_valid(sources) -> None:
 
 
 def test_defaults_are_the_seed_shape() -> None:
-    settings = bench()
-    assert settings.concurrencies == SEED_SHAPE.concurrencies
-    assert settings.videos == SEED_SHAPE.videos.count
-    assert settings.videos * settings.questions_per_video == SEED_SHAPE.requests_per_level
+    """The seed's workload; its videos' seed from the run id (no run resends another's)."""
+    workload = bench().workload
+    assert replace(workload, seed=SEED_WORKLOAD.seed) == SEED_WORKLOAD
+    assert workload.seed == run_seed(bench().run_id)
 
 
 def test_video_server_waits_as_long_as_the_videos_take(sources) -> None:
-    deployment = manifests(bench(video_server_timeout_secs=2400), sources)[
-        "video-server"]
+    objects = manifests(bench(video_server_timeout_secs=2400), sources)
+    deployment = objects["video-server"]
     assert deployment["spec"]["progressDeadlineSeconds"] == 2400
     assert deployment["metadata"]["annotations"][bj.TIMEOUT_SECONDS] == "2400"
-    maker = args_of(deployment["spec"]["template"]["spec"]["initContainers"][0])
-    # The measured videos and one for the smoke test alone.
-    assert maker[:5] == ["videos", "--out", bj.VIDEOS_DIR, "--count",
-                         str(SEED_SHAPE.videos.count + 1)]
+    maker = args_of(container_of(objects, "video-server"))
+    assert maker[:2] == ["videos", "--run"] and maker[-2:] == ["--out", bj.VIDEOS_DIR]
 
 
-def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources) -> None:
-    settings = bench(videos=12)
-    objects = manifests(settings, sources)
-    command = objects["smoke"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[command.index("--video-url") + 1] == TARGET.video_base_url + "video_0012.mp4"
-    sweep = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert sweep[sweep.index("--video-count") + 1] == "12"  # video_0000 .. video_0011
+def test_the_smoke_test_asks_about_a_video_the_sweep_never_measures(sources,
+                                                                     monkeypatch) -> None:
+    """The sweep takes fresh videos up to `videos_needed`: the smoke test's is the next."""
+    objects = manifests(bench(workload=work(videos=12)), sources)
+    asked = pod_run(objects, "smoke", monkeypatch)
+    config = sweep_config(objects)
+    taken = config.workload.videos_needed(len(config.targets))
+    assert asked.video_url == TARGET.video_base_url + f"video_{taken:04d}.mp4"
+    assert asked.url == TARGET.frontend_url(SERVICE) and asked.model == config.model
 
 
-
-def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources) -> None:
-    objects = manifests(bench(videos=12), sources)
-    maker = objects["video-server"]["spec"]["template"]["spec"]["initContainers"][0]["command"]
-    assert maker[maker.index("--count") + 1] == "13"  # 12 measured, 1 smoke
+def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources,
+                                                                         monkeypatch) -> None:
+    """Every video the sweep may take, one for the smoke test, with the sweep's seed."""
+    objects = manifests(bench(workload=work(videos=12)), sources)
+    config = sweep_config(objects)
+    assert pod_run(objects, "video-server", monkeypatch) == VideoShape(
+        count=config.workload.videos_needed(len(config.targets)) + 1, seed=config.workload.seed)
 
 # ---------------------------------------------------------------------------------------
 # The shipped code, laid out as a pod sees it
@@ -334,14 +377,14 @@ def test_runner_runs_a_benchmark_command_from_the_config_map(tmp_path, sources) 
     """The video maker's own container, as the video server's pod runs it. This interpreter
     has every pin, so pip installed nothing (no index: the offline-image path)."""
     out = tmp_path / "videos"
-    container = manifests(bench(), sources)["video-server"]["spec"]["template"][
-        "spec"]["initContainers"][0]
+    small = work(concurrencies=(1,), videos=1)  # 4 the sweep may take, 1 for the smoke test
+    container = container_of(manifests(bench(workload=small), sources), "video-server")
     args = [*args_of(container), "--duration", "2", "--width", "64", "--height", "64"]
-    args[args.index("--out") + 1], args[args.index("--count") + 1] = str(out), "2"
+    args[args.index("--out") + 1] = str(out)
     with run_container(tmp_path, sources, container, args) as pod:
         log, _ = pod.communicate(timeout=300)
     assert pod.returncode == 0, log
-    assert sorted(p.name for p in out.glob("*.mp4")) == ["video_0000.mp4", "video_0001.mp4"]
+    assert sorted(p.name for p in out.glob("*.mp4")) == [f"video_{i:04d}.mp4" for i in range(5)]
     assert not (tmp_path / ".local").exists()
 
 
@@ -441,10 +484,10 @@ def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
 
     with RecordingOpenAIServer(models=[SERVED_MODEL_NAME]) as server:
         server.empty_answer = True
-        args = bj.smoke_args(replace(TARGET), bench())
-        args[args.index("--url") + 1] = server.url
-        args[args.index("--video-url") + 1] = "http://127.0.0.1:9/video_0000.mp4"
-        code, lines = run_runner(tmp_path, sources, [*args, "--wait", "5"], "smoke")
+        # The pod's frontend is a cluster Service: its flags point the smoke test here.
+        args = ["smoke", "--url", server.url, "--video-url",
+                "http://127.0.0.1:9/video_0000.mp4", "--wait", "5"]
+        code, lines = run_runner(tmp_path, sources, args, "smoke")
     assert code != 0
     assert lines[-1].startswith("Smoke test failed: empty answer")
 
@@ -469,9 +512,8 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
         assert smoke_template(other, sources) != same
     changed_code = {**sources, "benchmarks/smoke.py": sources["benchmarks/smoke.py"] + "\n"}
     assert smoke_template(first, changed_code) != same
-    command = objects["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    facts = [command[i + 1] for i, arg in enumerate(command) if arg == "--deployment"]
-    assert facts == ["worker_image=nim:2.1.0", "graph_uid=u1", f"code={bj.code_hash(sources)}"]
+    assert sweep_config(objects).deployment == {
+        "worker_image": "nim:2.1.0", "graph_uid": "u1", "code": bj.code_hash(sources)}
 
 
 def test_a_code_change_rolls_the_video_server(sources) -> None:
@@ -549,10 +591,10 @@ def test_a_failed_install_ends_with_pips_own_error(tmp_path, sources) -> None:
 def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources) -> None:
     """SIGTERM (the Job's deadline, `pulumi destroy`, a replacement): the last line says
     so and what to do, whatever the command printed as it stopped."""
-    container = manifests(bench(), sources)["smoke"]["spec"]["template"]["spec"][
-        "containers"][0]
-    smoke = args_of(container)
-    smoke[smoke.index("--url") + 1] = "http://127.0.0.1:9"  # never answers: it waits
+    container = container_of(manifests(bench(), sources), "smoke")
+    # A frontend that never answers: it waits.
+    smoke = ["smoke", "--url", "http://127.0.0.1:9", "--video-url",
+             "http://127.0.0.1:9/video_0000.mp4"]
     with run_container(tmp_path, sources, container, [*smoke, "--wait", "120"],
                        ON_STOP="raise it, then `pulumi up`") as pod:
         assert pod.stdout is not None
@@ -598,6 +640,6 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
                 args = args_of(container)
                 parsed[args[0]] = build_parser(args[0]).parse_args(args)
     assert set(parsed) == {"videos", "smoke", "sweep"}
-    assert parsed["sweep"].follow_command == (
+    assert parsed["sweep"].run.follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
         + benchmark_name("sweep", TARGET.stack, bench().run_id))
