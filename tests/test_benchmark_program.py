@@ -7,11 +7,15 @@ and the resource hook bound to the sweep Job (registered never to run on preview
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.__main__ import build_parser
+from benchmarks.sweep import SweepConfig, config_from_args
 from infra import benchmark_manifests as bj
 from infra.manifests import ALLOW_INTERNAL_MEDIA, TIMEOUT_SECONDS
 from infra.names import benchmark_name
@@ -72,6 +76,18 @@ def runs() -> dict[str, tuple[ProgramRun, HookRecords]]:
 
 def jobs(run: ProgramRun) -> dict[str, Registration]:
     return {r.name: r for r in run.of_type(JOB)}
+
+
+def pod_args(container: dict[str, Any]) -> Any:
+    """A benchmark container's arguments (`sh -c RUNNER runner ARGS`) as its pod parses them."""
+    args = container["command"][4:]
+    return build_parser(args[0]).parse_args(args)
+
+
+def sweep_config(run: ProgramRun) -> SweepConfig:
+    """The sweep pod's config, as its own parser makes it from the Job's arguments."""
+    return config_from_args(pod_args(
+        jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]))
 
 
 def graph_env(run: ProgramRun) -> list[dict[str, str]]:
@@ -136,15 +152,14 @@ def test_stack_output_tells_collect_where_the_run_is(runs, stack: str) -> None:
 
 
 def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:
-    def sweep_args(stack: str) -> list[str]:
-        command = jobs(runs[stack][0])["sweep"].inputs["spec"]["template"]["spec"][
-            "containers"][0]["command"]
-        return command[4:]  # sh -c RUNNER runner ARGS
+    def affinity(stack: str) -> bool | None:
+        (target,) = sweep_config(runs[stack][0]).targets
+        return target.affinity
 
-    assert "--session-affinity" in sweep_args("session-affinity")
-    assert "--no-session-affinity" in sweep_args("round-robin")
+    # Explicit either way: the header follows the stack's routing, not its name.
+    assert affinity("session-affinity") is True and affinity("round-robin") is False
     # Every stack's sweep records which worker served each request (server-side evidence).
-    assert all("--attribute-workers" in sweep_args(stack) for stack in runs)
+    assert all(sweep_config(runs[stack][0]).attribute_workers for stack in runs)
 
 
 def test_only_enabled_parts_are_declared() -> None:
@@ -177,12 +192,11 @@ def test_a_benchmark_image_pinned_by_digest_is_accepted(image: str) -> None:
 
 def test_the_sweep_is_bound_to_the_deployment_it_measures() -> None:
     run = run_program("session-affinity", stack_config("session-affinity"))
-    command = jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]["command"]
-    facts = dict(command[i + 1].split("=", 1) for i, a in enumerate(command)
-                 if a == "--deployment")
+    facts = sweep_config(run).deployment
     assert facts["worker_image"] == stack_config("session-affinity")[
         "cosmos3-routing:nimImage"]
-    assert facts["routing"] == "--router-mode round-robin --router-session-affinity-ttl-secs 300"
+    assert facts["routing"] == ("session-affinity: --router-mode round-robin "
+                                "--router-session-affinity-ttl-secs 300")
     assert {"graph_uid", "code", "replicas", "gpus_per_worker", "model"} <= set(facts)
 
 
@@ -194,30 +208,37 @@ def test_settings_reach_the_sweep() -> None:
     })
     sweep = jobs(run)["sweep"].inputs
     container = sweep["spec"]["template"]["spec"]["containers"][0]
-    args = container["command"][4:]  # sh -c RUNNER runner ARGS
-    assert args[args.index("--concurrency") + 1:args.index("--concurrency") + 3] == ["4", "16"]
-    assert args[args.index("--video-count") + 1] == "50"
-    assert args[args.index("--questions-per-video") + 1] == "10"
+    workload = sweep_config(run).workload
+    assert (workload.concurrencies, workload.videos, workload.questions_per_video) == (
+        (4, 16), 50, 10)
     assert container["image"] == "registry.example/bench:2.0"
     assert sweep["spec"]["activeDeadlineSeconds"] == 20000
     assert sweep["metadata"]["annotations"][bj.WAIT_FOR] == bj.STARTED
+    # The video maker makes that workload's videos (and one for the smoke test).
     server_init = run.one(DEPLOYMENT).inputs["spec"]["template"]["spec"]["initContainers"][0]
-    assert "51" in server_init["command"]  # 50 measured, one for the smoke test
+    assert pod_args(server_init).run.workload == workload
 
 
 def test_a_new_run_id_reruns_the_jobs_and_leaves_the_graph_alone(runs) -> None:
     first, _ = runs["session-affinity"]
     second, _ = run_with_hooks("session-affinity", {"benchmarkRunId": "run-2"})
-    for kind in (GRAPH, CONFIG_MAP, DEPLOYMENT, SERVICE):
+    for kind in (GRAPH, CONFIG_MAP, SERVICE):
         assert first.one(kind).inputs == second.one(kind).inputs, kind
+    # The video server differs in its maker's run alone: the new run's videos (its seed).
+    servers = [copy.deepcopy(run.one(DEPLOYMENT).inputs) for run in (first, second)]
+    makers = [s["spec"]["template"]["spec"]["initContainers"][0] for s in servers]
+    old, new = (pod_args(maker).run for maker in makers)
+    assert new == replace(old, run_id="run-2", notes=new.notes, workload=new.workload)
+    assert new.workload == replace(old.workload, seed=new.workload.seed) != old.workload
+    for maker in makers:
+        maker.pop("command")
+    assert servers[0] == servers[1]
     assert jobs(first)["download"].inputs == jobs(second)["download"].inputs
     for name in ("smoke", "sweep"):
         old, new = jobs(first)[name].inputs, jobs(second)[name].inputs
         assert old["metadata"]["name"] != new["metadata"]["name"]
         assert new["metadata"]["name"].endswith("-run-2")
-    command = jobs(second)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0][
-        "command"]
-    assert f"{bj.CACHE_DIR}/benchmarks/session-affinity/run-2" in command
+    assert sweep_config(second).run_dir == Path(bj.CACHE_DIR) / "benchmarks/session-affinity/run-2"
     assert second.outputs["benchmark"]["runId"] == "run-2"
 
 
@@ -251,10 +272,7 @@ def binding(run: ProgramRun) -> tuple[str, dict[str, str]]:
     """The smoke Job's binding (its pod template's hash: a change replaces the Job, so the
     smoke test reruns) and the facts the sweep records and checks on resume."""
     smoke = jobs(run)["smoke"].inputs["spec"]["template"]["metadata"]["annotations"]
-    command = jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]["command"]
-    facts = dict(command[i + 1].split("=", 1) for i, a in enumerate(command)
-                 if a == "--deployment")
-    return smoke[bj.DEPLOYMENT_ANNOTATION], facts
+    return smoke[bj.DEPLOYMENT_ANNOTATION], dict(sweep_config(run).deployment)
 
 
 @pytest.fixture(scope="module")
