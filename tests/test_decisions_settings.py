@@ -16,6 +16,7 @@ from infra.names import (
     max_run_id_len,
 )
 from infra.routing import PROFILES, ROUTER_MODES, Routing
+from infra.run import Workload, run_seed
 from infra.serving import Serving, cache_gib_needed
 from infra.settings import (
     DEFAULT_BENCHMARK_IMAGE,
@@ -331,24 +332,26 @@ def test_benchmark_image_and_package_index() -> None:
 
 
 def test_benchmark_levels_and_counts_are_read_as_given() -> None:
-    b = settings({"benchmarkConcurrencies": [2, 8], "benchmarkVideos": 3,
+    b = settings({"benchmarkConcurrencies": [2, 8], "benchmarkVideos": 8,
                   "benchmarkQuestionsPerVideo": 2,
                   "benchmarkSmoke": True, "benchmarkSweep": True,
                   "benchmarkWaitForSweep": True, "benchmarkSmokeTimeoutSecs": 601,
                   "benchmarkSweepTimeoutSecs": 602, "benchmarkVideoServerTimeoutSecs": 603,
                   "benchmarkRunId": "run-9", "benchmarkImage": "reg/b:1"}).benchmark
+    # The videos' seed comes from the run id: each run sends videos no earlier run cached.
     assert b == BenchmarkSettings(
-        smoke=True, sweep=True, wait_for_sweep=True, run_id="run-9", concurrencies=(2, 8),
-        videos=3, questions_per_video=2, image="reg/b:1",
+        smoke=True, sweep=True, wait_for_sweep=True, run_id="run-9", image="reg/b:1",
         smoke_timeout_secs=601, sweep_timeout_secs=602, video_server_timeout_secs=603,
-        pip_index_url=b.pip_index_url, stop_within_pct=b.stop_within_pct, full=b.full)
+        pip_index_url=b.pip_index_url, workload=Workload(
+            concurrencies=(2, 8), videos=8, questions_per_video=2, seed=run_seed("run-9"),
+            stop_within_pct=b.workload.stop_within_pct, full=b.workload.full))
     # The stop rule: the seed's 3 % and the adaptive sweep by default; a stack may widen
     # or narrow it (a number as the CLI's string or native YAML), or send every video.
-    assert (b.stop_within_pct, b.full) == (3.0, False)
+    assert (b.workload.stop_within_pct, b.workload.full) == (3.0, False)
     for value in ("5", 5, 0.5, "50"):
-        assert settings({"benchmarkStopWithinPct": value}).benchmark.stop_within_pct == \
-            float(value)
-    assert settings({"benchmarkFull": True}).benchmark.full is True
+        assert settings({"benchmarkStopWithinPct": value}).benchmark.workload.stop_within_pct \
+            == float(value)
+    assert settings({"benchmarkFull": True}).benchmark.workload.full is True
     assert len(problems({"benchmarkConcurrencies": []})) == 1  # no level: nothing to measure
     levels = "`pulumi config set --path 'benchmarkConcurrencies[0]' 1`"
     assert problems({"benchmarkConcurrencies": "[0]"}) == [
@@ -578,7 +581,7 @@ def test_the_names_and_the_kubectl_prefix_derived_from_a_stack() -> None:
            "kubernetes:context": "h200"}
     s = parse_settings(raw, "session-affinity")
     assert s.kubectl == "kubectl --context h200 -n vision"
-    assert (s.graph_name, s.download_job_name, s.frontend_service) == (
+    assert (s.graph_name, s.download_job_name, s.frontends[0].service) == (
         "cosmos3-session-affinity", "cosmos3-session-affinity-model-download",
         "cosmos3-session-affinity-frontend")
     assert s.worker_image == s.nim_image
