@@ -57,16 +57,15 @@ def finished_levels(run_dir: Path) -> list[int]:
                    for level in read_run(manifest).levels})
 
 
-def other_runs(results_root: Path, location: Run) -> list[Path]:
-    """Each other stack's newest run at home that compares with this one (same workload and
+def other_runs(run_dir: Path) -> list[Path]:
+    """Each other stack's newest run beside `run_dir` that compares with it (same workload and
     deployment, routing aside: report.binding_changes); a run holds a folder per profile."""
-    mine = read_run(min((results_root / location.stack / location.run_id).glob(
-        f"*/{MANIFEST_NAME}"))).manifest
+    mine = read_run(min(run_dir.glob(f"*/{MANIFEST_NAME}"))).manifest
     newest: dict[str, Path] = {}
-    for path in sorted(results_root.glob(f"*/*/*/{MANIFEST_NAME}"),
+    for path in sorted(run_dir.parents[1].glob(f"*/*/*/{MANIFEST_NAME}"),
                        key=lambda m: m.parent.stat().st_mtime):
         run, stack = read_run(path), path.parents[2].name
-        if stack != location.stack and run.levels and not binding_changes(mine, run.manifest):
+        if stack != run_dir.parent.name and run.levels and not binding_changes(mine, run.manifest):
             newest[stack] = path.parents[1]
     return [newest[stack] for stack in sorted(newest)]
 
@@ -110,7 +109,7 @@ def bring_results_home(cluster: ClusterIO, location: Run, results_root: Path, sa
         shutil.rmtree(staged, ignore_errors=True)
     say(f"copied {len(levels)} level(s) in {time.monotonic() - started:.0f} s")
     say(build_report([final], final / REPORT_FOLDER).read_text())
-    if others := other_runs(results_root, location):
+    if others := other_runs(final):
         say(f"Compare with the other profile(s): ./run.sh report "
             f"{' '.join(str(p) for p in [*others, final])} --out {results_root / 'comparison'}")
     return final

@@ -469,3 +469,19 @@ def test_cache_keep_on_destroy_false_is_refused_while_another_stack_uses_the_cac
                             replace(healthy(), graphs=(other,), namespace=as_api_returns(
                                 {"metadata": {"name": "cosmos3-reasoner"}}, "V1Namespace"),
                                 claim=_claim(["ReadWriteMany"], "300Gi"))) == []
+
+
+def test_a_new_set_of_frontends_on_a_live_graph_is_refused_even_in_a_preview() -> None:
+    """The operator's webhook refuses any change to a graph's components ("component
+    topology is immutable"): a preview says so too, with the way out, naming the setting."""
+    compare = parse_settings(stack_config("compare"), "compare")
+    live = replace(healthy(), graph=manifests.graph(compare))
+    assert cluster.problems(compare, live) == []
+    fewer = parse_settings(stack_config("compare", {"frontendProfiles": ["round-robin"]}),
+                           "compare")
+    warned: list[str] = []
+    [problem] = cluster.problems(fewer, live, warned.append)
+    assert problem.startswith("cosmos3-routing:frontendProfiles: graph cosmos3-compare has "
+                              "components ['Worker', 'round-robin', 'session-affinity'], these "
+                              "settings ['Worker', 'round-robin']") and not warned
+    assert "`pulumi destroy`, then `pulumi up`" in problem and "download is kept" in problem
