@@ -11,7 +11,9 @@ A model, read in ai-dynamo/dynamo `deploy/operator/internal` (not run: no cluste
 - `dynamo/component_frontend.go` (at 132ccbe3) and `component_worker.go` (at 015d780b): the
   main container's base (ports, probes, env), over which our container's fields win.
 - `consts/consts.go` (at 0367e404): the labels on every pod (graph name, component type,
-  component, Dynamo namespace).
+  component, Dynamo namespace), and `nvidia.com/selector`, the component's own objects' name
+  (`<graph>-<component>`, a worker's with its hash: GetDCDResourceName), which its Deployment
+  selects: two frontends of one graph never select each other's pods.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import copy
 from typing import Any
 
 from infra.manifests import COMPONENT_TYPE_LABEL, GRAPH_LABEL
-from infra.names import DYNAMO_NAMESPACE_LABEL
+from infra.names import DYNAMO_NAMESPACE_LABEL, component_name
 
 _BASE_CONTAINERS: dict[str, dict[str, Any]] = {
     "frontend": {
@@ -42,6 +44,9 @@ _BASE_CONTAINERS: dict[str, dict[str, Any]] = {
 }
 
 
+SELECTOR_LABEL = "nvidia.com/selector"
+
+
 def pod_labels(graph: dict[str, Any], component: dict[str, Any]) -> dict[str, str]:
     name, namespace = graph["metadata"]["name"], graph["metadata"]["namespace"]
     return {
@@ -50,6 +55,7 @@ def pod_labels(graph: dict[str, Any], component: dict[str, Any]) -> dict[str, st
         COMPONENT_TYPE_LABEL: component["type"],
         "nvidia.com/dynamo-component": component["name"],
         DYNAMO_NAMESPACE_LABEL: f"{namespace}-{name}",
+        SELECTOR_LABEL: component_name(name, component["name"], component["type"] == "worker"),
     }
 
 
@@ -74,11 +80,10 @@ def component_deployments(graph: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": f"{name}-{component['name'].lower()}",
-                         "namespace": namespace, "labels": labels},
+            "metadata": {"name": labels[SELECTOR_LABEL], "namespace": namespace,
+                         "labels": labels},
             "spec": {"replicas": component.get("replicas", 1),
-                     "selector": {"matchLabels": {GRAPH_LABEL: name,
-                                                  COMPONENT_TYPE_LABEL: component["type"]}},
+                     "selector": {"matchLabels": {SELECTOR_LABEL: labels[SELECTOR_LABEL]}},
                      "template": {"metadata": {"labels": labels}, "spec": spec}},
         })
     return out

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra import names
+from infra import manifests, names
 from infra.serving import HF_SECRET_KEY
 from infra.settings import parse_settings, stack_names
 from tests.conftest import REPO_ROOT
@@ -81,6 +81,22 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     assert worker["replicas"] == settings.serving.replicas
     assert main["resources"]["limits"]["nvidia.com/gpu"] == (
         settings.serving.gpus_per_replica)
+
+
+@pytest.mark.parametrize("stack, runtime", [(s, None) for s in STACK_FILES] + [
+    ("compare", "vllm")])
+def test_no_worker_advertises_a_router_mode(stack: str, runtime: str | None) -> None:
+    """A worker that advertises a router mode (`--router-mode`, `DYN_ROUTER_*`, also through
+    the graph's spec.env) overrides every frontend's routing (DESIGN.md section 11)."""
+    overrides = {"runtime": runtime} if runtime else {}
+    spec = manifests.graph(parse_settings(user_config(stack, **overrides), stack))["spec"]
+    workers = [c["podTemplate"]["spec"] for c in spec["components"] if c["type"] != "frontend"]
+    env = [e["name"] for e in [*spec["env"], *(e for w in workers for c in w["containers"]
+                                                for e in c.get("env", []))]]
+    args = [a for w in workers for c in w["containers"] for a in c.get("command", []) + c.get(
+        "args", [])]
+    assert workers and not [n for n in env if n.startswith("DYN_ROUTER")], env
+    assert not [a for a in args if "--router" in a], args
 
 
 @pytest.mark.parametrize("stack", STACK_FILES)

@@ -122,8 +122,9 @@ def test_every_pod_but_the_graph_s_runs_without_a_service_account_token(
     discovery service account); every other pod opts out."""
     for stack, objects in stacks.items():
         for name, spec in _pod_specs(objects).items():
-            graph_pod = name.startswith(f"cosmos3-{stack}-") and name.endswith(
-                ("-frontend", "-worker"))
+            # The operator's names: `<graph>-frontend`, `<graph>-worker-<hash>`.
+            graph_pod = name.startswith(f"cosmos3-{stack}-") and name.removesuffix(
+                "-00000000").endswith(("-frontend", "-worker"))
             assert spec.get("automountServiceAccountToken") is (None if graph_pod else False), name
             assert spec["securityContext"]["runAsNonRoot"] is True, name
             assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -260,6 +261,26 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
     ]
     for source, target, port in closed + closed_decode:
         assert not is_open(source, target, port), f"{source.name} -> {target.name}:{port}"
+
+
+def test_every_frontend_of_a_compare_graph_is_covered_by_the_policies() -> None:
+    """One frontend per profile, each its own Deployment: the frontend policy selects them
+    by their type label, so each takes the sweep and the graph's pods, and no stranger."""
+    objects = rendered(_run("compare"), "compare")
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    pods = _pods(objects, "compare")
+    frontends = [Pod(o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"])
+                 for o in objects if o["kind"] == "Deployment"
+                 and o["metadata"]["labels"].get(manifests.COMPONENT_TYPE_LABEL) == "frontend"]
+    assert [f.name for f in frontends] == ["cosmos3-compare-round-robin",
+                                           "cosmos3-compare-session-affinity"]
+    (selecting,) = (p for p in policies if p["metadata"]["name"].endswith("-frontend"))
+    stranger = Pod("stranger", {"app": "x"}, namespace="elsewhere", ip="10.9.0.1")
+    for frontend in frontends:
+        assert _selects(selecting["spec"]["podSelector"], frontend.labels), frontend.name
+        assert allowed(policies, pods["benchmark-sweep"], frontend, 8000), frontend.name
+        assert allowed(policies, pods["worker"], frontend, 45678), frontend.name
+        assert not allowed(policies, stranger, frontend, 8000), frontend.name
 
 
 def test_policies_can_be_turned_off_and_bad_sources_are_refused() -> None:
