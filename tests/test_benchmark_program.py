@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.__main__ import build_parser
-from benchmarks.sweep import SweepConfig, config_from_args
+from benchmarks.sweep import SweepConfig
 from infra import benchmark_manifests as bj
 from infra.manifests import ALLOW_INTERNAL_MEDIA, TIMEOUT_SECONDS
 from infra.names import benchmark_name
@@ -23,6 +22,7 @@ from infra.routing import PROFILES
 from tests import support_pulumi
 from tests.support_pulumi import ProgramRun, Registration, run_program, stack_config
 from tests.support_schemas import graph_errors, validate_k8s
+from tests.test_benchmark_manifests import pod_args, sweep_config
 
 STACKS = sorted(PROFILES)
 JOB = "kubernetes:batch/v1:Job"
@@ -78,16 +78,8 @@ def jobs(run: ProgramRun) -> dict[str, Registration]:
     return {r.name: r for r in run.of_type(JOB)}
 
 
-def pod_args(container: dict[str, Any]) -> Any:
-    """A benchmark container's arguments (`sh -c RUNNER runner ARGS`) as its pod parses them."""
-    args = container["command"][4:]
-    return build_parser(args[0]).parse_args(args)
-
-
-def sweep_config(run: ProgramRun) -> SweepConfig:
-    """The sweep pod's config, as its own parser makes it from the Job's arguments."""
-    return config_from_args(pod_args(
-        jobs(run)["sweep"].inputs["spec"]["template"]["spec"]["containers"][0]))
+def sweep_of(run: ProgramRun) -> SweepConfig:
+    return sweep_config(jobs(run)["sweep"].inputs)
 
 
 def graph_env(run: ProgramRun) -> list[dict[str, str]]:
@@ -153,13 +145,13 @@ def test_stack_output_tells_collect_where_the_run_is(runs, stack: str) -> None:
 
 def test_the_affinity_header_follows_the_stacks_routing(runs) -> None:
     def affinity(stack: str) -> bool | None:
-        (target,) = sweep_config(runs[stack][0]).targets
+        (target,) = sweep_of(runs[stack][0]).targets
         return target.affinity
 
     # Explicit either way: the header follows the stack's routing, not its name.
     assert affinity("session-affinity") is True and affinity("round-robin") is False
     # Every stack's sweep records which worker served each request (server-side evidence).
-    assert all(sweep_config(runs[stack][0]).attribute_workers for stack in runs)
+    assert all(sweep_of(runs[stack][0]).attribute_workers for stack in runs)
 
 
 def test_only_enabled_parts_are_declared() -> None:
@@ -192,7 +184,7 @@ def test_a_benchmark_image_pinned_by_digest_is_accepted(image: str) -> None:
 
 def test_the_sweep_is_bound_to_the_deployment_it_measures() -> None:
     run = run_program("session-affinity", stack_config("session-affinity"))
-    facts = sweep_config(run).deployment
+    facts = sweep_of(run).deployment
     assert facts["worker_image"] == stack_config("session-affinity")[
         "cosmos3-routing:nimImage"]
     assert facts["routing"] == ("session-affinity: --router-mode round-robin "
@@ -208,7 +200,7 @@ def test_settings_reach_the_sweep() -> None:
     })
     sweep = jobs(run)["sweep"].inputs
     container = sweep["spec"]["template"]["spec"]["containers"][0]
-    workload = sweep_config(run).workload
+    workload = sweep_of(run).workload
     assert (workload.concurrencies, workload.videos, workload.questions_per_video) == (
         (4, 16), 50, 10)
     assert container["image"] == "registry.example/bench:2.0"
@@ -238,7 +230,7 @@ def test_a_new_run_id_reruns_the_jobs_and_leaves_the_graph_alone(runs) -> None:
         old, new = jobs(first)[name].inputs, jobs(second)[name].inputs
         assert old["metadata"]["name"] != new["metadata"]["name"]
         assert new["metadata"]["name"].endswith("-run-2")
-    assert sweep_config(second).run_dir == Path(bj.CACHE_DIR) / "benchmarks/session-affinity/run-2"
+    assert sweep_of(second).run_dir == Path(bj.CACHE_DIR) / "benchmarks/session-affinity/run-2"
     assert second.outputs["benchmark"]["runId"] == "run-2"
 
 
@@ -272,7 +264,7 @@ def binding(run: ProgramRun) -> tuple[str, dict[str, str]]:
     """The smoke Job's binding (its pod template's hash: a change replaces the Job, so the
     smoke test reruns) and the facts the sweep records and checks on resume."""
     smoke = jobs(run)["smoke"].inputs["spec"]["template"]["metadata"]["annotations"]
-    return smoke[bj.DEPLOYMENT_ANNOTATION], dict(sweep_config(run).deployment)
+    return smoke[bj.DEPLOYMENT_ANNOTATION], dict(sweep_of(run).deployment)
 
 
 @pytest.fixture(scope="module")

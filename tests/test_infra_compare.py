@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.__main__ import build_parser
-from benchmarks.sweep import Target, config_from_args
+from benchmarks.sweep import Target
 from infra import names
 from infra import routing as rt
 from infra.settings import SettingsError, parse_settings
 from tests.support_operator import component_deployments
 from tests.support_pulumi import ProgramRun, run_program, stack_config
 from tests.support_schemas import graph_errors
+from tests.test_benchmark_manifests import sweep_config
 
 STACK, PROFILES = "compare", ("round-robin", "session-affinity")
 GRAPH = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
@@ -59,8 +59,7 @@ def test_each_frontend_has_its_own_service(run) -> None:
 
 def test_the_sweep_sends_to_both_frontends_and_the_session_header_to_affinity_alone(run) -> None:
     (sweep,) = (j for j in run.of_type("kubernetes:batch/v1:Job") if j.name == "sweep")
-    args = sweep.inputs["spec"]["template"]["spec"]["containers"][0]["command"][4:]
-    config = config_from_args(build_parser("sweep").parse_args(args))
+    config = sweep_config(sweep.inputs)
     url = "http://{}.cosmos3-reasoner.svc:8000"
     assert config.targets == (Target("round-robin", url.format(SERVICES["round-robin"]), False),
                               Target("session-affinity",

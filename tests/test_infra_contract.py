@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.__main__ import build_parser
-from benchmarks.sweep import config_from_args, config_problems
+from benchmarks.sweep import config_problems
 from infra import benchmark_manifests as bm
 from infra import names
 from infra.run import Workload
 from infra.settings import WORKLOAD_KEYS, SettingsError, parse_settings, stack_names
 from tests.conftest import REPO_ROOT
+from tests.test_benchmark_manifests import sweep_config
 from tests.test_infra_serving_program import user_config
 
 FIELDS = {names.camel(f"benchmark_{f}"): f for f in WORKLOAD_KEYS}
@@ -54,9 +54,8 @@ def pod_problems(settings: Any, workload: Workload, sources: dict[str, str]) -> 
     """The sweep pod's own verdict on the Job these settings render with `workload`: its
     parser on the Job's arguments (`sh -c RUNNER runner ARGS`), then its checks."""
     run = replace(bm.run_of(settings), workload=workload)
-    job = bm.benchmark_objects(run, replace(settings.benchmark, workload=workload), sources)
-    args = job["sweep"]["spec"]["template"]["spec"]["containers"][0]["command"][4:]
-    return config_problems(config_from_args(build_parser("sweep").parse_args(args)))
+    jobs = bm.benchmark_objects(run, replace(settings.benchmark, workload=workload), sources)
+    return config_problems(sweep_config(jobs["sweep"]))
 
 
 @pytest.mark.parametrize("edge", EDGES)
