@@ -306,8 +306,7 @@ def problems(settings: Settings, live: LiveObjects | None,
         return []
     checks = ((_crd, {"CRD"}), (_operator, {"operator"}), (_namespace, {"namespace"}),
               (_cache, {"claim"}), (_download, set()), (_gpus, {"nodes", "pods"}),
-              (_components, {"graphs"}),
-              (_pull_secrets, {"pull secrets"}), (_moment, set()))
+              (_components, {"graphs"}), (_pull_secrets, {"pull secrets"}), (_moment, set()))
     found = [line for check, needs in checks if not needs & live.unreadable
              for line in check(settings, live)]
     warned = [line for line in found if warn and isinstance(line, Moment)]
@@ -414,9 +413,9 @@ def _components(settings: Settings, live: LiveObjects) -> list[str]:
     old, new = ({c["name"] for c in (g.get("spec") or {}).get("components", [])}
                 for g in (live.graph or {}, manifests.graph(settings)))
     return _found((old and old != new, "frontendProfiles", f"graph {settings.graph_name} has "
-                   f"components {sorted(old)}, these settings {sorted(new)}: restore the list, "
-                   "or make a new graph: `pulumi destroy`, then `pulumi up` (the download is "
-                   "kept; the workers start cold)"))
+                   f"components {sorted(old)}, these settings {sorted(new)}, and the operator "
+                   "never changes them: restore the list, or make a new graph, `pulumi destroy` "
+                   "then `pulumi up` (the download is kept; the workers start cold)"))
 
 
 def _tolerates(tolerations: tuple[Any, ...], taint: client.V1Taint) -> bool:

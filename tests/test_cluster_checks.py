@@ -484,4 +484,4 @@ def test_a_new_set_of_frontends_on_a_live_graph_is_refused_even_in_a_preview() -
     assert problem.startswith("cosmos3-routing:frontendProfiles: graph cosmos3-compare has "
                               "components ['Worker', 'round-robin', 'session-affinity'], these "
                               "settings ['Worker', 'round-robin']") and not warned
-    assert "`pulumi destroy`, then `pulumi up`" in problem and "download is kept" in problem
+    assert "`pulumi destroy` then `pulumi up`" in problem and "download is kept" in problem
