@@ -1,6 +1,6 @@
 """The compare stack (Pulumi.compare.yaml): one graph, one frontend component per profile, all
-on the same workers (docs/deploy-reference.md, 'compare'), run through the real program under
-the SDK's mocks; and each refusal of `frontendProfiles`."""
+on the same workers (frontends find workers by the graph's Dynamo namespace), run through the
+real program under the SDK's mocks; and each refusal of `frontendProfiles`."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def test_a_profile_listed_twice_is_refused() -> None:
 
 
 def test_two_affinity_frontends_on_one_graph_are_refused(monkeypatch) -> None:
-    """Dynamo shares affinity bindings between a graph's routers (DESIGN.md section 11)."""
+    """Dynamo shares affinity bindings between a graph's routers ("Bindings synchronize across
+    router replicas", dynamo.frontend's router_args.py, 1.6.1)."""
     monkeypatch.setitem(rt.PROFILES, "soft-affinity", rt.Routing(
         affinity_ttl_secs=300, affinity_mode="soft"))
     [problem] = problems(STACK, frontendProfiles=["session-affinity", "soft-affinity"])

@@ -87,7 +87,8 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     ("compare", "vllm")])
 def test_no_worker_advertises_a_router_mode(stack: str, runtime: str | None) -> None:
     """A worker that advertises a router mode (`--router-mode`, `DYN_ROUTER_*`, also through
-    the graph's spec.env) overrides every frontend's routing (DESIGN.md section 11)."""
+    the graph's spec.env) overrides every frontend's routing (Dynamo 1.6.1: a mocker started
+    with `--router-mode kv` got all 8 prompts of two round-robin frontends)."""
     overrides = {"runtime": runtime} if runtime else {}
     spec = manifests.graph(parse_settings(user_config(stack, **overrides), stack))["spec"]
     workers = [c["podTemplate"]["spec"] for c in spec["components"] if c["type"] != "frontend"]
