@@ -87,8 +87,9 @@ def test_every_stack_file_declares_a_valid_graph(runs: dict[str, ProgramRun], st
     ("compare", "vllm")])
 def test_no_worker_advertises_a_router_mode(stack: str, runtime: str | None) -> None:
     """A worker that advertises a router mode (`--router-mode`, `DYN_ROUTER_*`, also through
-    the graph's spec.env) overrides every frontend's routing (Dynamo 1.6.1: a mocker started
-    with `--router-mode kv` got all 8 prompts of two round-robin frontends)."""
+    the graph's spec.env) overrides every frontend's routing (Dynamo 1.6.1: with the mocker
+    given `--router-mode kv --no-router-kv-events`, two round-robin frontends sent 8 of 8
+    prompts to one worker)."""
     overrides = {"runtime": runtime} if runtime else {}
     spec = manifests.graph(parse_settings(user_config(stack, **overrides), stack))["spec"]
     workers = [c["podTemplate"]["spec"] for c in spec["components"] if c["type"] != "frontend"]
