@@ -66,7 +66,10 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
                      else sorted(root.glob(f"*/{sweep.MANIFEST_NAME}")))
         if not manifests:
             warn(f"report: no sweep run ({sweep.MANIFEST_NAME}) under {root}")
-        runs += [read_run(m) for m in manifests]
+        # A paired run's profiles in its own order: its first is the baseline.
+        found = [read_run(m) for m in manifests]
+        runs += sorted(found, key=lambda r: [*(r.manifest.get("profiles") or []),
+                                             r.label].index(r.label))
     labels = [r.label for r in runs]
     for run in runs:
         if labels.count(run.label) > 1:

@@ -165,7 +165,7 @@ def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path
 
 
 def test_a_figure_s_interval_is_student_t_over_its_level_s_chunks(tmp_path: Path) -> None:
-    """Known chunk figures, the interval scipy gives for them: mean +- t(T_QUANTILE, n-1) s/sqrt(n)."""
+    """Known chunk figures, the interval scipy gives: mean +- t(T_QUANTILE, n-1) s/sqrt(n)."""
     rates = [7.0, 7.6, 7.3, 6.9]
     run = read_run(write_run(tmp_path, "rr", {8: [chunk(r, ttft=40 + r) for r in rates]})
                    / MANIFEST_NAME)
