@@ -66,7 +66,10 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
                      else sorted(root.glob(f"*/{sweep.MANIFEST_NAME}")))
         if not manifests:
             warn(f"report: no sweep run ({sweep.MANIFEST_NAME}) under {root}")
-        runs += [read_run(m) for m in manifests]
+        # A paired run's profiles in its own order: its first is the baseline.
+        found = [read_run(m) for m in manifests]
+        runs += sorted(found, key=lambda r: [*(r.manifest.get("profiles") or []),
+                                             r.label].index(r.label))
     labels = [r.label for r in runs]
     for run in runs:
         if labels.count(run.label) > 1:
@@ -187,7 +190,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                             f"{name}_ci95_high": interval.high if interval else None}
             gain = None if run is baseline else _gain(
                 *(r.chunks.get(concurrency, []) for r in (baseline, run)), paired)
-            if gain is None and base and run is not baseline:
+            if gain is None and base:
                 gain = (gain_pct(level.request_throughput, base.request_throughput), None, None)
             rows.append({
                 "concurrency": concurrency,
@@ -233,7 +236,8 @@ def gain_verdict(low: float | None, high: float | None, run: float, seed: float)
 
 
 def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None = None,
-                    in_sample: Sequence[int] = ()) -> dict[str, Any]:
+                    in_sample: Sequence[int] = (), baseline: str = ROUND_ROBIN
+                    ) -> dict[str, Any]:
     """The run's figures beside the seed's at each seed level it ran, and one verdict line
     per figure (the goal above); `in_sample`: levels the mock was calibrated on."""
     seed = {row.concurrency: row for row in SEED_TABLE}
@@ -244,7 +248,7 @@ def seed_comparison(rows: Sequence[dict[str, Any]], ttft_floor_ms: float | None 
     # Affinity's gain as its row has it when round robin is the baseline, else the ratio alone.
     gains = [{"concurrency": c, "seed": gain_pct(seed[c].sa_req_s, seed[c].rr_req_s),
               **dict(zip(("run", "low", "high"), (sa[k] for k in GAIN_KEYS), strict=True)
-                     if rr["throughput_gain_pct"] is None else
+                     if baseline == ROUND_ROBIN else
                      {"run": gain_pct(sa["request_throughput"], rr["request_throughput"]),
                       "low": None, "high": None})}
              for c in sorted(seed) if (c, AFFINITY) in mine and (c, ROUND_ROBIN) in mine
@@ -479,7 +483,7 @@ def build_report(run_dirs: Sequence[Path], out: Path, warn: Any = print,
     report = {"baseline": runs[0].label, "profiles": [r.label for r in runs],
               "design": design(runs), "rows": rows,
               "seed_comparison": seed_comparison(rows, ttft_floor_ms,
-                                                 IN_SAMPLE_LEVELS if mock else ()),
+                                                 IN_SAMPLE_LEVELS if mock else (), runs[0].label),
               "runs": [{"label": r.label, "dir": str(r.source), "manifest": r.manifest}
                        for r in runs]}
     out.mkdir(parents=True, exist_ok=True)

@@ -800,8 +800,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
                           "deployment": dict(args.deployment)},
                        targets=tuple(Target(p, u, args.session_affinity)
                                      for p, u in zip(profiles, args.url, strict=True)),
-                       workload=Workload(**{f.name: getattr(args, f.name) for f in
-                                            fields(Workload)}),
+                       workload=Workload(**{f.name: tuple(v) if isinstance(
+                           v := getattr(args, f.name), list) else v for f in fields(Workload)}),
                        source=VideoSource(args.video_base_url, args.videos_dir,
                                           args.text_standin_tokens))
 

@@ -17,10 +17,13 @@ from rehearsal.local_dynamo import (
 )
 
 
-def small_stack(work: Path, routing: Routing, workers: int = 3) -> LocalDynamo:
+def small_stack(work: Path, routing: Routing | dict[str, Routing], workers: int = 3
+                ) -> LocalDynamo:
+    """A small real local graph: one frontend per profile of `routing` (one Routing: its
+    own), fast mock workers."""
     assert find_nats_server() is not None, "nats-server missing: run `bash scripts/setup.sh`"
     return LocalDynamo(
-        routing=routing,
+        routings=routing if isinstance(routing, dict) else {"profile": routing},
         model_dir=mock_model_dir(work / "model"),
         workers=workers,
         speedup_ratio=10.0,

@@ -120,8 +120,8 @@ def test_a_chunks_attribution_is_saved_and_the_raw_export_then_goes(tmp_path: Pa
     evidence = chunk_evidence(folder, before, FrontendCounts(50, 200, 3), True)
     assert evidence == {"prefix_cache_hit_pct": 50.0, "routing": {
         "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
-        "workers_seen": 2, "requests_per_worker_min": 1, "requests_per_worker_max": 2,
-        "unattributed": 2}}
+        "workers_seen": 2, "workers": [1, 2], "requests_per_worker_min": 1,
+        "requests_per_worker_max": 2, "unattributed": 2}}
     assert not (folder / RAW_EXPORT).exists()
     assert json.loads((folder / ATTRIBUTION_FILE).read_text()) == {
         "workers_by_video": {"v1": [1, 2], "v2": [2]}, "unattributed": 2}
@@ -152,19 +152,22 @@ def test_a_levels_evidence_is_over_all_its_chunks(tmp_path: Path) -> None:
     chunks = [chunk_evidence(one, FrontendCounts(0, 100, 0), FrontendCounts(50, 200, 3), True),
               chunk_evidence(two, FrontendCounts(0, 100, 0), FrontendCounts(10, 200, 3), True)]
     assert chunks[0]["routing"]["workers_seen"] == 1
-    entries = [{"dir": folder.name, "frontend": found} for folder, found in zip(
-        (one, two), chunks, strict=True)]
-    assert level_evidence(tmp_path, entries) == {"prefix_cache_hit_pct": 30.0, "routing": {
-        "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
-        "workers_seen": 3, "requests_per_worker_min": 1, "requests_per_worker_max": 2,
-        "unattributed": 1}}
+    entries = [{"dir": folder.name, "frontend": found, "prefix_cache_hit_ceiling_pct": ceiling}
+               for folder, found, ceiling in zip((one, two), chunks, (50.0, 40.0), strict=True)]
+    assert level_evidence(tmp_path, entries) == {
+        "prefix_cache_hit_pct": 30.0, "prefix_cache_hit_ceiling_pct": 45.0, "routing": {
+            "videos": 2, "share_single_worker": 0.5, "mean_workers_per_video": 1.5,
+            "workers_seen": 3, "workers": [1, 2, 3], "requests_per_worker_min": 1,
+            "requests_per_worker_max": 2, "unattributed": 1}}
 
     def level(*found: dict[str, Any]) -> dict[str, Any]:  # chunks as the manifest holds them
         return level_evidence(tmp_path, [{"dir": "-", "frontend": f} for f in found])
 
     unknown = [{"prefix_cache_hit_pct": None}, {"prefix_cache_hit_pct": 20.0}, {}]
-    assert level(*unknown) == {"prefix_cache_hit_pct": 20.0}
-    assert level({"prefix_cache_hit_pct": None}) == {"prefix_cache_hit_pct": None}
+    assert level(*unknown) == {"prefix_cache_hit_pct": 20.0,
+                               "prefix_cache_hit_ceiling_pct": None}
+    assert level({"prefix_cache_hit_pct": None}) == {"prefix_cache_hit_pct": None,
+                                                     "prefix_cache_hit_ceiling_pct": None}
     assert level({}, {}) == {}
     assert level_evidence(tmp_path, [{"dir": "-"}]) == {}  # a chunk with no `frontend` entry
 
@@ -172,20 +175,20 @@ def test_a_levels_evidence_is_over_all_its_chunks(tmp_path: Path) -> None:
 def test_an_empty_attribution_spreads_nothing() -> None:
     assert worker_spread(Attribution({}, 3)) == {
         "videos": 0, "share_single_worker": 0.0, "mean_workers_per_video": 0.0,
-        "workers_seen": 0, "requests_per_worker_min": 0, "requests_per_worker_max": 0,
-        "unattributed": 3}
+        "workers_seen": 0, "workers": [], "requests_per_worker_min": 0,
+        "requests_per_worker_max": 0, "unattributed": 3}
 
 
 def routing(seen: int, videos: int = 4, single: float = 1.0) -> dict[str, Any]:
     return {"workers_seen": seen, "videos": videos, "share_single_worker": single}
 
 
-def test_more_workers_than_the_graph_has_fail_a_level() -> None:
+def test_more_workers_than_the_graph_has_over_the_run_fail_a_level() -> None:
     assert routing_problems(routing(8), 8, False) == []
     assert routing_problems(routing(9), None, False) == []
     [problem] = routing_problems(routing(9), 8, False)
     assert problem == ("9 worker ids answered but the graph has 8 workers: workers were "
-                       "replaced during the level (a rollout?); rerun it once the graph is "
+                       "replaced during the run (a rollout?); rerun it once the graph is "
                        "settled")
 
 

@@ -19,50 +19,61 @@ from benchmarks.report import (
     binding,
     binding_changes,
     check_comparable,
+    design,
     gain_interval,
     gain_pct,
+    gain_verdict,
     read_run,
     report_rows,
     welch_df,
 )
-from benchmarks.sweep import INTERVAL_METHOD, MANIFEST_NAME
+from benchmarks.sweep import INTERVAL_METHOD, MANIFEST_NAME, paired_gain
 from infra.names import InputError
-from tests.support_report_runs import chunk, write_run
+from infra.run import T_QUANTILE
+from tests.support_report_runs import chunk, seed_like_runs, write_run
 
+# The two-sided confidence of the stop rule's corrected t (its intervals' 95% label holds).
+CONFIDENCE = 2 * T_QUANTILE - 1
+WORKLOAD = {"concurrencies": [1, 2], "videos": 3, "questions_per_video": 2,
+            "output_tokens": 128, "seed": 0, "stop_within_pct": 3.0, "full": False}
 MANIFEST = {
-    "model": "m", "sessions_per_level": 3, "questions_per_video": 2, "output_tokens": 128,
-    "dataset": {"sha256": "a" * 64, "path": "/x", "info": {
-        "videos": 3, "path": "/x", "video_source": "http://one.test"}},
+    "model": "m", "workload": WORKLOAD, "endpoint": "http://one.test",
+    "video_source": {"kind": "video", "standin_tokens": None}, "pause_ms": 0,
+    "tools": {"aiperf": "0.13.0", "python": "3.11.7"},
     "deployment": {"replicas": "8", "routing": "rr", "graph_uid": "u1",
                    "frontend_command": "f1", "worker_image": "w:1"},
 }
 
 
-def test_binding_is_the_workload_and_the_deployment_routing_aside() -> None:
+def test_binding_is_the_workload_the_client_and_the_deployment_routing_aside() -> None:
     assert binding(MANIFEST) == {
-        "model": "m", "videos": 3, "questions_per_video": 2, "output_tokens": 128,
-        "dataset": {"videos": 3}, "deployment": {"replicas": "8", "worker_image": "w:1"}}
-    bare = {**MANIFEST, "dataset": {"sha256": "b" * 64}, "deployment": None}
-    assert binding(bare)["dataset"] == "b" * 64
-    assert binding(bare)["deployment"] == {}
-    assert binding({}) == {"model": None, "videos": None, "questions_per_video": None,
-                           "output_tokens": None, "dataset": None, "deployment": {}}
+        "model": "m", "workload": {"videos": 3, "questions_per_video": 2,
+                                   "output_tokens": 128, "stop_within_pct": 3.0, "full": False},
+        "video_source": MANIFEST["video_source"], "pause_ms": 0, "aiperf": "0.13.0",
+        "deployment": {"replicas": "8", "worker_image": "w:1"}}
+    assert binding({**MANIFEST, "deployment": None})["deployment"] == {}
+    assert binding({}) == {"model": None, "workload": {}, "video_source": None,
+                           "pause_ms": None, "aiperf": None, "deployment": {}}
 
 
-def test_routing_and_where_the_videos_come_from_never_bind() -> None:
-    other = {**MANIFEST,
-             "dataset": {"sha256": "c" * 64, "path": "/y", "info": {
-                 "videos": 3, "path": "/y", "video_source": "http://two.test"}},
+def test_routing_the_videos_content_the_levels_and_the_endpoint_never_bind() -> None:
+    other = {**MANIFEST, "endpoint": "http://two.test",
+             "workload": {**WORKLOAD, "seed": 7, "concurrencies": [16]},
+             "tools": {**MANIFEST["tools"], "python": "3.12.1"},
              "deployment": {**MANIFEST["deployment"], "routing": "affinity",
                             "graph_uid": "u2", "frontend_command": "f2"}}
     assert binding_changes(MANIFEST, other) == []
 
 
 def test_each_binding_difference_is_named() -> None:
-    other = {**MANIFEST, "model": "n", "output_tokens": 64,
+    other = {**MANIFEST, "model": "n",
+             "workload": {**WORKLOAD, "output_tokens": 64, "stop_within_pct": 5.0},
+             "tools": {"aiperf": "0.14.0"},
              "deployment": {**MANIFEST["deployment"], "replicas": "4"}}
     assert binding_changes(MANIFEST, other) == [
-        "model: 'm' -> 'n'", "output_tokens: 128 -> 64", "deployment.replicas: '8' -> '4'"]
+        "model: 'm' -> 'n'", "workload.output_tokens: 128 -> 64",
+        "workload.stop_within_pct: 3.0 -> 5.0", "aiperf: '0.13.0' -> '0.14.0'",
+        "deployment.replicas: '8' -> '4'"]
 
 
 def run(label: str, manifest: dict[str, Any], source: Path = Path("r")) -> ProfileRun:
@@ -72,18 +83,19 @@ def run(label: str, manifest: dict[str, Any], source: Path = Path("r")) -> Profi
 def test_runs_of_another_workload_are_refused_each_against_the_first() -> None:
     check_comparable([run("a", MANIFEST), run("b", dict(MANIFEST))])
     check_comparable([run("a", MANIFEST)])
-    other = {**MANIFEST, "questions_per_video": 5}
+    other = {**MANIFEST, "workload": {**WORKLOAD, "questions_per_video": 5}}
     with pytest.raises(InputError) as refused:
         check_comparable([run("a", MANIFEST, Path("ra")), run("b", dict(MANIFEST)),
                           run("c", other, Path("rc"))])
     assert refused.value.problems[:-1] == [
-        "c (rc) differs from a (ra) in questions_per_video: 2 -> 5"]
+        "c (rc) differs from a (ra) in workload.questions_per_video: 2 -> 5"]
     assert refused.value.heading == "bad report input"
     assert refused.value.problems[-1] == (
         "compare runs of one workload and deployment (routing aside): the same videos, "
-        "questions, output tokens, dataset, images and topology")
-    with pytest.raises(InputError, match="b \\(r\\) differs from a \\(r\\) in output_tokens"):
-        check_comparable([run("a", MANIFEST), run("b", {**MANIFEST, "output_tokens": 64})])
+        "questions, output tokens, stop rule, AIPerf, images and topology")
+    with pytest.raises(InputError, match="b \\(r\\) differs from a \\(r\\) in workload.full"):
+        check_comparable([run("a", MANIFEST), run("b", {**MANIFEST, "workload": {
+            **WORKLOAD, "full": True}})])
 
 
 def test_gain_is_the_ratio_to_the_baseline_and_none_without_one() -> None:
@@ -138,7 +150,7 @@ def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path
     assert low < 25.0 < high
     assert (low, high) == pytest.approx(gain_interval([9.0, 11.0], [12.0, 13.0]))
     assert (two_sa["request_throughput_ci95_low"], two_sa["request_throughput_ci95_high"]
-            ) == pytest.approx(stats.t.interval(0.95, 1, loc=12.5, scale=0.5))
+            ) == pytest.approx(stats.t.interval(CONFIDENCE, 1, loc=12.5, scale=0.5))
     assert two_sa["ttft_p50_ms_ci95_low"] == two_sa["ttft_p50_ms_ci95_high"] == 1.0
     assert (two_sa["replicates"], two_sa["stopped_by"]) == (2, "videos")
     assert two_sa["interval_method"] == INTERVAL_METHOD and two_rr["replicates"] is None
@@ -153,13 +165,13 @@ def test_rows_give_each_level_of_each_run_its_gain_over_the_first(tmp_path: Path
 
 
 def test_a_figure_s_interval_is_student_t_over_its_level_s_chunks(tmp_path: Path) -> None:
-    """Known chunk figures, the interval scipy gives for them: mean +- t(0.975, n-1) s/sqrt(n)."""
+    """Known chunk figures, the interval scipy gives: mean +- t(T_QUANTILE, n-1) s/sqrt(n)."""
     rates = [7.0, 7.6, 7.3, 6.9]
     run = read_run(write_run(tmp_path, "rr", {8: [chunk(r, ttft=40 + r) for r in rates]})
                    / MANIFEST_NAME)
     assert [c.request_throughput for c in run.chunks[8]] == rates
     row = report_rows([run])[0]
-    expected = stats.t.interval(0.95, 3, loc=statistics.fmean(rates),
+    expected = stats.t.interval(CONFIDENCE, 3, loc=statistics.fmean(rates),
                                 scale=statistics.stdev(rates) / 2)
     assert (row["request_throughput_ci95_low"], row["request_throughput_ci95_high"]
             ) == pytest.approx(expected)
@@ -175,7 +187,7 @@ def test_the_gain_interval_is_the_delta_method_on_the_log_ratio_with_welch_df() 
     (mb, vb), (mo, vo) = ((statistics.fmean(s), statistics.variance(s)) for s in (base, other))
     part_b, part_o = vb / 3 / mb**2, vo / 4 / mo**2
     df = (part_b + part_o) ** 2 / (part_b**2 / 2 + part_o**2 / 3)
-    log_low, log_high = stats.t.interval(0.95, df, loc=math.log(mo / mb),
+    log_low, log_high = stats.t.interval(CONFIDENCE, df, loc=math.log(mo / mb),
                                          scale=math.sqrt(part_b + part_o))
     assert gain_interval(base, other) == pytest.approx(
         ((math.exp(log_low) - 1) * 100, (math.exp(log_high) - 1) * 100))
@@ -205,3 +217,44 @@ def test_welch_degrees_of_freedom() -> None:
     assert welch_df([1.0, 1e-9], [5, 30]) == pytest.approx(4.0)
     # The textbook case: s1^2/n1 = 4/10, s2^2/n2 = 9/15.
     assert welch_df([0.4, 0.6], [10, 15]) == pytest.approx(1.0 / (0.16 / 9 + 0.36 / 14))
+
+
+def test_one_interleaved_runs_profiles_are_paired_and_gain_over_their_blocks(
+        tmp_path: Path) -> None:
+    """Round robin's chunks 11.8, 12.0, 12.2 beside affinity's 16.7, 17.0, 17.3, block by
+    block: paired, the gain is over the three ratios (tight); as separate runs the same
+    figures give Welch's interval over both spreads (wide)."""
+    paired = [read_run(p / MANIFEST_NAME) for p in seed_like_runs(tmp_path / "p", paired=True)]
+    separate = [read_run(p / MANIFEST_NAME) for p in seed_like_runs(tmp_path / "s")]
+    assert (design(paired), design(separate), design(paired[:1])) == (
+        "paired", "separate", "separate")
+    assert design([paired[0], separate[1]]) == "separate"  # one run's profile with another's
+    other_run = {**paired[1].manifest, "run_uid": "another"}
+    assert design([paired[0], ProfileRun("sa", tmp_path, other_run)]) == "separate"
+    (p16,) = [r for r in report_rows(paired) if r["profile"] == "session-affinity"
+              and r["concurrency"] == 16]
+    (s16,) = [r for r in report_rows(separate) if r["profile"] == "session-affinity"
+              and r["concurrency"] == 16]
+    expected = paired_gain([11.8, 12.0, 12.2], [16.7, 17.0, 17.3])
+    assert (p16["throughput_gain_pct"], p16["throughput_gain_ci95_low"],
+            p16["throughput_gain_ci95_high"]) == pytest.approx(
+                (expected.mean, expected.low, expected.high))
+    assert (s16["throughput_gain_ci95_low"], s16["throughput_gain_ci95_high"]) == \
+        pytest.approx(gain_interval([11.8, 12.0, 12.2], [16.7, 17.0, 17.3]))
+    assert (p16["throughput_gain_ci95_high"] - p16["throughput_gain_ci95_low"]
+            < (s16["throughput_gain_ci95_high"] - s16["throughput_gain_ci95_low"]) / 5)
+
+
+def test_a_gain_matches_the_seed_only_when_its_whole_interval_is_within_ten_points() -> None:
+    seed = 23.0
+    assert gain_verdict(14.0, 32.0, 23.0, seed) == "matches"
+    assert gain_verdict(13.0, 33.0, 23.0, seed) == "matches"  # the band holds its edges
+    assert gain_verdict(12.9, 32.0, 23.0, seed) == "consistent with"  # reaches below 13
+    assert gain_verdict(10.0, 29.0, 19.0, seed) == "consistent with"  # the review's level 2
+    assert gain_verdict(34.0, 40.0, 37.0, seed) == "differs"
+    assert gain_verdict(-5.0, 12.0, 3.0, seed) == "differs"
+    assert gain_verdict(33.0, 40.0, 36.0, seed) == "consistent with"  # touches 33
+    # A point alone never matches: it is at most consistent with the seed.
+    assert gain_verdict(None, None, 23.0, seed) == "consistent with"
+    assert gain_verdict(None, None, 34.0, seed) == "differs"
+    assert gain_verdict(23.0, 23.0, 23.0, seed) == "consistent with"

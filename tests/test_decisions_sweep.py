@@ -1,7 +1,7 @@
-"""The sweep's verdicts on a level and on its settings, as pure functions over a written
-level folder: a failed request, an answer of another length or without a count, a level
-kept from an earlier attempt, a resume of other settings. A wrong verdict keeps a level
-that measured a broken server, or throws away hours of a good one."""
+"""The sweep's verdicts on a chunk, a level and its settings, as pure functions over a written
+level folder: a failed request, an answer of another length or without a count, a warm
+chunk, a level kept from an earlier attempt, a resume of other settings, when a level stops.
+A wrong verdict keeps a level that measured a broken server, or throws away hours of a good one."""
 
 from __future__ import annotations
 
@@ -14,35 +14,43 @@ import pytest
 
 from benchmarks.__main__ import build_parser
 from benchmarks.aiperf_run import RECORDS_EXPORT, SUMMARY_EXPORT, LevelSummary, length_check
+from benchmarks.dataset import VideoSource
 from benchmarks.sweep import (
+    CEILING_MARGIN_PCT,
     STATUS_COMPLETE,
-    Dataset,
+    UNATTRIBUTED_MAX,
     SweepConfig,
-    _level_problems,
+    Target,
     changes,
-    check_dataset,
+    chunk_problems,
+    cold_ceiling_pct,
     config_from_args,
     config_problems,
+    evidence_problems,
     kept_chunks,
-    level_chunks,
     level_complete,
     level_summary,
+    paired_gain,
     replicate_interval,
     resolve_affinity,
     settings_changes,
     stopped_by,
 )
-from infra.names import RUN_ID_MAX_LEN, SEED_SHAPE, InputError
+from infra.names import RUN_ID_MAX_LEN, InputError
+from infra.run import MIN_BLOCKS, Workload
 
 
-def record(tokens: int | None, phase: str = "profiling", error: str | None = None
-           ) -> dict[str, Any]:
+def record(tokens: int | None, phase: str = "profiling", error: str | None = None,
+           ttft: float | None = None) -> dict[str, Any]:
     metrics = {} if tokens is None else {"output_sequence_length": {"value": tokens}}
+    if ttft is not None:
+        metrics |= {"time_to_first_token": {"value": ttft}, "request_latency": {"value": ttft}}
     return {"metadata": {"benchmark_phase": phase}, "metrics": metrics,
             **({"error": error} if error else {})}
 
 
 def level_dir(tmp_path: Path, *records: dict[str, Any]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     tmp_path.joinpath(RECORDS_EXPORT).write_text(
         "".join(json.dumps(r) + "\n" for r in records))
     return tmp_path
@@ -73,19 +81,30 @@ def summary(requests: int = 100, errors: int = 0) -> LevelSummary:
                         request_latency_p50_ms=1.0, output_token_throughput=1.0)
 
 
-CONFIG = SweepConfig(url="http://127.0.0.1:9", dataset=Path("d.jsonl"), output_tokens=8)
+CONFIG = SweepConfig(targets=(Target("round-robin", "http://127.0.0.1:9"),),
+                     source=VideoSource(base_url="http://127.0.0.1:9/"),
+                     workload=Workload(output_tokens=8))
+
+
+def problems(tmp_path: Path, result: LevelSummary, lengths: dict | None = None,
+             expected: int | None = None) -> list[str]:
+    """The chunk's problems, its records file written (its lengths given apart)."""
+    level_dir(tmp_path)
+    sent = result.requests + result.errors
+    return chunk_problems(result, lengths, sent if expected is None else expected, CONFIG,
+                          tmp_path)
 
 
 def test_one_failed_request_fails_a_level_and_none_passes(tmp_path: Path) -> None:
-    assert _level_problems(summary(), None, CONFIG, tmp_path) == []
-    [problem] = _level_problems(summary(119, 1), None, CONFIG, tmp_path)
+    assert problems(tmp_path, summary()) == []
+    [problem] = problems(tmp_path, summary(119, 1))
     assert problem == (f"1 of 120 requests failed, and a level keeps none (details: "
                        f"{tmp_path / SUMMARY_EXPORT}, error_summary)")
 
 
 def test_other_lengths_fail_a_level(tmp_path: Path) -> None:
     lengths = {"requests": 4, "other": 4, "min": 5, "max": 5}
-    [problem] = _level_problems(summary(), lengths, CONFIG, tmp_path)
+    [problem] = problems(tmp_path, summary(), lengths)
     assert problem == (
         "4 requests got other than 8 output tokens (min 5, max 5): the server stops early "
         "or ignores the length fields; fix it")
@@ -93,22 +112,60 @@ def test_other_lengths_fail_a_level(tmp_path: Path) -> None:
 
 def test_answers_without_a_count_fail_a_level(tmp_path: Path) -> None:
     lengths = {"requests": 4, "other": 0, "missing": 3, "min": 8, "max": 8}
-    [problem] = _level_problems(summary(), lengths, CONFIG, tmp_path)
+    [problem] = problems(tmp_path, summary(), lengths)
     assert problem == (
         "3 answers carry no output token count (the server sent no `usage`), so their "
         "length is unchecked: make the server report usage in its stream")
-    assert _level_problems(summary(), {**lengths, "missing": 0}, CONFIG, tmp_path) == []
+    assert problems(tmp_path, summary(), {**lengths, "missing": 0}) == []
+
+
+def test_a_chunk_of_other_than_its_videos_requests_fails(tmp_path: Path) -> None:
+    """AIPerf measured 99 of 100 (or 101): the level is not the workload it claims."""
+    for measured in (99, 101):
+        [problem] = problems(tmp_path, summary(measured), expected=100)
+        assert problem == (f"{measured} requests were measured of the 100 its videos ask "
+                           "(AIPerf skipped or repeated some): rerun the level")
+
+
+def test_a_chunk_without_its_per_request_records_fails(tmp_path: Path) -> None:
+    [problem] = chunk_problems(summary(), None, 100, CONFIG, tmp_path / "gone")
+    assert problem == (f"no per-request records ({tmp_path / 'gone' / RECORDS_EXPORT}), so the "
+                       "answers' lengths and the level's percentiles are unknown: AIPerf must "
+                       "export its records")
 
 
 def test_every_reason_to_fail_a_level_is_given(tmp_path: Path) -> None:
     lengths = {"requests": 4, "other": 1, "missing": 1, "min": 5, "max": 8}
-    assert len(_level_problems(summary(3, 1), lengths, CONFIG, tmp_path)) == 3
+    assert len(problems(tmp_path, summary(3, 1), lengths, expected=5)) == 4
+
+
+def test_the_cold_ceiling_is_every_request_but_each_videos_first_on_each_worker() -> None:
+    """The seed's shape on eight workers: round robin (8 workers a video) 60%, affinity 95%;
+    without attribution each video's first request anywhere; an empty chunk reaches none."""
+    spread = {"videos": 16, "mean_workers_per_video": 8.0}
+    assert cold_ceiling_pct(320, 16, spread) == pytest.approx(60.0)
+    assert cold_ceiling_pct(320, 16, {**spread, "mean_workers_per_video": 1.0}) == 95.0
+    assert cold_ceiling_pct(320, 16, None) == cold_ceiling_pct(320, 16, {"videos": 0}) == 95.0
+    assert cold_ceiling_pct(0, 0, None) == 0.0
+
+
+def test_a_chunk_above_its_cold_ceiling_or_mostly_unattributed_fails() -> None:
+    edge = 60.0 + CEILING_MARGIN_PCT
+    assert evidence_problems({"prefix_cache_hit_pct": edge}, 60.0, 100) == []
+    assert evidence_problems({"prefix_cache_hit_pct": None}, 60.0, 100) == []
+    [warm] = evidence_problems({"prefix_cache_hit_pct": 99.7}, 60.0, 100)
+    assert warm.startswith("99.7% of prompt tokens came from prefix caches, above the 60.0% "
+                           "a chunk of fresh videos can reach")
+    allowed = int(UNATTRIBUTED_MAX * 200)
+    assert evidence_problems({"routing": {"unattributed": allowed}}, 60.0, 200) == []
+    [unknown] = evidence_problems({"routing": {"unattributed": allowed + 1}}, 60.0, 200)
+    assert unknown.startswith(f"{allowed + 1} of 200 responses named no worker")
 
 
 def test_a_level_is_kept_only_when_complete_with_its_summary_on_disk(tmp_path: Path) -> None:
     complete = {"levels": {"4": {"status": STATUS_COMPLETE,
-                                 "chunks": [{"dir": "chunk-00", "videos": ["v0"]},
-                                            {"dir": "chunk-01", "videos": ["v1"]}]}}}
+                                 "chunks": [{"dir": "chunk-00", "block": 0},
+                                            {"dir": "chunk-01", "block": 1}]}}}
     assert not level_complete(tmp_path, complete, 4)  # its export is gone
     for chunk in ("chunk-00", "chunk-01"):
         folder = tmp_path / "concurrency-4" / chunk
@@ -117,7 +174,7 @@ def test_a_level_is_kept_only_when_complete_with_its_summary_on_disk(tmp_path: P
     assert level_complete(tmp_path, complete, 4)
     (folder / SUMMARY_EXPORT).unlink()
     assert not level_complete(tmp_path, complete, 4)  # one chunk's export is gone
-    # A level from before chunks (its export in the level's own folder) is not kept.
+    # A level from before blocks (its export in the level's own folder) is not kept.
     assert not level_complete(tmp_path, {"levels": {"4": {"status": STATUS_COMPLETE}}}, 4)
     assert not level_complete(tmp_path, complete, 8)
     assert not level_complete(tmp_path, {"levels": {"4": {"status": "failed"}}}, 4)
@@ -126,73 +183,83 @@ def test_a_level_is_kept_only_when_complete_with_its_summary_on_disk(tmp_path: P
 
 
 def test_affinity_is_the_profiles_unless_said() -> None:
-    assert resolve_affinity(replace(CONFIG, profile="session-affinity")) is True
-    assert resolve_affinity(replace(CONFIG, profile="round-robin")) is False
-    assert resolve_affinity(replace(CONFIG, profile="session-affinity", affinity=False)) is False
-    assert resolve_affinity(replace(CONFIG, profile="mine", affinity=True)) is True
+    assert resolve_affinity(Target("session-affinity", "u")) is True
+    assert resolve_affinity(Target("round-robin", "u")) is False
+    assert resolve_affinity(Target("session-affinity", "u", False)) is False
+    assert resolve_affinity(Target("mine", "u", True)) is True
     with pytest.raises(InputError) as err:
-        resolve_affinity(replace(CONFIG, profile="mine"))
+        resolve_affinity(Target("mine", "u"))
     assert err.value.heading == "bad sweep settings"
     assert "profile 'mine' is not one of ['kv-routing', 'round-robin', 'session-affinity']" \
         in str(err.value)
 
 
-def dataset(videos: int = 16, *tokens: int) -> Dataset:
-    return Dataset("x", {f"video-{i:04d}": [b"{}\n"] * 2 for i in range(videos)},
-                   frozenset(tokens))
+def test_the_workload_is_judged_as_the_stack_judges_it() -> None:
+    """The pods' checks are Workload.problems, named by the sweep's options."""
+    flags = "\n".join(config_problems(replace(CONFIG, workload=Workload(
+        videos=8, questions_per_video=21, stop_within_pct=0))))
+    assert "--videos-per-level: 8 videos fill no chunk at concurrency 16" in flags
+    assert "--questions-per-video: 21 is out of range; use 1..20" in flags
+    assert "--stop-within-pct: 0 is out of range; use above 0 and at most 50" in flags
+    assert config_problems(replace(CONFIG, workload=Workload(videos=16))) == []
 
 
-def test_the_dataset_must_ask_for_the_sweeps_output_tokens() -> None:
-    check_dataset(CONFIG, dataset(16, 8))
-    check_dataset(CONFIG, dataset(16))  # a dataset that names no length
-    for other in (dataset(16, 16), dataset(16, 8, 16)):
-        with pytest.raises(InputError, match="rebuild the dataset with --output-tokens 8") \
-                as err:
-            check_dataset(CONFIG, other)
-        assert err.value.heading == "bad sweep settings"
+def test_a_video_folder_must_hold_what_the_run_may_take_made_with_its_seed(
+        tmp_path: Path) -> None:
+    (tmp_path / "videos.json").write_text(json.dumps(
+        {"settings": {"seed": 3}, "videos": [{"name": "video_0000.mp4"}] * 40}))
+    config = replace(CONFIG, source=VideoSource(directory=tmp_path),
+                     workload=Workload(concurrencies=(2,), videos=4))  # 2 x 2 + 3 x 2 = 10
+    assert config_problems(replace(config, workload=replace(config.workload, seed=3))) == []
+    [seed] = config_problems(config)
+    assert seed.startswith(f"--seed 0 but the videos in {tmp_path} were made with seed 3")
+    short = replace(config, workload=Workload(concurrencies=(8,), videos=40, seed=3))
+    assert config_problems(short) == [
+        f"--videos {tmp_path} holds 40 videos; this sweep may take 64 fresh ones: make them "
+        "with `videos --count 64`"]
 
 
-def test_every_level_needs_one_whole_chunk_of_videos() -> None:
-    with pytest.raises(InputError) as err:
-        check_dataset(CONFIG, dataset(5))
-    assert err.value.problems == [
-        "--concurrency 8 16: a level at concurrency N sends chunks of N videos but the "
-        "dataset has 5: use more videos or lower levels"]
-    check_dataset(replace(CONFIG, concurrencies=(1, 5)), dataset(5))
+TIGHT, WIDE = [10.0, 10.1, 9.9, 10.0, 10.05], [10.0, 12.0, 8.0, 11.0, 9.0]
 
 
-def test_chunks_are_disjoint_whole_videos_in_order_and_leftovers_stay_unsent() -> None:
-    videos = [f"v{i}" for i in range(7)]
-    assert level_chunks(videos, 2) == [["v0", "v1"], ["v2", "v3"], ["v4", "v5"]]
-    assert level_chunks(videos, 1) == [[v] for v in videos]
-    assert level_chunks(videos, 7) == [videos]
-    assert level_chunks(videos, 4) == [videos[:4]]
-    assert level_chunks(videos, 8) == []
-
-
-TIGHT, WIDE = [10.0, 10.1, 9.9], [10.0, 12.0, 8.0]
-
-
-def test_a_level_stops_at_three_tight_chunks_runs_on_while_wide_and_when_videos_run_out(
+def test_a_level_stops_at_its_least_tight_blocks_runs_on_while_wide_and_when_videos_run_out(
 ) -> None:
-    assert SEED_SHAPE.min_replicates == 3
-    assert stopped_by(TIGHT, 5, CONFIG) == "interval"  # +-2.5% <= 3%
-    assert stopped_by(TIGHT[:2], 5, CONFIG) is None  # fewer than three chunks
-    assert stopped_by([10.0, 10.0], 5, CONFIG) is None
-    assert stopped_by(WIDE, 5, CONFIG) is None
-    assert stopped_by(WIDE, 0, CONFIG) == "videos"
-    assert stopped_by(TIGHT[:2], 0, CONFIG) == "videos"
-    assert stopped_by(TIGHT, 0, CONFIG) == "interval"
-    assert stopped_by(WIDE, 5, replace(CONFIG, stop_within_pct=60.0)) == "interval"
-    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=2.0)) is None
-    assert stopped_by(WIDE, 1, CONFIG) is None  # one chunk left: it runs
+    w = Workload()
+    assert MIN_BLOCKS == 5
+    assert stopped_by([TIGHT], 5, w) == "interval"
+    assert stopped_by([TIGHT[:4]], 5, w) is None  # fewer than the least blocks
+    assert stopped_by([[10.0] * 4], 5, w) is None
+    assert stopped_by([WIDE], 5, w) is None
+    assert stopped_by([WIDE], 0, w) == "videos"
+    assert stopped_by([TIGHT[:2]], 0, w) == "videos"
+    assert stopped_by([TIGHT], 0, w) == "interval"
+    assert stopped_by([WIDE], 5, replace(w, stop_within_pct=50.0)) == "interval"
+    assert stopped_by([TIGHT], 5, replace(w, stop_within_pct=1.0)) is None
+    assert stopped_by([WIDE], 1, w) is None  # one block left: it runs
     # The interval's edge: a half width equal to the setting stops, one just above doesn't.
     edge = replicate_interval(TIGHT).relative_half_width * 100
-    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=edge)) == "interval"
-    assert stopped_by(TIGHT, 5, replace(CONFIG, stop_within_pct=edge * 0.999)) is None
-    full = replace(CONFIG, full=True)
-    assert stopped_by(TIGHT, 5, full) is None
-    assert stopped_by(TIGHT, 0, full) == "full"
+    assert stopped_by([TIGHT], 5, replace(w, stop_within_pct=edge)) == "interval"
+    assert stopped_by([TIGHT], 5, replace(w, stop_within_pct=edge * 0.999)) is None
+    full = replace(w, full=True)
+    assert stopped_by([TIGHT], 5, full) is None
+    assert stopped_by([TIGHT], 0, full) == "full"
+
+
+def test_several_profiles_stop_on_every_gains_interval_in_points() -> None:
+    """Round robin wide on its own, but each block's affinity chunk moves with it: the gain
+    is tight; a second profile with a wide gain keeps the level going."""
+    base = [10.0, 12.0, 8.0, 11.0, 9.0]
+    steady = [1.3 * r for r in base]
+    w = replace(Workload(), stop_within_pct=5.0)
+    assert stopped_by([base], 5, w) is None
+    assert stopped_by([base, steady], 5, w) == "interval"
+    assert stopped_by([base, steady, [13.0, 11.0, 14.0, 9.0, 13.0]], 5, w) is None
+    edge = paired_gain(base, [1.3 * r * f for r, f in zip(base, (1, 1.02, 1, 0.98, 1),
+                                                             strict=True)])
+    half = (edge.high - edge.low) / 2
+    shaky = [1.3 * r * f for r, f in zip(base, (1, 1.02, 1, 0.98, 1), strict=True)]
+    assert stopped_by([base, shaky], 5, replace(w, stop_within_pct=half)) == "interval"
+    assert stopped_by([base, shaky], 5, replace(w, stop_within_pct=half * 0.999)) is None
 
 
 def chunk(rate: float, requests: int = 20, errors: int = 0, ttft: float | None = 1.0
@@ -201,107 +268,123 @@ def chunk(rate: float, requests: int = 20, errors: int = 0, ttft: float | None =
                    prompt_cache_read_pct=None)
 
 
-def test_a_levels_figures_are_the_mean_of_its_chunks_and_its_counts_their_sums() -> None:
+def test_a_levels_rates_are_the_mean_of_its_chunks_and_its_percentiles_of_its_requests(
+        tmp_path: Path) -> None:
+    """TTFT p50 over the level's five requests (30 ms), not the mean of its chunks' (20)."""
+    one = level_dir(tmp_path / "a", record(8, ttft=10.0))
+    two = level_dir(tmp_path / "b", *(record(8, ttft=t) for t in (30.0, 40.0, 50.0)),
+                    record(8, ttft=1.0, phase="warmup"), record(None, error="500", ttft=9.0))
+    three = level_dir(tmp_path / "c", record(8, ttft=20.0))
+    records = [d / RECORDS_EXPORT for d in (one, two, three)]
     level = level_summary([chunk(1.0, 20, ttft=10.0), chunk(2.0, 19, 1, ttft=None),
-                           chunk(3.0, 20, ttft=20.0)])
+                           chunk(3.0, 20, ttft=40.0)], records)
     assert level == LevelSummary(
-        concurrency=4, requests=59, errors=1, request_throughput=2.0, ttft_p50_ms=15.0,
-        ttft_p90_ms=1.0, request_latency_p50_ms=1.0, output_token_throughput=1.0,
-        prompt_cache_read_pct=None)
-    assert level_summary([chunk(1.5)]) == chunk(1.5)  # a level of one chunk is that chunk
+        concurrency=4, requests=59, errors=1, request_throughput=2.0, ttft_p50_ms=30.0,
+        ttft_p90_ms=pytest.approx(46.0), request_latency_p50_ms=30.0,
+        output_token_throughput=1.0, prompt_cache_read_pct=None)
+    assert level_summary([chunk(1.5)], [tmp_path / "none"]) == replace(
+        chunk(1.5), ttft_p50_ms=None, ttft_p90_ms=None, request_latency_p50_ms=None)
 
 
-def test_a_resume_keeps_the_finished_chunks_in_order(tmp_path: Path) -> None:
-    planned = [["v0"], ["v1"], ["v2"]]
-    chunks = [{"dir": f"chunk-0{k}", "videos": planned[k]} for k in range(3)]
+def test_a_resume_keeps_the_finished_blocks_in_order(tmp_path: Path) -> None:
+    chunks = [{"dir": f"chunk-0{k}", "block": k} for k in range(3)]
     for entry in chunks[:2]:
         (tmp_path / entry["dir"]).mkdir()
         (tmp_path / entry["dir"] / SUMMARY_EXPORT).write_text("{}")
-    assert kept_chunks(tmp_path, {"chunks": chunks}, planned) == chunks[:2]  # no export
-    assert kept_chunks(tmp_path, {"chunks": chunks[1:]}, planned) == []  # not in order
-    assert kept_chunks(tmp_path, {"chunks": chunks}, [["v1"], ["v0"]]) == []  # other videos
-    assert kept_chunks(tmp_path, {}, planned) == []
-    assert kept_chunks(tmp_path, {"chunks": [{"videos": ["v0"]}]}, planned) == []  # no folder
+    assert kept_chunks(tmp_path, {"chunks": chunks}) == chunks[:2]  # no export
+    assert kept_chunks(tmp_path, {"chunks": chunks[1:]}) == []  # not in order
+    assert kept_chunks(tmp_path, {}) == []
+    assert kept_chunks(tmp_path, {"chunks": [{"block": 0}]}) == []  # no folder
 
 
 def test_the_cli_options_are_the_run_objects_fields() -> None:
     args = build_parser("sweep").parse_args([
         "sweep", "--url", "http://127.0.0.1:9", "--concurrency", "2", "4", "--full",
         "--stop-within-pct", "5", "--seed", "7", "--out", "r", "--note", "a",
+        "--video-base-url", "http://v/", "--videos-per-level", "8",
         "--deployment", "replicas=8", "--deployment", "image=x=y", "--request-timeout", "9"])
     config = config_from_args(args)
     assert config == replace(
-        SweepConfig(url="http://127.0.0.1:9", dataset=Path(".")), concurrencies=(2, 4),
-        full=True, stop_within_pct=5.0, random_seed=7, run_dir=Path("r"), notes=("a",),
-        deployment={"replicas": "8", "image": "x=y"}, request_timeout_secs=9.0)
+        CONFIG, targets=(Target("round-robin", "http://127.0.0.1:9"),),
+        source=VideoSource(base_url="http://v/"),
+        workload=Workload(concurrencies=(2, 4), full=True, stop_within_pct=5.0, seed=7,
+                          videos=8),
+        run_dir=Path("r"), notes=("a",), deployment={"replicas": "8", "image": "x=y"},
+        request_timeout_secs=9.0)
     defaults = config_from_args(build_parser("sweep").parse_args(
-        ["sweep", "--url", "http://127.0.0.1:9"]))
-    assert defaults == SweepConfig(url="http://127.0.0.1:9", dataset=Path("."))
-    assert SweepConfig.stop_within_pct == SEED_SHAPE.stop_within_pct
+        ["sweep", "--url", "http://127.0.0.1:9", "--video-base-url", "http://127.0.0.1:9/"]))
+    assert defaults == replace(CONFIG, workload=Workload())
+    two = config_from_args(build_parser("sweep").parse_args(
+        ["sweep", "--url", "http://a", "--profile", "round-robin", "--url", "http://b",
+         "--profile", "session-affinity"]))
+    assert two.targets == (Target("round-robin", "http://a"),
+                           Target("session-affinity", "http://b"))
+    with pytest.raises(InputError, match="give one --profile per --url"):
+        config_from_args(build_parser("sweep").parse_args(
+            ["sweep", "--url", "http://a", "--url", "http://b"]))
 
 
-def problems_of(tmp_path: Path, **changes: Any) -> list[str]:
-    dataset = tmp_path / "d.jsonl"
-    dataset.write_text("{}\n")
-    return config_problems(replace(CONFIG, dataset=dataset, **changes))
+def problems_of(**changes: Any) -> list[str]:
+    return config_problems(replace(CONFIG, **changes))
 
 
 def test_good_settings_have_no_problem(tmp_path: Path) -> None:
-    assert problems_of(tmp_path) == []
-    assert problems_of(tmp_path, url="https://frontend.test:8000/v1", run_id="a" * 30,
-                       profile="My_profile.2-b", output_tokens=1,
-                       tokenizer="org/name", stop_within_pct=0.5) == []
+    assert problems_of() == []
+    assert problems_of(targets=(Target("My_profile.2-b", "https://frontend.test:8000/v1"),),
+                       run_id="a" * 30, tokenizer="org/name",
+                       workload=Workload(output_tokens=1, stop_within_pct=0.5)) == []
     (tmp_path / "tok").mkdir()
-    assert problems_of(tmp_path, tokenizer=str(tmp_path / "tok")) == []
+    assert problems_of(tokenizer=str(tmp_path / "tok")) == []
 
 
 BAD_SETTINGS = {
-    "url": ({"url": "http://"}, "--url must look like http://HOST:PORT (got 'http://')"),
-    "url spaces": ({"url": "http:// x"}, "--url must look like"),
+    "url": ({"targets": (Target("round-robin", "http://"),)},
+            "--url must look like http://HOST:PORT (got 'http://')"),
+    "url spaces": ({"targets": (Target("round-robin", "http:// x"),)}, "--url must look like"),
+    "no profile": ({"targets": ()}, "give each profile's frontend"),
+    "twice": ({"targets": (Target("a", "http://x"), Target("a", "http://y"))},
+              "--profile repeats a profile"),
     "model": ({"model": ""}, "--model must not be empty"),
-    "levels": ({"concurrencies": ()}, "--concurrency needs at least one level"),
-    "output tokens": ({"output_tokens": 0}, "--output-tokens must be >= 1 (got 0)"),
+    "levels": ({"workload": Workload(concurrencies=())},
+               "--concurrency: needs at least one level"),
+    "output tokens": ({"workload": Workload(output_tokens=0)},
+                      "--output-tokens: 0 is out of range; use at least 1"),
     "run id": ({"run_id": "Run"}, "--run-id 'Run': use lowercase letters, digits and '-' "
                                   f"(at most {RUN_ID_MAX_LEN}; it names folders"),
     "long run id": ({"run_id": "a" * (RUN_ID_MAX_LEN + 1)}, "--run-id 'aaaa"),
-    "profile": ({"profile": "-x"}, "--profile '-x': use letters, digits, '.', '_' or '-'"),
-    "profile end": ({"profile": "a/b"}, "--profile 'a/b'"),
+    "profile": ({"targets": (Target("-x", "http://x"),)},
+                "--profile '-x': use letters, digits, '.', '_' or '-'"),
+    "profile end": ({"targets": (Target("a/b", "http://x"),)}, "--profile 'a/b'"),
     "tokenizer": ({"tokenizer": "./nowhere"}, "--tokenizer ./nowhere: no such directory"),
     "tokenizer path": ({"tokenizer": "/nowhere"}, "--tokenizer /nowhere: no such directory"),
-    "stop within": ({"stop_within_pct": 0.0}, "--stop-within-pct must be above 0 (got 0); "
-                                               "--full sends every video instead"),
+    "stop within": ({"workload": Workload(stop_within_pct=0.0)}, "--stop-within-pct: 0 is out "
+                    "of range; use above 0 and at most 50 (full sends every video instead)"),
+    "no videos": ({"source": VideoSource()}, "give one of --video-base-url, --videos or "
+                  "--text-standin-tokens"),
+    "video url": ({"source": VideoSource(base_url="videos:8080")},
+                  "--video-base-url must start with http:// or https:// (videos:8080)"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SETTINGS))
-def test_each_bad_setting_is_named_alone(tmp_path: Path, case: str) -> None:
+def test_each_bad_setting_is_named_alone(case: str) -> None:
     change, expected = BAD_SETTINGS[case]
-    [problem] = problems_of(tmp_path, **change)
+    [problem] = problems_of(**change)
     assert problem.startswith(expected)
 
 
-def test_a_missing_dataset_says_how_to_build_it(tmp_path: Path) -> None:
-    [problem] = config_problems(replace(CONFIG, dataset=tmp_path / "gone.jsonl"))
-    assert problem == (f"dataset {tmp_path / 'gone.jsonl'} does not exist: build it with "
-                       "benchmarks.dataset.build_dataset (the CLI builds it from --videos)")
-
-
 def test_a_resume_names_each_setting_that_differs() -> None:
-    old = {"model": "m", "output_tokens": 8, "notes": ["a"],
-           "deployment": {"images": {"worker": "w:1"}, "replicas": 8},
-           "dataset": {"sha256": "a" * 64, "path": "/x", "info": {"videos": 2, "path": "/x"}}}
+    old = {"model": "m", "notes": ["a"], "endpoint": "http://127.0.0.1:1",
+           "workload": {"output_tokens": 8, "concurrencies": [1]},
+           "deployment": {"images": {"worker": "w:1"}, "replicas": 8}}
     assert settings_changes(old, {**old, "notes": ["b"]}) == []
-    moved = {**old["dataset"], "path": "/y", "info": {"videos": 2, "path": "/y"}}
-    assert settings_changes(old, {**old, "dataset": moved}) == []
-    new = {**old, "output_tokens": 16,
-           "deployment": {"images": {"worker": "w:2"}, "replicas": 8},
-           "dataset": {"sha256": "b" * 64, "info": {"videos": 3}}}
+    assert settings_changes(old, {**old, "endpoint": "http://127.0.0.1:2"}) == []
+    assert settings_changes(old, {**old, "workload": {"output_tokens": 8,
+                                                      "concurrencies": [1, 2]}}) == []
+    new = {**old, "workload": {"output_tokens": 16},
+           "deployment": {"images": {"worker": "w:2"}, "replicas": 8}}
     assert settings_changes(old, new) == [
-        "output_tokens: 8 -> 16", "deployment.images.worker: 'w:1' -> 'w:2'",
-        "dataset.videos: 2 -> 3"]
-    same_info = {**old, "dataset": {"sha256": "b" * 64, "info": {"videos": 2}}}
-    assert settings_changes(old, same_info) == [
-        f"dataset contents: sha256 {'a' * 12} -> {'b' * 12}"]
+        "workload.output_tokens: 8 -> 16", "deployment.images.worker: 'w:1' -> 'w:2'"]
     assert settings_changes(old, {**old, "model": None, "replicas": 4}) == [
         "model: 'm' -> None"]
 

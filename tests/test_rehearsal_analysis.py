@@ -1,11 +1,9 @@
-"""The rehearsal's own parts: option checks, stickiness figures, the schedule that runs
-profiles side by side, and the note on round robin falling into step with the mock."""
+"""The rehearsal's own parts: option checks, stickiness figures, a resume's refusal, and the
+note on round robin falling into step with the mock."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -14,17 +12,18 @@ import pytest
 from benchmarks.evidence import stickiness, worker_id_from_body
 from benchmarks.sweep import MANIFEST_NAME, SweepError
 from benchmarks.tiny_model import build_tiny_model_dir
+from infra.names import InputError
+from infra.run import Workload
 from rehearsal.local_dynamo import MOCKER_MAX_TOKEN_ID, mock_model_dir
 from rehearsal.rehearse import (
-    DEFAULT_PROFILES,
-    IN_FLIGHT_BUDGET,
+    REHEARSAL_WORKLOAD,
     Rehearsal,
     RehearsalConfig,
-    Schedule,
     config_problems,
     done_line,
     level_timeout,
     lockstep_notes,
+    parse_config,
     rehearsal_summary,
 )
 
@@ -46,101 +45,72 @@ def test_worker_id_shapes() -> None:
     assert worker_id_from_body({"nvext": {"worker_id": True}}) is None
 
 
-def test_bad_options_are_named() -> None:
+def test_bad_options_are_named(tmp_path: Path) -> None:
     problems = config_problems(RehearsalConfig(
-        videos=0, concurrencies=(4, 4), standin_tokens=10, speedup_ratio=0))
+        profiles=("a", "a"), standin_tokens=10, speedup_ratio=0))
     text = "\n".join(problems)
-    for option in ("--videos", "--concurrency", "--standin-tokens", "--speedup-ratio"):
+    for option in ("--profiles", "--standin-tokens", "--speedup-ratio"):
         assert option in text
     assert config_problems(RehearsalConfig()) == []
-    (few,) = config_problems(RehearsalConfig(videos=8))
-    assert few.startswith("--videos 8 fill no chunk at --concurrency 16")
+    # The workload's options are the sweep's, judged by the sweep before anything starts.
+    few = parse_config(["--videos-per-level", "8", "--results-root", str(tmp_path)])
+    with pytest.raises(InputError) as refused:
+        Rehearsal(few, say=lambda line: None).run()
+    assert "--videos-per-level: 8 videos fill no chunk at concurrency 16" in str(refused.value)
+    assert not list(tmp_path.glob("*/stack")), "a stack was started"
 
 
-def test_a_rerun_with_other_settings_is_refused_before_a_level_runs(tmp_path: Path) -> None:
-    """Resuming keeps finished levels, so a run id is bound to the settings it began with:
-    the sweep compares the manifest's `deployment.shape` before it starts any stack, and
-    the earlier run's dataset is left as it was."""
-    first = RehearsalConfig(videos=4, concurrencies=(1, 2), profiles=("round-robin",),
-                            results_root=tmp_path, run_id="r1")
-    run_dir = tmp_path / "r1" / "round-robin"
-    run_dir.mkdir(parents=True)
-    (run_dir / MANIFEST_NAME).write_text(json.dumps({"deployment": {"shape": first.shape()}}))
-    dataset = Rehearsal(first, say=lambda line: None).datasets(tmp_path / "r1")
-    before = dataset.read_bytes()
+def test_the_options_are_the_config_and_the_workloads_with_the_rehearsals_defaults() -> None:
+    assert parse_config([]) == RehearsalConfig()
+    assert RehearsalConfig().workload == REHEARSAL_WORKLOAD == Workload(
+        videos=80, stop_within_pct=10.0)
+    config = parse_config(["--profiles", "round-robin", "kv-routing", "--concurrency", "2",
+                           "4", "--full", "--speedup-ratio", "2"])
+    assert config == replace(RehearsalConfig(), profiles=("round-robin", "kv-routing"),
+                             speedup_ratio=2.0, workload=replace(
+                                 REHEARSAL_WORKLOAD, concurrencies=(2, 4), full=True))
+
+
+@pytest.mark.parametrize("option,value", [("speedup_ratio", 0.5),
+                                          ("decode_speedup_ratio", 1.0),
+                                          ("standin_tokens", 2000)])
+def test_a_rerun_with_another_mock_is_refused_before_a_level_runs(
+        tmp_path: Path, option: str, value: float) -> None:
+    """Resuming keeps finished levels, so a run id is bound to the mock it began with (its
+    speed, its videos' size): the sweep compares the manifest's `deployment.shape` before
+    it starts any stack, and the earlier run is left as it was."""
+    first = RehearsalConfig(profiles=("round-robin",), results_root=tmp_path, run_id="r1",
+                            workload=Workload(concurrencies=(1, 2), videos=4))
+    profile_dir = tmp_path / "r1" / "round-robin"
+    profile_dir.mkdir(parents=True)
+    manifest = profile_dir / MANIFEST_NAME
+    manifest.write_text(json.dumps({"deployment": {"shape": first.shape()}}))
+    before = manifest.read_bytes()
     with pytest.raises(SweepError, match="new --run-id") as failure:
-        Rehearsal(replace(first, videos=5), say=lambda line: None).run()
-    assert "deployment.shape.--videos: 4 -> 5" in str(failure.value)
-    assert not (run_dir / "stack").exists(), "a stack was started"
-    assert dataset.read_bytes() == before, "the refused resume rebuilt the run's dataset"
+        Rehearsal(replace(first, **{option: value}), say=lambda line: None).run()
+    flag = f"--{option.replace('_', '-')}"
+    assert f"deployment.shape.{flag}: {first.shape()[flag]!r} -> {value!r}" in str(failure.value)
+    assert not (tmp_path / "r1" / "stack").exists(), "a stack was started"
+    assert manifest.read_bytes() == before, "the refused resume changed the earlier run"
 
 
 def test_level_timeout_scales_with_work() -> None:
-    small = level_timeout(RehearsalConfig(videos=4), 16)
-    full = level_timeout(RehearsalConfig(videos=200), 1)
+    small = level_timeout(RehearsalConfig(workload=Workload(videos=4, concurrencies=(16,))))
+    full = level_timeout(RehearsalConfig(workload=Workload(videos=200)))
     assert 300 < small < full
     assert full > 200 * 20 * 1.0  # the full sweep at concurrency 1 is over an hour
+    assert level_timeout(RehearsalConfig(level_timeout_secs=60.0)) == 60.0
 
 
 def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
-    schedule = Schedule(DEFAULT_PROFILES, (8, 16))
-    fresh = rehearsal_summary(RehearsalConfig(), 390.0, 2**30, 0, 61.4, schedule, [])
+    fresh = rehearsal_summary(RehearsalConfig(), 390.0, 2**30, 0, 61.4, [])
     assert done_line(fresh).startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
     assert "resumed" not in done_line(fresh)
     assert fresh["ttft_floor_ms"] == 61.4 and fresh["levels_total"] == 10
-    resumed = rehearsal_summary(RehearsalConfig(concurrencies=(16,)), 70.0, 2**29, 1, 60.0,
-                                schedule, [])
+    one_level = RehearsalConfig(workload=Workload(concurrencies=(16,)))
+    resumed = rehearsal_summary(one_level, 70.0, 2**29, 1, 60.0, [])
     assert (resumed["levels_kept"], resumed["levels_total"]) == (1, 2)
     assert "resumed: 1 of 2 levels kept from the earlier run" in done_line(resumed)
-
-
-def test_the_schedule_runs_a_level_side_by_side_while_the_budget_allows() -> None:
-    profiles = ("round-robin", "session-affinity", "kv-routing")
-    plan = Schedule(profiles, (1, 2, 4, 8, 16)).batches
-    assert plan == [(1, profiles), (2, profiles), (4, profiles),
-                    (8, profiles[:2]), (8, profiles[2:]),
-                    (16, profiles[:1]), (16, profiles[1:2]), (16, profiles[2:])]
-    assert all(level * len(group) <= IN_FLIGHT_BUDGET for level, group in plan)
-    # above the budget: alone, never skipped
-    assert Schedule(("a",), (32,)).batches == [(32, ("a",))]
-
-
-def test_profiles_start_a_level_only_when_its_batch_is_due() -> None:
-    """Real threads, as the rehearsal's sweeps: a level of 16 runs alone, and a profile
-    whose level was kept (never entered) does not hold the others up."""
-    schedule, lock = Schedule(DEFAULT_PROFILES, (1, 8, 16)), threading.Lock()
-    running: dict[str, int] = {}
-    peak = {"in_flight": 0, "side_by_side": 0}
-
-    def sweep(profile: str, levels: tuple[int, ...]) -> None:
-        try:
-            for level in levels:
-                schedule.wait_turn(profile, level)
-                with lock:
-                    running[profile] = level
-                    peak["in_flight"] = max(peak["in_flight"], sum(running.values()))
-                    peak["side_by_side"] = max(peak["side_by_side"], len(running))
-                time.sleep(0.05)
-                with lock:
-                    del running[profile]
-        finally:
-            schedule.finish(profile)
-
-    threads = [threading.Thread(target=sweep, args=("round-robin", (1, 8, 16))),
-               threading.Thread(target=sweep, args=("session-affinity", (8, 16)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert not any(thread.is_alive() for thread in threads), "the schedule deadlocked"
-    assert peak == {"in_flight": IN_FLIGHT_BUDGET, "side_by_side": 2}
-
-
-def test_a_stopped_schedule_refuses_to_start_a_level() -> None:
-    schedule = Schedule(DEFAULT_PROFILES, (16,))
-    schedule.stop()
-    with pytest.raises(SweepError, match="stopping"):
-        schedule.wait_turn("session-affinity", 16)
 
 
 def _manifest(spreads: dict[int, dict[str, list[int]]]) -> dict:

@@ -1,10 +1,11 @@
 """The rehearsal end to end, as the user runs it: `python -m rehearsal`.
 
-Real dynamo.frontend and dynamo.mocker (8 workers, as the stacks declare), real AIPerf,
-every profile side by side, two concurrency levels, a few small videos. Asserts the routing
-obeyed each profile (affinity: every video on one worker; round robin: every video spread
-over several), the report shows it beside the seed, and nothing the rehearsal started is
-left running, also after Ctrl-C in the middle of a level or a level over its timeout.
+Real dynamo.frontend per profile on one dynamo.mocker (8 workers, as the stacks declare), real
+AIPerf, every profile interleaved block by block, two concurrency levels, a few small videos.
+Asserts the routing obeyed each profile (affinity: every video on one worker; round robin:
+every video spread over several), the report shows it beside the seed, and nothing the
+rehearsal started is left running, also after Ctrl-C in the middle of a level or a level
+over its timeout.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from benchmarks.evidence import ATTRIBUTION_FILE
 from benchmarks.sweep import level_dir_name
 from rehearsal.local_dynamo import LOOPBACK, PROCESS_RECORD, tree_pids
 from rehearsal.rehearse import REHEARSAL_FILE
+from tests.conftest import at_a_terminal
 from tests.support_rehearsal import child_env, ports_of, still_listening, wait_gone
 
 pytestmark = pytest.mark.rehearsal
 
 LEVELS = (2, 4)
 SMALL = [
-    "--videos", "4", "--questions-per-video", "4", "--standin-tokens", "2000",
+    "--videos-per-level", "4", "--questions-per-video", "4", "--standin-tokens", "2000",
     "--concurrency", *map(str, LEVELS), "--speedup-ratio", "4",
 ]
 
@@ -42,7 +44,7 @@ def _rehearse(tmp_path: Path, *extra: str) -> list[str]:
 def _recorded_processes(run_dir: Path) -> tuple[set[int], list[dict]]:
     pids: set[int] = set()
     listeners: list[dict] = []
-    for record in run_dir.glob(f"*/stack/*/{PROCESS_RECORD}"):
+    for record in run_dir.rglob(PROCESS_RECORD):  # the graph's, and the TTFT floor's
         data = json.loads(record.read_text())
         for process in data["processes"]:
             pids |= {process["pid"], *process["members"]}
@@ -64,8 +66,9 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
 
     # Everything ran on loopback, and nothing of it is left.
     pids, listeners = _recorded_processes(run_dir)
-    # NATS, mocker, frontend per profile and level
-    assert len(pids) >= len(PROFILES) * len(LEVELS) * 3
+    # The graph kept across both levels: NATS, the mocker and a frontend per profile.
+    (graph,) = (run_dir / "stack").glob(PROCESS_RECORD)
+    assert len(json.loads(graph.read_text())["processes"]) == 2 + len(PROFILES)
     assert listeners and all(lst["address"] == LOOPBACK for lst in listeners), listeners
     assert not wait_gone(pids, timeout=5.0)
     assert not still_listening({lst["port"] for lst in listeners})
@@ -119,13 +122,16 @@ def test_rehearsal_of_every_profile(tmp_path: Path) -> None:
     assert all(f"{profile} throughput gain" in report for profile in PROFILES[1:])
     assert "Routing stickiness" in report
     # Each run's frontend flags, as the rehearsal ran them (never guessed from a name).
-    assert "frontend `--router-mode kv --no-router-kv-events`" in report
+    assert "kv-routing: --router-mode kv --no-router-kv-events" in report
     # The run beside the seed's table (2 and 4 are seed levels too): the report writes it,
-    # the rehearsal prints it as written, after its schedule and the mock's TTFT floor.
+    # the rehearsal prints it as written, after the mock's TTFT floor.
     seed_section = report[report.index("## Beside the seed"):].split("\n## ")[0].strip()
     assert seed_section.count("\n") >= 3 and seed_section in result.stdout
-    assert "schedule (at most 16 requests in flight at once):" in result.stdout
-    assert f"concurrency 4: {' + '.join(PROFILES)}" in result.stdout  # 3 x 4 in flight
+    # One block at a time, each profile's chunk in turn, the order reversed every other block.
+    order = [line.split(",")[0] for line in result.stdout.splitlines()
+             if line.startswith(PROFILES) and ", concurrency 2, block " in line]
+    assert order == [*PROFILES, *PROFILES[::-1]]
+    assert "Design: paired." in report
     summary = json.loads((run_dir / REHEARSAL_FILE).read_text())
     assert summary["peak_memory_bytes"] > 0
     assert 0 < summary["wall_time_secs"] < time.monotonic() - started + 1
@@ -146,9 +152,12 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
+    """As a user's Ctrl-C reaches a rehearsal in the foreground (`at_a_terminal`), also when
+    this suite itself runs in the background with SIGINT ignored."""
     child = subprocess.Popen(
-        _rehearse(tmp_path, "--videos", "40"), stdout=subprocess.PIPE,
+        _rehearse(tmp_path, "--videos-per-level", "40"), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True,
+        preexec_fn=at_a_terminal,
     )
     try:
         deadline = time.monotonic() + 180
@@ -174,7 +183,7 @@ def test_ctrl_c_during_a_level_stops_everything(tmp_path: Path) -> None:
 
 def test_a_level_timeout_stops_everything_and_names_the_setting(tmp_path: Path) -> None:
     result = subprocess.run(
-        _rehearse(tmp_path, "--videos", "40", "--level-timeout", "2"),
+        _rehearse(tmp_path, "--videos-per-level", "40", "--level-timeout", "2"),
         capture_output=True, text=True, timeout=300, env=child_env(),
     )
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]

@@ -44,26 +44,29 @@ from tests.support_rehearsal import (
 PROFILE_NAMES = sorted(PROFILES)
 
 
-@pytest.mark.parametrize("profile", PROFILE_NAMES)
+@pytest.mark.parametrize("profile", [*PROFILE_NAMES, "compare"])
 def test_rehearsal_frontend_runs_the_graphs_frontend_arguments(profile: str) -> None:
-    """Same flags as the stack's graph renders; only the bind address and port differ."""
+    """Same flags as the stack's graph renders, frontend by frontend (the compare stack's
+    too); only the bind address and port differ."""
     stack = stack_settings(profile)
     components = {c["name"]: c for c in graph(stack)["spec"]["components"]}
-    container = components[FRONTEND_COMPONENT]["podTemplate"]["spec"]["containers"][0]
-    local = local_frontend_command(sys.executable, stack.routing, 12345)
-
-    assert local[:3] == [sys.executable, *container["command"][1:]]
-    graph_args = list(container["args"])
-    local_args = local[3:]
-    assert len(local_args) == len(graph_args)
-    for i, (ours, theirs) in enumerate(zip(local_args, graph_args, strict=True)):
-        if i > 0 and graph_args[i - 1] == "--http-host":
-            assert ours == LOOPBACK
-        elif i > 0 and graph_args[i - 1] == "--http-port":
-            assert ours == "12345"
-        else:
-            assert ours == theirs
-    assert stack.routing == PROFILES[profile]
+    for frontend in stack.frontends:
+        container = components[frontend.component]["podTemplate"]["spec"]["containers"][0]
+        local = local_frontend_command(sys.executable, frontend.routing, 12345)
+        assert local[:3] == [sys.executable, *container["command"][1:]]
+        graph_args = list(container["args"])
+        local_args = local[3:]
+        assert len(local_args) == len(graph_args)
+        for i, (ours, theirs) in enumerate(zip(local_args, graph_args, strict=True)):
+            if i > 0 and graph_args[i - 1] == "--http-host":
+                assert ours == LOOPBACK
+            elif i > 0 and graph_args[i - 1] == "--http-port":
+                assert ours == "12345"
+            else:
+                assert ours == theirs
+        assert frontend.routing == PROFILES[frontend.profile]
+    assert [f.component for f in stack.frontends] == (
+        [FRONTEND_COMPONENT] if profile in PROFILES else ["round-robin", "session-affinity"])
     assert stack.serving.replicas == components[WORKER_COMPONENT]["replicas"]
 
 
@@ -105,12 +108,29 @@ def test_stack_starts_routes_as_profiled_and_stops_clean(tmp_path: Path) -> None
         assert len(stack.worker_ids) == 3
         found = listeners(stack.pids())
         assert found and all(lst.address == LOOPBACK for lst in found), found
-        assert stack.frontend_port in {lst.port for lst in found}
+        assert set(stack.ports.values()) <= {lst.port for lst in found}
         # Affinity: one session stays on one worker; no session spreads round robin.
         assert len({_chat(stack.url, "video-1") for _ in range(6)}) == 1
         assert len({_chat(stack.url, None) for _ in range(6)}) == 3
     assert not wait_gone(pids, timeout=1.0)
     assert not listeners(pids)
+
+
+def test_frontends_of_one_graph_reach_the_same_workers_each_routing_as_its_profile(
+        tmp_path: Path) -> None:
+    """The compare stack's premise (Dynamo discovers workers by the graph's namespace, not
+    by frontend): two frontends on one set of workers, affinity keeping a session on one,
+    round robin spreading the same session over all."""
+    routings = {p: PROFILES[p] for p in ("round-robin", "session-affinity")}
+    with small_stack(tmp_path, routings, workers=3) as stack:
+        pids = stack.pids()
+        urls = stack.urls
+        assert set(urls) == set(routings) and len(set(urls.values())) == 2
+        sticky = {_chat(urls["session-affinity"], "video-1") for _ in range(6)}
+        spread = {_chat(urls["round-robin"], "video-1") for _ in range(6)}
+        assert len(sticky) == 1 and spread == set(stack.worker_ids)
+        assert sticky <= spread
+    assert not wait_gone(pids, timeout=1.0)
 
 
 def test_kv_routing_with_session_affinity_is_accepted_and_keeps_a_session(tmp_path: Path

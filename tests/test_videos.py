@@ -17,10 +17,11 @@ import imageio_ffmpeg
 import pytest
 
 from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape
-from infra.names import SEED_SHAPE, video_name
+from infra.names import video_name
+from infra.run import VideoShape
 from tests.conftest import REPO_ROOT, at_a_terminal
 
-SHAPE = replace(SEED_SHAPE.videos, count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
+SHAPE = replace(VideoShape(), count=3, duration_secs=4, fps=2, width=160, height=96, seed=7)
 
 def probe(path: Path) -> dict:
     """Codec, size, frame rate and duration as FFmpeg reads them, and the frames it decodes:
@@ -119,7 +120,7 @@ def test_ctrl_c_stops_at_once_and_keeps_what_was_made(tmp_path: Path) -> None:
     listed = json.loads((out / MANIFEST_NAME).read_text())["videos"]
     assert 2 <= len(listed) < 40
     said: list[str] = []
-    shape = replace(SEED_SHAPE.videos, count=len(listed), duration_secs=4, fps=2, width=160,
+    shape = replace(VideoShape(), count=len(listed), duration_secs=4, fps=2, width=160,
                     height=96)
     make_videos(out, shape, progress=said.append)
     assert f"{len(listed)} reused, 0 to make" in said[0]
