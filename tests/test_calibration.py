@@ -5,6 +5,7 @@ report's: tests/test_report.py)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -29,10 +30,12 @@ from infra.calibration import (
     plan_sweep,
     predicted_req_s,
     solve_hardware,
+    stack_plan,
 )
 from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
 from infra.run import MIN_BLOCKS, SEED_WORKLOAD
+from infra.settings import stack_settings
 from rehearsal.local_dynamo import LocalDynamo, mock_model_dir, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
@@ -70,14 +73,28 @@ def test_the_mocker_is_stretched_to_h200_time_and_a_hit_with_its_pause_costs_the
                                               ("session-affinity", True)])
 def test_the_plan_of_the_seed_sweep_matches_the_seed_s_durations(profile: str,
                                                                  affinity: bool) -> None:
-    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, affinity)
+    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, [affinity])
     hours = plan.sweep_secs / 3600
     print(f"{profile}: planned {hours:.2f} h, the seed's about {SEED_SWEEP_HOURS[profile]} h")
     assert hours == pytest.approx(SEED_SWEEP_HOURS[profile], rel=0.15)
     assert [p.concurrency for p in plan.levels] == [1, 2, 4, 8, 16]
     assert plan.levels[0].secs == pytest.approx(4000 / plan.levels[0].req_s)
-    # Eight GPUs from the graph's start to the sweep's end, one during the download.
-    assert plan.gpu_hours == pytest.approx((1800 + 8 * (900 + plan.sweep_secs)) / 3600)
+    # Eight GPUs from the graph's start (a 90-minute cold start) to the sweep's end, one
+    # during the download.
+    assert plan.gpu_hours == pytest.approx((1800 + 8 * (5400 + plan.sweep_secs)) / 3600)
+
+
+def test_the_compare_stack_costs_at_most_40_percent_of_the_seed_s_design() -> None:
+    """One download and one cold start, both profiles interleaved at the stack's precision,
+    beside the seed's design (a deployment, a cold start and a full sweep per profile) and two
+    adaptive per-profile stacks; the cold start's estimate says where it comes from."""
+    text = "\n".join(stack_plan(stack_settings("compare")).lines())
+    mine, seed, stacks = (float(re.search(pattern, text)[1]) for pattern in (
+        r"this stack: ([\d.]+) GPU-hours", r"the seed's design: ([\d.]+) GPU-hours",
+        r"two adaptive per-profile stacks: ([\d.]+)"))
+    assert mine <= 0.4 * seed and mine < stacks, text
+    assert "a cold start of 90 min: 8 x 67 GiB of weights read from one ReadWriteMany share" \
+        in text
 
 
 def test_a_stack_s_plan_is_in_its_outputs_and_its_preview() -> None:
@@ -130,7 +147,7 @@ def test_a_level_runs_the_chunks_its_stop_rule_needs() -> None:
 
 @pytest.mark.parametrize("affinity", [False, True])
 def test_the_adaptive_seed_table_costs_at_most_35_percent_of_the_full_one(affinity: bool) -> None:
-    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, affinity)
+    plan = plan_sweep(200, 20, (1, 2, 4, 8, 16), 8, 1, [affinity])
     for level in plan.levels:
         chunks = chunks_needed(level.concurrency, 200, REPLICATE_CV)
         assert level.chunks == chunks
@@ -139,7 +156,7 @@ def test_the_adaptive_seed_table_costs_at_most_35_percent_of_the_full_one(affini
     assert plan.adaptive_secs == pytest.approx(sum(p.adaptive_secs for p in plan.levels))
     assert plan.adaptive_secs <= plan.sweep_secs * 0.35
     assert plan.gpu_hours_of(plan.adaptive_secs) == pytest.approx(
-        (1800 + 8 * (900 + plan.adaptive_secs)) / 3600)
+        (1800 + 8 * (5400 + plan.adaptive_secs)) / 3600)
     lines = "\n".join(plan.lines())
     print(lines)
     assert f"full     sweep {plan.sweep_secs / 3600:5.2f} h, " \
@@ -148,9 +165,9 @@ def test_the_adaptive_seed_table_costs_at_most_35_percent_of_the_full_one(affini
     assert f"adaptive: {plan.adaptive_secs / plan.sweep_secs:.0%} of full's sweep " \
         "GPU-hours (stop within +-3%)" in lines
     # A looser stop rule needs fewer chunks.
-    assert plan_sweep(200, 20, (1,), 8, 1, affinity, within_pct=6.0).levels[0].chunks == 8
+    assert plan_sweep(200, 20, (1,), 8, 1, [affinity], within_pct=6.0).levels[0].chunks == 8
     # A wider spread needs more chunks, and costs more.
-    assert plan_sweep(200, 20, (1,), 8, 1, affinity, cv=0.1).adaptive_secs > (
+    assert plan_sweep(200, 20, (1,), 8, 1, [affinity], cv=0.1).adaptive_secs > (
         plan.levels[0].adaptive_secs)
 
 
