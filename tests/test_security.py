@@ -272,8 +272,7 @@ def test_every_frontend_of_a_compare_graph_is_covered_by_the_policies() -> None:
     frontends = [Pod(o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"])
                  for o in objects if o["kind"] == "Deployment"
                  and o["metadata"]["labels"].get(manifests.COMPONENT_TYPE_LABEL) == "frontend"]
-    assert [f.name for f in frontends] == ["cosmos3-compare-round-robin",
-                                           "cosmos3-compare-session-affinity"]
+    assert len(frontends) == 2
     (selecting,) = (p for p in policies if p["metadata"]["name"].endswith("-frontend"))
     stranger = Pod("stranger", {"app": "x"}, namespace="elsewhere", ip="10.9.0.1")
     for frontend in frontends:
