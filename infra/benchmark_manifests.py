@@ -285,9 +285,11 @@ def benchmark_objects(
     pod = mf.pod_spec([], run.image_pull_secrets, automountServiceAccountToken=False,
                       affinity=PREFER_NO_GPU, **run.pod_placement)
     volume = {"name": "code", "configMap": {"name": config_map, "items": items}}
-    # The measured videos, then one for the smoke test alone.
+    # The measured videos, then one for the smoke test alone: the run without what it
+    # records of the deployment, so a new image or graph leaves the videos as they are.
+    videos = command("videos", replace(run, deployment=(), notes=()))
     maker = _runner_container(
-        "videos", [*command("videos", run), "--out", VIDEOS_DIR], settings.image,
+        "videos", [*videos, "--out", VIDEOS_DIR], settings.image,
         mf.env(runner_env(settings, "videos", VIDEOS_ON_STOP)),
         mf.resources("2", "2Gi", "4", "4Gi"), {"name": "videos", "mountPath": VIDEOS_DIR})
     meta = mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code"))

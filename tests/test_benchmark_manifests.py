@@ -519,6 +519,16 @@ def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sou
         "worker_image": "nim:2.1.0", "graph_uid": "u1", "code": bj.code_hash(sources)}
 
 
+def test_a_new_image_or_graph_leaves_the_video_server_as_it_is(sources) -> None:
+    """What the run records of the deployment changes the Jobs, never the videos: the workers'
+    restart need not remake a thousand videos."""
+    other = replace(TARGET, deployment=(("worker_image", "nim:2.2.0"), ("graph", "b")),
+                    notes=("another deployment",))
+    first, second = manifests(bench(), sources), manifests(bench(), sources, other)
+    assert first["video-server"] == second["video-server"]
+    assert first["sweep"]["spec"] != second["sweep"]["spec"]
+
+
 def test_a_code_change_rolls_the_video_server(sources) -> None:
     changed = {**sources, "benchmarks/videos.py": sources["benchmarks/videos.py"] + "\n"}
     before, after = (manifests(bench(), s)["video-server"]["spec"]["template"]
