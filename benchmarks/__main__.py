@@ -1,5 +1,6 @@
 """`python -m benchmarks <command>`: each module in COMMANDS has `register(subparsers)`; its
-parser sets `func` (args in, exit code out), and `errors`: main prints them, exits `error_code`."""
+parser sets `func` (args in, exit code out) and `errors`, its bad-input exceptions, which main
+prints and exits BAD_INPUT with (docs/benchmark-toolkit.md, "Exit codes")."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import importlib
 import sys
 
 COMMANDS = ("videos", "smoke", "sweep", "report", "collect", "plan")
+# Every command: 0 done, 1 its work failed, 2 bad input (as argparse's own), 130 interrupted.
+BAD_INPUT = 2
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -31,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except getattr(args, "errors", ()) as exc:
         print(f"{args.command}: error: {exc}", file=sys.stderr)
-        return args.error_code
+        return BAD_INPUT
 
 
 if __name__ == "__main__":

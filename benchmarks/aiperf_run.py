@@ -52,7 +52,10 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--concurrency", str(spec.concurrency),
         # Paced at most a request a millisecond: without a rate, AIPerf 0.13's scheduler
         # polls for free slots and keeps a whole core busy, a core the server then lacks.
+        # One worker and one record processor start sooner and drive 25x the seed's fastest
+        # level (tests/perf_client_capacity.py).
         "--request-rate", "1000", "--arrival-pattern", "constant",
+        "--workers-max", "1", "--record-processor-service-count", "1",
         # Exact output length, then the caller's extras.
         "--extra-inputs", json.dumps(
             {"ignore_eos": True, "min_tokens": spec.output_tokens, **spec.extra_body}),

@@ -332,10 +332,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    code = 2  # bad input until the run and the cluster's kubeconfig are found, then 1
     try:
         location = resolve_location(REPO_ROOT, args.stack, args.run_id, args.run)
         cluster = KubernetesClusterIO(location.kube_context or None,
                                       os.environ.get(KUBECONFIG_ENV))
+        code = 1
         run_dir = bring_results_home(cluster, location, args.results,
                                      lambda line: print(line, flush=True), args.wait)
     except (CollectError, OSError, HTTPError) as error:
@@ -343,5 +345,5 @@ def _run(args: argparse.Namespace) -> int:
             f"cannot reach the cluster ({type(error).__name__}: {error}); check the stack's "
             "kubeconfig and context (kubernetes:kubeconfig, kubernetes:context) and network")
         print(f"collect: error: {why}", file=sys.stderr)
-        return 2
+        return code
     return 0 if run_dir is not None else SWEEP_RUNNING_EXIT_CODE

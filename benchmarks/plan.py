@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spread", nargs="+", type=Path, metavar="RUN",
                    help="run directories of adaptive sweeps: plan at their measured spread "
                    f"of req/s between chunks (default {REPLICATE_CV:.0%})")
-    p.set_defaults(func=_run, errors=(ValueError, OSError, KeyError), error_code=2)
+    p.set_defaults(func=_run, errors=(ValueError, OSError, KeyError))
 
 
 def _run(args: argparse.Namespace) -> int:

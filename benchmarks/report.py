@@ -503,7 +503,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report", help="compare sweep results: Markdown, CSV, JSON and plots", description=__doc__)
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (or folders of runs)")
     p.add_argument("--out", type=Path, required=True, help="report directory")
-    p.set_defaults(func=_run, errors=InputError, error_code=1)
+    p.set_defaults(func=_run, errors=InputError)
 
 
 def _run(args: argparse.Namespace) -> int:

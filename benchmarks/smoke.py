@@ -18,7 +18,6 @@ from infra.names import SERVED_MODEL_NAME, video_name
 from infra.run import Run, Workload
 
 Say = Callable[[str], None]
-EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 REQUEST_TIMEOUT_SECS, LIST_TIMEOUT_SECS, MAX_TOKENS = 300.0, 30.0, 256
 
 
@@ -130,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=SmokeConfig.model, help=f"default {SmokeConfig.model}")
     p.add_argument("--wait", dest="wait_secs", type=float, default=SmokeConfig.wait_secs,
                    help=f"seconds to wait for the model (default {SmokeConfig.wait_secs:g})")
-    p.set_defaults(func=_run, errors=ValueError, error_code=EXIT_BAD_INPUT)
+    p.set_defaults(func=_run, errors=ValueError)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -146,6 +145,6 @@ def _run(args: argparse.Namespace) -> int:
         answer = run_smoke(config, say=lambda line: print(line, flush=True))
     except SmokeFailure as exc:
         print(f"Smoke test failed: {exc}", flush=True)
-        return EXIT_FAILED
+        return 1
     print(f"Smoke test passed: {answer}", flush=True)
     return 0

@@ -833,7 +833,7 @@ def _run(args: argparse.Namespace) -> int:
             hint = resume if isinstance(exc, LevelFailed) else ""
             for line in filter(None, (details, hint, f"error: {first}")):
                 print(f"sweep: {line}", file=sys.stderr, flush=True)
-            return 1
+            return 2 if isinstance(exc, InputError) else 1
         except KeyboardInterrupt:
             hint = resume if run_dir is not None and run_dir.exists() else "nothing started"
             print(f"sweep: interrupted; {hint}", file=sys.stderr)

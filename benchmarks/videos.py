@@ -187,7 +187,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run", type=lambda text: Run.from_output(json.loads(text)),
                    help="a cluster run (JSON): as many videos as its sweep may take, and one for "
                    "its smoke test, made with its seed")
-    p.set_defaults(func=_run, errors=(ValueError, RuntimeError), error_code=2)
+    p.set_defaults(func=_run, errors=ValueError)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -200,5 +200,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("videos: interrupted; rerun the same command to make the rest", file=sys.stderr)
         return 130
+    except RuntimeError as exc:  # FFmpeg failed, or is missing
+        print(f"videos: error: {exc}", file=sys.stderr)
+        return 1
     print(f"videos: {len(paths)} ready in {args.out} (list: {args.out / MANIFEST_NAME})")
     return 0

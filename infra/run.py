@@ -31,7 +31,7 @@ RETRY_CHUNKS = 3
 # chance. Its intervals (and the report's) are Student t at 98.5% two-sided, with at least
 # MIN_BLOCKS blocks: so they still cover the truth 95% of the time (tests/test_coverage.py
 # simulates it; docs/benchmark-toolkit.md, "Blocks, cold chunks and the stop rule").
-MIN_BLOCKS = 5
+MIN_BLOCKS = 4
 T_QUANTILE = 0.9925
 
 

@@ -51,9 +51,9 @@ DEFAULT_PROFILES = ("round-robin", "session-affinity")  # the baseline first: ga
 # was within noise).
 STANDIN_TOKENS = 8400
 CALIBRATED = mock_calibration()  # the mock workers' time, as the seed's H200s (calibration.py)
-# The seed's workload, but each level at most 80 videos per profile (5 blocks at 16, the stop
+# The seed's workload, but each level at most 64 videos per profile (4 blocks at 16, the stop
 # rule's least) and a gain within +-10 points: the cluster's +-5 take hours on two cores.
-REHEARSAL_WORKLOAD = Workload(videos=80, stop_within_pct=10.0)
+REHEARSAL_WORKLOAD = Workload(videos=64, stop_within_pct=10.0)
 REHEARSAL_FILE = "rehearsal.json"
 MOCK_REQUEST_SECS = 1.2  # one mocked request at speedup 1, to bound a level generously
 FLOOR_REQUESTS = 5  # cache hits timed for the TTFT floor (after one that fills the cache)

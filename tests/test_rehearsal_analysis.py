@@ -63,7 +63,7 @@ def test_bad_options_are_named(tmp_path: Path) -> None:
 def test_the_options_are_the_config_and_the_workloads_with_the_rehearsals_defaults() -> None:
     assert parse_config([]) == RehearsalConfig()
     assert RehearsalConfig().workload == REHEARSAL_WORKLOAD == Workload(
-        videos=80, stop_within_pct=10.0)
+        videos=64, stop_within_pct=10.0)
     config = parse_config(["--profiles", "round-robin", "kv-routing", "--concurrency", "2",
                            "4", "--full", "--speedup-ratio", "2"])
     assert config == replace(RehearsalConfig(), profiles=("round-robin", "kv-routing"),
