@@ -524,6 +524,13 @@ class _Sweep:
     say: Say
 
     @property
+    def workers(self) -> int | None:
+        """How many workers serve the graph, where the deployment's facts say so."""
+        facts = self.config.deployment
+        return next((int(facts[k]) for k in WORKER_COUNT_FACTS
+                     if str(facts.get(k, "")).isdigit()), None)
+
+    @property
     def attempt(self) -> int:
         return len(next(iter(self.manifests.values()))["attempts"]) - 1
 
@@ -623,21 +630,16 @@ class _Sweep:
         entry = {"dir": chunk_dir.name, "block": block, "videos": [videos[0], videos[-1] + 1],
                  "summary": asdict(summary), "attempt": self.attempt,
                  "prefix_cache_hit_ceiling_pct": ceiling, **({"frontend": found} if found else {})}
-        lengths = length_check(chunk_dir, w.output_tokens)
-        if lengths:
+        if lengths := length_check(chunk_dir, w.output_tokens):
             state["output_lengths"] = lengths
-        manifest = self.manifests[profile]
-        manifest["worker_ids"] = sorted({*manifest["worker_ids"],
-                                         *(found.get("routing") or {}).get("workers", [])})
-        facts = config.deployment  # how many workers serve the graph, where it says so
-        workers = next((int(facts[k]) for k in WORKER_COUNT_FACTS
-                        if str(facts.get(k, "")).isdigit()), None)
-        run_routing = {**(found.get("routing") or {}), "workers_seen": len(
-            set().union(*(m["worker_ids"] for m in self.manifests.values()), manifest[
-                "worker_ids"]))} if found.get("routing") else None
+        # The worker ids answering over the whole run: one new to it was replaced meanwhile.
+        seen = set().union(*(m["worker_ids"] for m in self.manifests.values()),
+                           (found.get("routing") or {}).get("workers", []))
+        self.manifests[profile]["worker_ids"] = sorted(seen)
+        over_run = found.get("routing") and {**found["routing"], "workers_seen": len(seen)}
         problems = (chunk_problems(summary, lengths, len(lines), config, chunk_dir)
                     + evidence_problems(found, ceiling, len(lines))
-                    + routing_problems(run_routing, workers, bool(target.affinity)))
+                    + routing_problems(over_run, self.workers, bool(target.affinity)))
         if problems:
             state.update(level_evidence(chunk_dir.parent, [*state["chunks"], entry]))
             raise SweepError(f"{name}: {'; '.join(problems)}")
@@ -654,10 +656,7 @@ class _Sweep:
     def finish(self, concurrency: int, stop: str, load: dict[str, Any]) -> None:
         """The level's summary and evidence per profile, its gains over the baseline; a round
         robin that reached fewer workers than the graph has fails it (unless accepted)."""
-        config, rates = self.config, self.rates(concurrency)
-        facts = config.deployment
-        workers = next((int(facts[k]) for k in WORKER_COUNT_FACTS
-                        if str(facts.get(k, "")).isdigit()), None)
+        config, rates, workers = self.config, self.rates(concurrency), self.workers
         for target, own in zip(config.targets, rates, strict=True):
             state = self.states(concurrency)[target.profile]
             level_dir = self.run_dir / target.profile / state["dir"]
@@ -666,8 +665,8 @@ class _Sweep:
                                     [level_dir / c["dir"] / RECORDS_EXPORT for c in chunks])
             state.update(level_evidence(level_dir, chunks))
             seen = (state.get("routing") or {}).get("workers_seen")
-            spreads = not target.affinity and PROFILES.get(
-                target.profile, PROFILES["session-affinity"]).router_mode == "round-robin"
+            spreads = not target.affinity and target.profile in PROFILES and PROFILES[
+                target.profile].router_mode == "round-robin"
             if spreads and workers and seen is not None and seen < workers:
                 if not config.accept_fewer_workers:
                     raise SweepError(

@@ -206,11 +206,20 @@ def test_the_workload_is_judged_as_the_stack_judges_it() -> None:
 
 def test_a_video_folder_must_hold_what_the_run_may_take_made_with_its_seed(
         tmp_path: Path) -> None:
-    (tmp_path / "videos.json").write_text(json.dumps(
-        {"settings": {"seed": 3}, "videos": [{"name": "video_0000.mp4"}] * 40}))
+    def folder(videos: int) -> None:
+        (tmp_path / "videos.json").write_text(json.dumps(
+            {"settings": {"seed": 3}, "videos": [{"name": "video_0000.mp4"}] * videos}))
+
     config = replace(CONFIG, source=VideoSource(directory=tmp_path),
-                     workload=Workload(concurrencies=(2,), videos=4))  # 2 x 2 + 3 x 2 = 10
-    assert config_problems(replace(config, workload=replace(config.workload, seed=3))) == []
+                     workload=Workload(concurrencies=(2,), videos=4, seed=3))  # 2x2 + 3x2
+    folder(10)  # exactly what the run may take
+    assert config_problems(config) == []
+    folder(9)
+    assert config_problems(config) == [
+        f"--videos {tmp_path} holds 9 videos; this sweep may take 10 fresh ones: make them "
+        "with `videos --count 10`"]
+    folder(40)
+    config = replace(config, workload=replace(config.workload, seed=0))
     [seed] = config_problems(config)
     assert seed.startswith(f"--seed 0 but the videos in {tmp_path} were made with seed 3")
     short = replace(config, workload=Workload(concurrencies=(8,), videos=40, seed=3))

@@ -49,3 +49,12 @@ def test_a_stack_name_too_long_for_grove_is_refused() -> None:
     stack = "p" * 30
     with pytest.raises(SettingsError, match="at most 29 characters"):
         parse_settings(stack_config("round-robin"), stack)
+
+
+@pytest.mark.parametrize("profile", ["session-affinity", "compare", "p" * 29])
+def test_the_longest_run_id_fills_the_longer_job_name_exactly(profile: str) -> None:
+    """A Job's name is `<...>-<profile>-<run id>`: the separator counts, so the longest run
+    id brings the longer of the two names to 63 exactly, and one more would not fit."""
+    longest = names.max_run_id_len(profile)
+    lengths = [len(names.benchmark_name(job, profile, "r" * longest)) for job in ("smoke", "sweep")]
+    assert max(lengths) == names.DNS_LABEL_MAX

@@ -277,6 +277,11 @@ def test_ttft_at_the_mock_s_floor_is_named_its_overhead_not_a_verdict_on_routing
         "TTFT p50: at 1 of 2 levels both profiles are within 25% of the mock's TTFT floor "
         "(60 ms), which is the mock's own overhead, not routing; above it, affinity's at or "
         "below round robin's, as in the seed, at 0 of 1 levels; not at 16 (84 vs 81 ms)")
+    # The level is excused only when both profiles are near it: round robin at 70 ms is, but
+    # affinity at 90 ms is not (1.25 x 60 = 75), so 90 vs 70 is a miss, not the floor's.
+    data, _ = _built(tmp_path / "one-near", seed_like_runs(tmp_path / "one", ttft_16=(70, 90)),
+                     ttft_floor_ms=60.0)
+    assert data["seed_comparison"]["verdicts"][2].endswith("not at 16 (90 vs 70 ms)")
     # A floor far below the figures judges every level as before.
     data, _ = _built(tmp_path / "low", runs, ttft_floor_ms=20.0)
     assert data["seed_comparison"]["verdicts"][2].endswith("at 1 of 2 levels; not at 16 "
