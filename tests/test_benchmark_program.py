@@ -8,13 +8,14 @@ and the resource hook bound to the sweep Job (registered never to run on preview
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.sweep import SweepConfig
+from benchmarks.sweep import MANIFEST_NAME, SweepConfig, open_run
 from infra import benchmark_manifests as bj
 from infra.manifests import ALLOW_INTERNAL_MEDIA, TIMEOUT_SECONDS
 from infra.names import benchmark_name
@@ -382,3 +383,28 @@ def test_a_finished_sweep_releases_node_drains(monkeypatch) -> None:
     _, after = run_after_change(monkeypatch, "infra/cluster.py", "Complete")
     assert not after.of_type("kubernetes:policy/v1:PodDisruptionBudget")
     assert any("kept as it is" in line for line in after.logs)
+
+
+def test_the_same_run_id_after_destroy_and_up_measures_again(tmp_path: Path) -> None:
+    """The repeat path (issue 46): `destroy` then `up` makes a new graph, and Kubernetes gives
+    every object it creates a new `metadata.uid`; the results of the first graph's run stay on
+    the kept claim. The second sweep Job, parsed as its pod parses it, sets them aside under
+    a name of their own and measures anew: never a failure after the cold start."""
+    configs = []
+    for uid in ("graph-before-destroy", "graph-after-up"):
+        run = run_program("session-affinity", stack_config("session-affinity"),
+                          live={GRAPH: {"metadata": {"name": "g", "uid": uid}}})
+        assert run.error is None, run.error
+        configs.append(replace(sweep_of(run), run_dir=tmp_path / "run-1"))
+    before, after = configs
+    assert before.deployment["graph_uid"] != after.deployment["graph_uid"]
+    assert before.set_aside and before.workload == after.workload
+    open_run(before, say=lambda _: None).save()  # the first graph's run, on the claim
+    said: list[str] = []
+    open_run(after, say=said.append).save()
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("run-1-")]
+    kept = json.loads((aside / "session-affinity" / MANIFEST_NAME).read_text())
+    assert kept["deployment"]["graph_uid"] == "graph-before-destroy"
+    assert "graph_uid: 'graph-before-destroy' -> 'graph-after-up'" in said[0]
+    assert json.loads((tmp_path / "run-1" / "session-affinity" / MANIFEST_NAME).read_text())[
+        "deployment"]["graph_uid"] == "graph-after-up"
