@@ -1,4 +1,4 @@
-"""`plan`: a stack's sweep predicted (infra/calibration.py) before `pulumi up` spends it, or
+"""`plan`: a stack's sweep predicted (infra/planning.py) before `pulumi up` spends it, or
 checked against real sweeps (`--measured`, `--spread`: docs/benchmark-toolkit.md, `plan`)."""
 
 from __future__ import annotations
@@ -11,14 +11,8 @@ from pathlib import Path
 
 from benchmarks.report import AFFINITY, ROUND_ROBIN, read_run
 from benchmarks.sweep import MANIFEST_NAME
-from infra.calibration import (
-    H200,
-    REPLICATE_CV,
-    Hardware,
-    predicted_req_s,
-    solve_hardware,
-    stack_plan,
-)
+from infra.calibration import H200, Hardware, solve_hardware
+from infra.planning import REPLICATE_CV, predicted_req_s, stack_plan
 from infra.settings import Settings, stack_settings
 
 

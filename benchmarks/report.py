@@ -21,9 +21,10 @@ from scipy.stats import t as student_t
 from benchmarks import sweep
 from benchmarks.aiperf_run import FIGURES, LevelSummary, fmt
 from benchmarks.evidence import Stickiness
-from infra.calibration import IN_SAMPLE_LEVELS, SEED_TABLE
+from infra.calibration import IN_SAMPLE_LEVELS
 from infra.names import InputError
 from infra.run import T_QUANTILE
+from infra.seed import SEED_TABLE
 
 BAD_INPUT = "bad report input"
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")

@@ -21,7 +21,7 @@ if (_ROOT := str(Path(__file__).resolve().parent.parent)) not in sys.path:
 
 from infra import benchmark_manifests as bm  # noqa: E402
 from infra import cluster, manifests, names  # noqa: E402
-from infra.calibration import stack_plan  # noqa: E402
+from infra.planning import stack_plan  # noqa: E402
 from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
 TYPE_PREFIX = "cosmos3-routing:infra"
@@ -210,7 +210,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         out["benchmark"] = run.output()
     if b.sweep:
         plan = stack_plan(settings)
-        pulumi.log.info("benchmark plan (infra/calibration.py; `./run.sh plan --stack "
+        pulumi.log.info("benchmark plan (infra/planning.py; `./run.sh plan --stack "
                         f"{settings.profile}`):\n" + "\n".join(plan.lines()))
         out["benchmarkPlan"] = {
             "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},

@@ -31,8 +31,8 @@ from benchmarks.aiperf_run import (
 )
 from benchmarks.dataset import VideoSource, dataset_lines
 from benchmarks.tiny_model import build_tiny_model_dir
-from infra.calibration import SEED_TABLE
 from infra.run import SEED_WORKLOAD, Workload
+from infra.seed import SEED_TABLE
 from rehearsal.local_dynamo import peak_memory
 from tests.support_openai_server import RecordingOpenAIServer
 

@@ -18,23 +18,19 @@ import pytest
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.dataset import standin_text
 from benchmarks.plan import measured_spread
-from infra.calibration import (
+from infra.calibration import H200, MOCK_MISS_SECS, mock_calibration, solve_hardware
+from infra.names import SERVED_MODEL_NAME
+from infra.planning import (
     CHUNK_START_SECS,
-    H200,
-    MOCK_MISS_SECS,
     REPLICATE_CV,
-    SEED_SWEEP_HOURS,
-    SEED_TABLE,
     chunks_needed,
-    mock_calibration,
     plan_sweep,
     predicted_req_s,
-    solve_hardware,
     stack_plan,
 )
-from infra.names import SERVED_MODEL_NAME
 from infra.routing import PROFILES
 from infra.run import MIN_BLOCKS, SEED_WORKLOAD
+from infra.seed import SEED_SWEEP_HOURS, SEED_TABLE
 from infra.settings import stack_settings
 from rehearsal.local_dynamo import LocalDynamo, mock_model_dir, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
