@@ -29,7 +29,7 @@ VIDEO_INDEX_BITS = 16
 RETRY_CHUNKS = 3
 # The stop rule: a level stops once its interval is tight, which favours spreads small by
 # chance. Its intervals (and the report's) are Student t at 98.5% two-sided, with at least
-# MIN_BLOCKS blocks: so they still cover the truth 95% of the time (tests/test_coverage.py
+# MIN_BLOCKS blocks: so they still cover the truth 95% of the time (tests/test_stop_rule.py
 # simulates it; docs/benchmark-toolkit.md, "Blocks, cold chunks and the stop rule").
 MIN_BLOCKS = 4
 T_QUANTILE = 0.9925

@@ -21,7 +21,7 @@ from infra.cluster import JobState
 from infra.settings import Settings, parse_settings
 from tests.support_cluster import as_api_returns, gpu_pod, healthy, node
 from tests.support_pulumi import stack_config
-from tests.test_cluster_checks import K, settings_of
+from tests.test_preflight import K, settings_of
 
 TP4 = "vllm-super-tp4-rr"
 
