@@ -42,9 +42,9 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
     mutmut = {
-        "source_paths": ["infra", "benchmarks"],
+        "source_paths": ["infra", "benchmarks", "rehearsal"],
         "only_mutate": [module],
-        "also_copy": [n for n in names if n not in ("infra", "benchmarks", "tests")],
+        "also_copy": [n for n in names if n not in ("infra", "benchmarks", "rehearsal", "tests")],
         # The program tests run Pulumi's mocks over gRPC, which hangs in a plain fork.
         "process_isolation": "forkserver",
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:dash", "-q"],
