@@ -107,7 +107,7 @@ class Workload:
              "use at least 1"),
             (not 0 < self.stop_within_pct <= 50, "stop_within_pct", f"{self.stop_within_pct:g} "
              "is out of range; use above 0 and at most 50 (full sends every video instead)"),
-            (0 < top <= MAX_CONCURRENCY and need > 2**VIDEO_INDEX_BITS, "videos",
+            (top <= MAX_CONCURRENCY and need > 2**VIDEO_INDEX_BITS, "videos",
              f"{self.videos} videos per level x {len(self.concurrencies)} levels x {profiles} "
              f"profile(s) need {need} fresh videos, more than the {2**VIDEO_INDEX_BITS} a run "
              "can make distinct: use fewer videos or levels"),

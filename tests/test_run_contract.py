@@ -49,7 +49,8 @@ def test_the_seed_workload_has_no_problem_and_each_edge_holds() -> None:
 
 
 @pytest.mark.parametrize("change,field,words", [
-    ({"questions_per_video": 0}, "questions_per_video", "0 is out of range; use 1..20"),
+    ({"questions_per_video": 0}, "questions_per_video", "0 is out of range; use 1..20 (the "
+     "benchmark's questions about a video)"),
     ({"questions_per_video": 21}, "questions_per_video", "21 is out of range; use 1..20"),
     ({"videos": 15}, "videos", "15 videos fill no chunk at concurrency 16"),
     ({"output_tokens": 0}, "output_tokens", "0 is out of range; use at least 1"),
@@ -69,12 +70,25 @@ def test_more_fresh_videos_than_a_run_can_make_distinct_is_refused() -> None:
     assert dict(wide.problems(2))["videos"].startswith(
         f"4000 videos per level x 9 levels x 2 profile(s) need {wide.videos_needed(2)} fresh "
         f"videos, more than the {limit} a run can make distinct")
-    assert wide.videos_needed(1) <= limit and "videos" not in dict(wide.problems(1))
+    assert wide.videos_needed(1) <= limit and "videos" not in dict(wide.problems())  # one
     assert replace(SEED, videos=4000).videos_needed(2) <= limit
     assert dict(replace(SEED, videos=4000).problems(2)) == {}
+    # One level of one video a chunk: the edge is exact (3 retries + the videos).
+    one = replace(SEED, concurrencies=(1,))
+    assert dict(replace(one, videos=limit - RETRY_CHUNKS).problems()) == {}
+    assert "videos" in dict(replace(one, videos=limit - RETRY_CHUNKS + 1).problems())
+
+
+def test_no_level_is_one_problem_not_a_videos_one_too() -> None:
+    """A level out of range is the levels' problem alone; the highest allowed still counts."""
+    assert problems(concurrencies=(), videos=0) == {"concurrencies": "needs at least one level"}
+    assert list(problems(concurrencies=(1025,), videos=70_000)) == ["concurrencies"]
+    assert list(problems(concurrencies=(1024,), videos=65_536)) == ["videos"]
 
 
 def test_refusals_put_each_problem_after_its_settings_name() -> None:
+    wide = replace(SEED, videos=4000, concurrencies=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+    assert wide.refusals(str) == [] and len(wide.refusals(str, profiles=2)) == 1
     assert replace(SEED, videos=8).refusals(lambda f: f"--{f}") == [
         "--videos: 8 videos fill no chunk at concurrency 16 (a chunk is as many videos as its "
         "level's concurrency): use at least 16 videos or lower levels"]
@@ -82,7 +96,7 @@ def test_refusals_put_each_problem_after_its_settings_name() -> None:
 
 def test_a_run_id_seeds_its_videos_the_same_each_time_and_another_differently() -> None:
     assert run_seed("run-1") == run_seed("run-1") != run_seed("run-2")
-    assert 0 <= run_seed("run-1") < 2**32
+    assert run_seed("run-1") == 1315296251  # its SHA-256's first 8 hex digits, in base 16
 
 
 RUN = Run(stack="compare", run_id="run-1", namespace="ns", cache_claim="c", image="i",
