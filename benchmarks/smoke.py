@@ -48,8 +48,10 @@ def _problem(exc: openai.APIStatusError | openai.APIConnectionError, where: str)
 
 
 def wait_for_model(config: SmokeConfig, client: openai.OpenAI, say: Say) -> None:
-    """Poll `/v1/models` until the model is listed; raises SmokeFailure at the deadline."""
-    started = last_said = time.monotonic()
+    """Poll `/v1/models` until the model is listed, saying why not at once and every 30 s;
+    raises SmokeFailure at the deadline."""
+    started = time.monotonic()
+    last_said = started - 30
     while True:
         try:
             listed = [m.id for m in client.models.list(timeout=LIST_TIMEOUT_SECS)]
