@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,23 +62,15 @@ def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
                                     pulumi.ResourceOptions(**opts))
 
 
-@dataclass(frozen=True)
-class Found:
-    """What the cluster holds that decides how the stack declares, read once with the checks;
-    `claim_spec` None: the claim is used by name; `warnings` are said once."""
-
-    claim_spec: dict[str, Any] | None
-    download_done: bool
-    download_stale: bool
-    download_gone: bool
-    sweep: cluster.JobState
-    warnings: tuple[str, ...] = ()
-
-
-def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
-           ) -> dict[str, Any]:
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
+           live: cluster.LiveObjects | None) -> dict[str, Any]:
     """Declare the stack in order and return its outputs; provider `cluster` adopts what
     outlives a run, `cluster-create` makes the rest (docs/deploy-reference.md, 'Re-runs')."""
+    # What the cluster holds decides how the stack declares (`live`: read once, with the checks).
+    done = cluster.completed(live.download_job if live else None)
+    stale = done and cluster.download_differs(settings, live.download_job)
+    gone = cluster.download_gone(settings, live)
+    sweep = cluster.job_status_of(live.sweep_job if live else None).state
     # Explicit providers don't read `kubernetes:*` config: context and kubeconfig passed on.
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
@@ -91,8 +83,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     if b.any_enabled:
         # The sweep Job's state in the cluster decides what a change may do to it: one that
         # failed is run again (resuming its run), one running or finished is kept.
-        given = (bm.shipped_sources(REPO_ROOT), live.sweep is cluster.JobState.FAILED,
-                 live.sweep is cluster.JobState.SUCCEEDED)
+        given = (bm.shipped_sources(REPO_ROOT), sweep is cluster.JobState.FAILED,
+                 sweep is cluster.JobState.SUCCEEDED)
         parts = bm.benchmark_objects(run, b, *given)
 
     # The namespace (created or existing) and the Secret of the token the workers read.
@@ -111,9 +103,11 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
     # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
-    for warning in live.warnings:  # a claim that differs from the settings, workers restarted
+    # Said once: a claim that differs from the settings, workers restarted.
+    for warning in filter(None, (cluster.claim_drift(settings, live),
+                                 cluster.worker_restarts(settings, live))):
         pulumi.log.warn(warning)
-    spec = live.claim_spec if not settings.cache_existing_claim else None
+    spec = cluster.claim_spec(settings, live) if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
                       ignore_changes=["spec"])] if spec is not None else []
@@ -123,12 +117,12 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
     kubectl, name = settings.kubectl, settings.download_job_name
-    if live.download_stale or live.download_gone:
+    if stale or gone:
         pulumi.log.info((
             f"download Job {name} completed for an earlier template and is kept as it is (a "
             "completed Job is never replaced). If the model's settings changed (image, "
             f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then"
-            if live.download_stale else f"download Job {name} is gone while graph "
+            if stale else f"download Job {name} is gone while graph "
             f"{settings.graph_name} runs: the cache is taken as filled and no download declared "
             "(it would wait for the graph's GPUs). To download again,") + " pin nimModelProfile "
             f"(the download then needs no GPU) or free the GPUs (`{kubectl} delete "
@@ -138,8 +132,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
     download = [declare("download", objects["download"], model_cache,
                         depends_on=[*secrets, *claims], provider=adopting,
-                        ignore_changes=["spec"] if live.download_done
-                        else DOWNLOAD_PLACEMENT_FIELDS)] if not live.download_gone else []
+                        ignore_changes=["spec"] if done
+                        else DOWNLOAD_PLACEMENT_FIELDS)] if not gone else []
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
@@ -153,7 +147,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         # A running sweep fetches its videos from the server: a code change never rolls it.
         server = declare("video-server", parts["video-server"], benchmark,
                          depends_on=[namespace, code], ignore_changes=["spec"]
-                         if live.sweep is cluster.JobState.RUNNING else None)
+                         if sweep is cluster.JobState.RUNNING else None)
         # After the server: its endpoints exist only once a server pod is Ready.
         ready: list[pulumi.Resource] = [graph, server, declare(
             "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
@@ -172,10 +166,10 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             *run.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
         # A started sweep is never replaced: the provider replaces a Job (deleting it first)
         # on any template change, killing a running sweep or throwing a finished one away.
-        kept = live.sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+        kept = sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
         if kept and b.sweep:
             pulumi.log.info(
-                f"sweep Job {run.sweep_job} is {live.sweep.value} in the "
+                f"sweep Job {run.sweep_job} is {sweep.value} in the "
                 "cluster: kept as it is (a started sweep is never replaced); to measure this "
                 "deployment or code again, set a new benchmarkRunId", resource=benchmark)
 
@@ -268,16 +262,9 @@ def main() -> None:
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
-    done = cluster.completed(live.download_job if live else None)
-    found = Found(cluster.claim_spec(stack, live), done,
-                  done and cluster.download_differs(stack, live.download_job),
-                  cluster.download_gone(stack, live),
-                  cluster.job_status_of(live.sweep_job if live else None).state,
-                  tuple(filter(None, (cluster.claim_drift(stack, live),
-                                      cluster.worker_restarts(stack, live)))))
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
-    for name, value in deploy(stack, tokens, found).items():
+    for name, value in deploy(stack, tokens, live).items():
         pulumi.export(name, value)
 
 
