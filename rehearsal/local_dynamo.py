@@ -43,7 +43,6 @@ MOCKER_MAX_TOKEN_ID = 1999
 # 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
-STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
 
 
@@ -150,18 +149,13 @@ def tree_pids(root: int) -> set[int]:
         return set()
 
 
-def stop_processes(procs: list[psutil.Process], timeout: float = STOP_SECS) -> None:
+def stop_processes(procs: list[psutil.Process], timeout: float = 10.0) -> None:
     """SIGTERM to each of `procs`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
     for signal_them in (psutil.Process.terminate, psutil.Process.kill):
         for proc in procs:
             with suppress(psutil.NoSuchProcess):
                 signal_them(proc)
         procs = psutil.wait_procs(procs, timeout=timeout)[1]
-
-
-def stop_descendants() -> None:
-    """Stop every process this one started, and theirs (also in sessions of their own)."""
-    stop_processes(psutil.Process().children(recursive=True))
 
 
 @contextmanager
