@@ -24,30 +24,24 @@ from infra import cluster, manifests, names  # noqa: E402
 from infra.calibration import stack_plan  # noqa: E402
 from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
-TYPE_PREFIX = "cosmos3-routing:infra"
 DOWNLOAD_PLACEMENT_FIELDS = [
     *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
     "spec.activeDeadlineSeconds", "spec.backoffLimit",
 ]
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"
-# Bounds the hook's `collect`: its reader pod start (300 s) and copy (900 s), with room.
-COLLECT_TIMEOUT_SECS = 1500.0
 Say = Callable[[str], None]
 
 
-def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
-    return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
-
-
 def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
-            **opts: Any) -> pulumi.CustomResource:
+            timeout_secs: int | None = None, **opts: Any) -> pulumi.CustomResource:
     """One object as its manifest is, under the type its apiVersion and kind name; awaited as
-    long as its `pulumi.com/timeoutSeconds` says, on create and update alike."""
+    long as `timeout_secs` or its `pulumi.com/timeoutSeconds` says, on create and update alike."""
     group, _, version = manifest["apiVersion"].rpartition("/")
-    seconds = manifest["metadata"].get("annotations", {}).get(manifests.TIMEOUT_SECONDS)
+    seconds = timeout_secs or manifest["metadata"].get("annotations", {}).get(
+        manifests.TIMEOUT_SECONDS)
     if seconds:
-        opts.setdefault("custom_timeouts", _timeouts(int(seconds)))
+        opts["custom_timeouts"] = pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
     if manifest["kind"] == "Secret":  # its data stays secret, as the SDK's Secret type keeps it
         manifest = {**manifest, "stringData": pulumi.Output.secret(manifest["stringData"])}
         opts["additional_secret_outputs"] = ["data", "stringData"]
@@ -58,7 +52,7 @@ def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
 
 def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
     """A group a user sees in `pulumi stack` (its type and name pin its children's URNs)."""
-    return pulumi.ComponentResource(f"{TYPE_PREFIX}:{kind}", name, None,
+    return pulumi.ComponentResource(f"cosmos3-routing:infra:{kind}", name, None,
                                     pulumi.ResourceOptions(**opts))
 
 
@@ -138,8 +132,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
-                    depends_on=download,
-                    custom_timeouts=_timeouts(settings.graph_timeout_secs))
+                    depends_on=download, timeout_secs=settings.graph_timeout_secs)
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
@@ -217,8 +210,9 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
     return resource.metadata.apply(lambda m: m["name"])
 
 
+# `timeout_secs` bounds `collect`: its reader pod start (300 s) and copy (900 s), with room.
 def bring_results_home(run: bm.Run, kubeconfig: str | None, say: Say, warn: Say,
-                       timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
+                       timeout_secs: float = 1500.0) -> bool:
     """`collect` for `run`, its lines shown as they come; a failure only warns, with the retry:
     the sweep succeeded. The kubeconfig may hold credentials: environment, never argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
