@@ -44,6 +44,10 @@ MOCKER_MAX_TOKEN_ID = 1999
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
+# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
+# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
+# beside threads must not import.
+_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
 class LocalDynamoError(RuntimeError):
@@ -184,12 +188,6 @@ def peak_memory(root: int | None = None, interval: float = 0.5) -> Iterator[Simp
         done.set()
         sampler.join(timeout=5)
         sample()
-
-
-# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
-# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
-# beside threads must not import.
-_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
 class ManagedProcess(psutil.Popen):
