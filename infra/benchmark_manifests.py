@@ -72,6 +72,19 @@ wait $child
 """
 VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
                   "drain or `pulumi destroy`); its next pod makes them again")
+# Each Job's limits, what to do after a stop, and its Job spec beside the template.
+JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
+    "smoke": (("500m", "1Gi", "2", "2Gi"),
+              "if the deadline passed, raise it, then `pulumi up`", {"backoffLimit": 0}),
+    "sweep": (("2", "4Gi", "8", "8Gi"),
+              "finished levels stay on the claim; if the deadline passed, raise it, then "
+              "`pulumi up` with the same benchmarkRunId resumes the run",
+              {"backoffLimit": 3, "podFailurePolicy": {"rules": [
+                  {"action": "Ignore",
+                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                  {"action": "FailJob", "onExitCodes": {
+                      "containerName": "main", "operator": "NotIn", "values": [0]}}]}}),
+}
 
 
 def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
@@ -261,25 +274,9 @@ def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
     return out
 
 
-# Each Job's limits, what to do after a stop, and its Job spec beside the template.
-JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
-    "smoke": (("500m", "1Gi", "2", "2Gi"),
-              "if the deadline passed, raise it, then `pulumi up`", {"backoffLimit": 0}),
-    "sweep": (("2", "4Gi", "8", "8Gi"),
-              "finished levels stay on the claim; if the deadline passed, raise it, then "
-              "`pulumi up` with the same benchmarkRunId resumes the run",
-              {"backoffLimit": 3, "podFailurePolicy": {"rules": [
-                  {"action": "Ignore",
-                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                  {"action": "FailJob", "onExitCodes": {
-                      "containerName": "main", "operator": "NotIn", "values": [0]}}]}}),
-}
-
-
-def benchmark_objects(
-    run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
-    rerun_sweep: bool = False, sweep_done: bool = False,
-) -> dict[str, dict[str, Any]]:
+def benchmark_objects(run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
+                      rerun_sweep: bool = False, sweep_done: bool = False
+                      ) -> dict[str, dict[str, Any]]:
     """Every object the enabled parts need, by role; `rerun_sweep` (the live sweep failed)
     lets `up` replace it, `sweep_done` lifts the drain guard (docs/deploy-reference.md)."""
     if not settings.any_enabled:
