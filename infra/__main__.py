@@ -24,10 +24,8 @@ from infra import cluster, manifests, names  # noqa: E402
 from infra.calibration import stack_plan  # noqa: E402
 from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
-DOWNLOAD_PLACEMENT_FIELDS = [
-    *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
-    "spec.activeDeadlineSeconds", "spec.backoffLimit",
-]
+DOWNLOAD_PLACEMENT_FIELDS = [*(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
+                             "spec.activeDeadlineSeconds", "spec.backoffLimit"]
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"
 Say = Callable[[str], None]

@@ -180,8 +180,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
     parts = parts or served(settings)
     on_gpu = not parts.vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
-        "name": "download",
-        "image": settings.worker_image,
+        "name": "download", "image": settings.worker_image,
         "command": parts.download_command, "env": parts.model_env,
         "volumeMounts": [parts.cache_mount],
         "securityContext": container_security(),
@@ -195,8 +194,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
                     automountServiceAccountToken=False, volumes=[parts.cache_volume],
                     **(settings.placement if on_gpu else {}))
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": "batch/v1", "kind": "Job",
         "metadata": metadata(settings.namespace, settings.download_job_name,
                              annotations={TIMEOUT_SECONDS: str(settings.download_timeout_secs)}),
         "spec": {
@@ -261,8 +259,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
             "securityContext": container_security()}], pull, nim_user=False)}}
         for f, args in zip(settings.frontends, parts.frontend_args, strict=True)]
     return {
-        "apiVersion": GRAPH_API_VERSION,
-        "kind": "DynamoGraphDeployment",
+        "apiVersion": GRAPH_API_VERSION, "kind": "DynamoGraphDeployment",
         "metadata": metadata(settings.namespace, settings.graph_name,
                              labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
