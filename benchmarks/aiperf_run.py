@@ -39,7 +39,7 @@ class LevelSpec:
 
 
 def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
-    argv = [
+    return [
         python, "-m", "aiperf", "profile",
         "--model", spec.model,
         "--url", spec.url,
@@ -68,10 +68,8 @@ def aiperf_command(spec: LevelSpec, python: str = sys.executable) -> list[str]:
         "--no-gpu-telemetry",
         "--no-server-metrics",
         "--use-server-token-count",
+        *(["--session-header", SESSION_HEADER] if spec.affinity else []),
     ]
-    if spec.affinity:
-        argv += ["--session-header", SESSION_HEADER]
-    return argv
 
 
 def aiperf_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

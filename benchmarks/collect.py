@@ -34,7 +34,9 @@ from infra.run import Run
 from infra.settings import REPO_ROOT, SettingsError, stack_settings
 
 REPORT_FOLDER = "report"
-PULUMI_TIMEOUT_SECS = 120
+# How the client raises a refused exec (kubernetes/stream/ws_client.py: status 0, the
+# websocket library's "Handshake status <code> <reason> -+-+- <headers> -+-+- <body>").
+_HANDSHAKE = re.compile(r"Handshake status (\d+) (.*?) -\+-\+- .* -\+-\+- (.*)", re.DOTALL)
 Say = Callable[[str], None]
 
 
@@ -139,11 +141,6 @@ def extract_archive(archive: Path, dest: Path) -> None:
                 raise CollectError(f"refusing {member.name!r} in the results archive: not a "
                                    "plain file or folder inside the run")
         tar.extractall(root)
-
-
-# How the client raises a refused exec (kubernetes/stream/ws_client.py: status 0, the
-# websocket library's "Handshake status <code> <reason> -+-+- <headers> -+-+- <body>").
-_HANDSHAKE = re.compile(r"Handshake status (\d+) (.*?) -\+-\+- .* -\+-\+- (.*)", re.DOTALL)
 
 
 def refusal(error: ApiException, action: str, permission: str) -> str:
@@ -293,7 +290,7 @@ def pulumi_benchmark_output(root: Path, stack: str) -> dict[str, Any] | None:
     try:
         result = subprocess.run(
             ["pulumi", "stack", "output", "benchmark", "--json", "--stack", stack], cwd=root,
-            capture_output=True, text=True, check=True, timeout=PULUMI_TIMEOUT_SECS)
+            capture_output=True, text=True, check=True, timeout=120)
         output = json.loads(result.stdout or "null")
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
         return None

@@ -19,6 +19,10 @@ from benchmarks.aiperf_run import RAW_EXPORT, measured_records, parsed
 COUNTERS = {"cached_tokens": "dynamo_frontend_cached_tokens_sum",
             "input_tokens": "dynamo_frontend_input_sequence_tokens_sum",
             "cached_reports": "dynamo_frontend_cached_tokens_count"}
+# Body fields that make a Dynamo frontend report the worker on every response.
+WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
+# Per level: which worker served each video's requests (kept when the raw export goes).
+ATTRIBUTION_FILE = "worker_attribution.json"
 
 
 @dataclass(frozen=True)
@@ -58,12 +62,6 @@ def prefix_cache_hit_pct(before: FrontendCounts, after: FrontendCounts) -> float
     return 100.0 * (after.cached_tokens - before.cached_tokens) / prompt
 
 
-# Body fields that make a Dynamo frontend report the worker on every response.
-WORKER_ID_REQUEST_FIELDS: dict[str, Any] = {"nvext": {"extra_fields": ["worker_id"]}}
-# Per level: which worker served each video's requests (kept when the raw export goes).
-ATTRIBUTION_FILE = "worker_attribution.json"
-
-
 def worker_id_from_body(body: Any) -> int | None:
     """The worker id in one response body or stream chunk, the decode worker's: it holds the
     session (Dynamo 1.6.1's shape: docs/benchmark-toolkit.md, "Server-side evidence")."""
@@ -97,8 +95,7 @@ class Attribution:
 
 
 def attribute_raw_export(path: Path) -> Attribution:
-    """Per video (conversation id) of AIPerf's raw export, the worker of each measured
-    request."""
+    """Per video (conversation id) of AIPerf's raw export, the worker of each measured request."""
     by_video: dict[str, list[int]] = defaultdict(list)
     unattributed = 0
     for record in measured_records(path):
@@ -168,18 +165,15 @@ def chunk_evidence(chunk_dir: Path, before: FrontendCounts | None,
 
 
 def level_evidence(level_dir: Path, chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A level's evidence over its manifest chunks: their mean prefix-cache share and ceiling
-    (chunks of equal videos send about equal prompt tokens), the routing over their saved
-    attributions."""
+    """A level's evidence over its manifest chunks: the mean prefix-cache share and ceiling (chunks
+    of equal videos send about equal prompt tokens), the routing over their saved attributions."""
     found = [chunk.get("frontend") or {} for chunk in chunks]
     evidence: dict[str, Any] = {}
     if any("prefix_cache_hit_pct" in entry for entry in found):
-        hits = [h for entry in found if (h := entry.get("prefix_cache_hit_pct")) is not None]
-        ceilings = [c["prefix_cache_hit_ceiling_pct"] for c in chunks
-                    if "prefix_cache_hit_ceiling_pct" in c]
-        evidence["prefix_cache_hit_pct"] = sum(hits) / len(hits) if hits else None
-        evidence["prefix_cache_hit_ceiling_pct"] = (sum(ceilings) / len(ceilings)
-                                                    if ceilings else None)
+        for key, entries in (("prefix_cache_hit_pct", found),
+                             ("prefix_cache_hit_ceiling_pct", chunks)):
+            values = [v for entry in entries if (v := entry.get(key)) is not None]
+            evidence[key] = sum(values) / len(values) if values else None
     if any("routing" in entry for entry in found):
         evidence["routing"] = worker_spread(
             *(level_attribution(level_dir / chunk["dir"]) for chunk in chunks))

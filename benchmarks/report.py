@@ -28,6 +28,20 @@ from infra.seed import SEED_TABLE
 
 BAD_INPUT = "bad report input"
 SPREAD_KEYS = ("requests_per_worker_min", "requests_per_worker_max")
+GAIN_KEYS = ("throughput_gain_pct", "throughput_gain_ci95_low", "throughput_gain_ci95_high")
+# Deployment facts that differ between the profiles of one comparison by design: the
+# routing, and each stack's own graph (its uid) and frontend command (its routing flags).
+ROUTING_FACTS = ("routing", "graph_uid", "frontend_command")
+PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
+          ("request_throughput",)),
+         ("ttft.png", "milliseconds", "Time to first token against concurrency",
+          ("ttft_p50_ms", "ttft_p90_ms")))
+PAIRED = ("Design: paired. The profiles ran interleaved on the same workers, one chunk each per "
+          "block, in alternating order; a gain is over its blocks' ratios, so drift between "
+          "blocks cancels. TTFT and latency percentiles are over all of a level's requests.")
+SEPARATE = ("Design: separate runs. A gain's interval combines both runs' spreads (delta method "
+            "on the log of the ratio, Welch degrees of freedom), and drift between the runs is "
+            "in it. TTFT and latency percentiles are over all of a level's requests.")
 # The report as data, beside report.md (the rehearsal prints its seed section from it).
 REPORT_JSON = "report.json"
 
@@ -76,11 +90,6 @@ def collect_runs(dirs: Sequence[Path], warn: Any = print) -> list[ProfileRun]:
         if labels.count(run.label) > 1:
             run.label = f"{run.label} ({run.source.name})"
     return runs
-
-
-# Deployment facts that differ between the profiles of one comparison by design: the
-# routing, and each stack's own graph (its uid) and frontend command (its routing flags).
-ROUTING_FACTS = ("routing", "graph_uid", "frontend_command")
 
 
 def binding(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -157,9 +166,6 @@ def _figures(chunks: Sequence[LevelSummary], name: str) -> list[float]:
     return [] if None in values else values
 
 
-GAIN_KEYS = ("throughput_gain_pct", "throughput_gain_ci95_low", "throughput_gain_ci95_high")
-
-
 def _gain(base: Sequence[LevelSummary], other: Sequence[LevelSummary], paired: bool
           ) -> tuple[float, float, float] | None:
     """(gain, low, high) in %: over the blocks' ratios (paired), or of the mean rates with the
@@ -197,8 +203,7 @@ def report_rows(runs: Sequence[ProfileRun]) -> list[dict[str, Any]]:
                 "concurrency": concurrency,
                 "profile": run.label,
                 **{k: state.get(k) for k in ("replicates", "interval_method", "stopped_by")},
-                "requests": level.requests,
-                "errors": level.errors,
+                "requests": level.requests, "errors": level.errors,
                 **figures,
                 **dict(zip(GAIN_KEYS, gain or (None, None, None), strict=True)),
                 # Server-side evidence the sweep recorded: the workers the responses name and
@@ -388,14 +393,6 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-PAIRED = ("Design: paired. The profiles ran interleaved on the same workers, one chunk each per "
-          "block, in alternating order; a gain is over its blocks' ratios, so drift between "
-          "blocks cancels. TTFT and latency percentiles are over all of a level's requests.")
-SEPARATE = ("Design: separate runs. A gain's interval combines both runs' spreads (delta method "
-            "on the log of the ratio, Welch degrees of freedom), and drift between the runs is "
-            "in it. TTFT and latency percentiles are over all of a level's requests.")
-
-
 def render_markdown(report: Mapping[str, Any]) -> str:
     rows, labels = report["rows"], report["profiles"]
     by_key = {(r["concurrency"], r["profile"]): r for r in rows}
@@ -434,12 +431,6 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             f"AIPerf {(m.get('tools') or {}).get('aiperf')}")
         out += [f"  - note: {note}" for note in m.get("notes") or []]
     return "\n".join(out) + "\n"
-
-
-PLOTS = (("throughput.png", "requests/s", "Throughput against concurrency",
-          ("request_throughput",)),
-         ("ttft.png", "milliseconds", "Time to first token against concurrency",
-          ("ttft_p50_ms", "ttft_p90_ms")))
 
 
 def write_plots(labels: Sequence[str], rows: Sequence[dict[str, Any]], out: Path) -> None:

@@ -18,7 +18,6 @@ from infra.names import SERVED_MODEL_NAME, video_name
 from infra.run import Run, Workload
 
 Say = Callable[[str], None]
-REQUEST_TIMEOUT_SECS, LIST_TIMEOUT_SECS, MAX_TOKENS = 300.0, 30.0, 256
 
 
 class SmokeFailure(RuntimeError):
@@ -54,7 +53,7 @@ def wait_for_model(config: SmokeConfig, client: openai.OpenAI, say: Say) -> None
     last_said = started - 30
     while True:
         try:
-            listed = [m.id for m in client.models.list(timeout=LIST_TIMEOUT_SECS)]
+            listed = [m.id for m in client.models.list(timeout=30.0)]
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             problem = _problem(exc, f"{config.url}/v1/models")
         else:
@@ -99,13 +98,13 @@ def run_smoke(config: SmokeConfig, say: Say = print) -> str:
     # Dynamo needs no key; a real one, if set, is passed on and never printed.
     client = openai.OpenAI(base_url=config.url.rstrip("/") + "/v1", max_retries=0,
                            api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-                           timeout=REQUEST_TIMEOUT_SECS)
+                           timeout=300.0)
     wait_for_model(config, client, say)
     say(f"smoke: asking {config.model} about {config.video_url[:100]}")
     before = scrape_frontend(config.url)
     try:
         response = client.chat.completions.create(
-            model=config.model, messages=line["messages"], max_tokens=MAX_TOKENS)
+            model=config.model, messages=line["messages"], max_tokens=256)
     except (openai.APIStatusError, openai.APIConnectionError) as exc:
         raise SmokeFailure(_problem(exc, f"{config.url}/v1/chat/completions")) from exc
     message = response.choices[0].message if response.choices else None

@@ -20,8 +20,6 @@ from infra.names import video_name
 from infra.run import VIDEO_INDEX_BITS, Run, VideoShape
 
 MANIFEST_NAME = "videos.json"
-GRADIENT_KINDS = ("linear", "radial", "circular", "spiral")
-FFMPEG_TIMEOUT_SECS = 300
 
 
 def ffmpeg_exe() -> str:
@@ -63,7 +61,7 @@ def filter_graph(shape: VideoShape, index: int) -> str:
     rng = random.Random(f"video:{shape.seed}:{index}")
     w, h, fps = shape.width, shape.height, shape.fps
     colors = ":".join(f"c{i}=0x{rng.randrange(0x1000000):06x}" for i in range(3))
-    kind = rng.choice(GRADIENT_KINDS)
+    kind = rng.choice(("linear", "radial", "circular", "spiral"))
     speed = rng.uniform(0.005, 0.05)
     background = (f"gradients=s={w}x{h}:r={fps}:{colors}:n=3:type={kind}:"
                   f"speed={speed:.4f}:seed={rng.randrange(2**32)}")
@@ -113,7 +111,7 @@ def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path, made: dict
                     "-c:v", "libx264", "-preset", "veryfast", "-threads", "1",
                     "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1",
                     "-movflags", "+faststart", "-f", "mp4", str(tmp),
-                    timeout=FFMPEG_TIMEOUT_SECS)
+                    timeout=300)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"FFmpeg failed on {name}: {result.stderr.strip()[-500:]}")
@@ -122,13 +120,9 @@ def _make_one(exe: str, shape: VideoShape, index: int, out_dir: Path, made: dict
                    "bytes": path.stat().st_size}
 
 
-def make_videos(
-    out_dir: Path,
-    shape: VideoShape | None = None,
-    progress: Callable[[str], None] = print,
-    jobs: int | None = None,
-    exe: str | None = None,
-) -> list[Path]:
+def make_videos(out_dir: Path, shape: VideoShape | None = None,
+                progress: Callable[[str], None] = print, jobs: int | None = None,
+                exe: str | None = None) -> list[Path]:
     """Make (or reuse) `shape.count` videos in `out_dir` with FFmpeg `exe` (default:
     `ffmpeg_exe()`); returns their paths in order."""
     shape = shape or VideoShape()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +24,22 @@ from infra import cluster, manifests, names  # noqa: E402
 from infra.planning import stack_plan  # noqa: E402
 from infra.settings import REPO_ROOT, Settings, SettingsError, parse_settings  # noqa: E402
 
-TYPE_PREFIX = "cosmos3-routing:infra"
-DOWNLOAD_PLACEMENT_FIELDS = [
-    *(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
-    "spec.activeDeadlineSeconds", "spec.backoffLimit",
-]
+DOWNLOAD_PLACEMENT_FIELDS = [*(f"spec.template.spec.{key}" for key in manifests.PLACEMENT_KEYS),
+                             "spec.activeDeadlineSeconds", "spec.backoffLimit"]
 # Where the hook puts results: results/<stack>/<run-id>/ in the project.
 RESULTS_ROOT = REPO_ROOT / "results"
-# Bounds the hook's `collect`: its reader pod start (300 s) and copy (900 s), with room.
-COLLECT_TIMEOUT_SECS = 1500.0
 Say = Callable[[str], None]
 
 
-def _timeouts(seconds: int) -> pulumi.CustomTimeouts:
-    return pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
-
-
 def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
-            **opts: Any) -> pulumi.CustomResource:
+            timeout_secs: int | None = None, **opts: Any) -> pulumi.CustomResource:
     """One object as its manifest is, under the type its apiVersion and kind name; awaited as
-    long as its `pulumi.com/timeoutSeconds` says, on create and update alike."""
+    long as `timeout_secs` or its `pulumi.com/timeoutSeconds` says, on create and update alike."""
     group, _, version = manifest["apiVersion"].rpartition("/")
-    seconds = manifest["metadata"].get("annotations", {}).get(manifests.TIMEOUT_SECONDS)
+    seconds = timeout_secs or manifest["metadata"].get("annotations", {}).get(
+        manifests.TIMEOUT_SECONDS)
     if seconds:
-        opts.setdefault("custom_timeouts", _timeouts(int(seconds)))
+        opts["custom_timeouts"] = pulumi.CustomTimeouts(create=f"{seconds}s", update=f"{seconds}s")
     if manifest["kind"] == "Secret":  # its data stays secret, as the SDK's Secret type keeps it
         manifest = {**manifest, "stringData": pulumi.Output.secret(manifest["stringData"])}
         opts["additional_secret_outputs"] = ["data", "stringData"]
@@ -58,27 +50,19 @@ def declare(name: str, manifest: Mapping[str, Any], parent: pulumi.Resource,
 
 def group(kind: str, name: str, **opts: Any) -> pulumi.ComponentResource:
     """A group a user sees in `pulumi stack` (its type and name pin its children's URNs)."""
-    return pulumi.ComponentResource(f"{TYPE_PREFIX}:{kind}", name, None,
+    return pulumi.ComponentResource(f"cosmos3-routing:infra:{kind}", name, None,
                                     pulumi.ResourceOptions(**opts))
 
 
-@dataclass(frozen=True)
-class Found:
-    """What the cluster holds that decides how the stack declares, read once with the checks;
-    `claim_spec` None: the claim is used by name; `warnings` are said once."""
-
-    claim_spec: dict[str, Any] | None
-    download_done: bool
-    download_stale: bool
-    download_gone: bool
-    sweep: cluster.JobState
-    warnings: tuple[str, ...] = ()
-
-
-def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Found
-           ) -> dict[str, Any]:
+def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
+           live: cluster.LiveObjects | None) -> dict[str, Any]:
     """Declare the stack in order and return its outputs; provider `cluster` adopts what
     outlives a run, `cluster-create` makes the rest (docs/deploy-reference.md, 'Re-runs')."""
+    # What the cluster holds decides how the stack declares (`live`: read once, with the checks).
+    done = cluster.completed(live.download_job if live else None)
+    stale = done and cluster.download_differs(settings, live.download_job)
+    gone = cluster.download_gone(settings, live)
+    sweep = cluster.job_status_of(live.sweep_job if live else None).state
     # Explicit providers don't read `kubernetes:*` config: context and kubeconfig passed on.
     kubeconfig = pulumi.Config("kubernetes").get_secret("kubeconfig")
     adopting, creating = (
@@ -91,8 +75,8 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     if b.any_enabled:
         # The sweep Job's state in the cluster decides what a change may do to it: one that
         # failed is run again (resuming its run), one running or finished is kept.
-        given = (bm.shipped_sources(REPO_ROOT), live.sweep is cluster.JobState.FAILED,
-                 live.sweep is cluster.JobState.SUCCEEDED)
+        given = (bm.shipped_sources(REPO_ROOT), sweep is cluster.JobState.FAILED,
+                 sweep is cluster.JobState.SUCCEEDED)
         parts = bm.benchmark_objects(run, b, *given)
 
     # The namespace (created or existing) and the Secret of the token the workers read.
@@ -111,9 +95,11 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # The claim is kept by default (`cacheKeepOnDestroy`) and adopted by either stack's next
     # `up`. Its spec is written once (a replacement empties the cache): a change only warns.
     model_cache = group("ModelCache", "model-cache", providers=[creating], depends_on=[policies])
-    for warning in live.warnings:  # a claim that differs from the settings, workers restarted
+    # Said once: a claim that differs from the settings, workers restarted.
+    for warning in filter(None, (cluster.claim_drift(settings, live),
+                                 cluster.worker_restarts(settings, live))):
         pulumi.log.warn(warning)
-    spec = live.claim_spec if not settings.cache_existing_claim else None
+    spec = cluster.claim_spec(settings, live) if not settings.cache_existing_claim else None
     claims = [declare("claim", {**objects["claim"], "spec": spec}, model_cache,
                       provider=adopting, retain_on_delete=keep, depends_on=[namespace],
                       ignore_changes=["spec"])] if spec is not None else []
@@ -123,12 +109,12 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             "used as it is (as cacheExistingClaim), never deleted by this stack",
             resource=model_cache)
     kubectl, name = settings.kubectl, settings.download_job_name
-    if live.download_stale or live.download_gone:
+    if stale or gone:
         pulumi.log.info((
             f"download Job {name} completed for an earlier template and is kept as it is (a "
             "completed Job is never replaced). If the model's settings changed (image, "
             f"nimModelProfile...), download again: `{kubectl} delete job {name}`, then"
-            if live.download_stale else f"download Job {name} is gone while graph "
+            if stale else f"download Job {name} is gone while graph "
             f"{settings.graph_name} runs: the cache is taken as filled and no download declared "
             "(it would wait for the graph's GPUs). To download again,") + " pin nimModelProfile "
             f"(the download then needs no GPU) or free the GPUs (`{kubectl} delete "
@@ -138,14 +124,13 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
     # wait for the graph's GPUs: a completed Job is kept; placement never changes the cache.
     download = [declare("download", objects["download"], model_cache,
                         depends_on=[*secrets, *claims], provider=adopting,
-                        ignore_changes=["spec"] if live.download_done
-                        else DOWNLOAD_PLACEMENT_FIELDS)] if not live.download_gone else []
+                        ignore_changes=["spec"] if done
+                        else DOWNLOAD_PLACEMENT_FIELDS)] if not gone else []
 
     # The DynamoGraphDeployment, declared once the cache is filled, awaited until Ready.
     graph = declare("graph", objects["graph"],
                     group("ReasonerGraph", "graph", providers=[creating]),
-                    depends_on=download,
-                    custom_timeouts=_timeouts(settings.graph_timeout_secs))
+                    depends_on=download, timeout_secs=settings.graph_timeout_secs)
     if b.any_enabled:
         # The video server, the smoke Job and the sweep Job (each only when enabled).
         benchmark = group("BenchmarkRun", "benchmark", providers=[creating])
@@ -153,7 +138,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
         # A running sweep fetches its videos from the server: a code change never rolls it.
         server = declare("video-server", parts["video-server"], benchmark,
                          depends_on=[namespace, code], ignore_changes=["spec"]
-                         if live.sweep is cluster.JobState.RUNNING else None)
+                         if sweep is cluster.JobState.RUNNING else None)
         # After the server: its endpoints exist only once a server pod is Ready.
         ready: list[pulumi.Resource] = [graph, server, declare(
             "video-service", parts["video-service"], benchmark, depends_on=[namespace, server])]
@@ -172,10 +157,10 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]], live: Fo
             *run.deployment, ("graph_uid", (m or {}).get("uid") or ""))), b, *given))
         # A started sweep is never replaced: the provider replaces a Job (deleting it first)
         # on any template change, killing a running sweep or throwing a finished one away.
-        kept = live.sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
+        kept = sweep in (cluster.JobState.RUNNING, cluster.JobState.SUCCEEDED)
         if kept and b.sweep:
             pulumi.log.info(
-                f"sweep Job {run.sweep_job} is {live.sweep.value} in the "
+                f"sweep Job {run.sweep_job} is {sweep.value} in the "
                 "cluster: kept as it is (a started sweep is never replaced); to measure this "
                 "deployment or code again, set a new benchmarkRunId", resource=benchmark)
 
@@ -223,8 +208,9 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
     return resource.metadata.apply(lambda m: m["name"])
 
 
+# `timeout_secs` bounds `collect`: its reader pod start (300 s) and copy (900 s), with room.
 def bring_results_home(run: bm.Run, kubeconfig: str | None, say: Say, warn: Say,
-                       timeout_secs: float = COLLECT_TIMEOUT_SECS) -> bool:
+                       timeout_secs: float = 1500.0) -> bool:
     """`collect` for `run`, its lines shown as they come; a failure only warns, with the retry:
     the sweep succeeded. The kubeconfig may hold credentials: environment, never argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,
@@ -268,16 +254,9 @@ def main() -> None:
     except SettingsError as err:
         # RunError: the CLI prints the message alone, without a traceback.
         raise pulumi.RunError(str(err)) from None
-    done = cluster.completed(live.download_job if live else None)
-    found = Found(cluster.claim_spec(stack, live), done,
-                  done and cluster.download_differs(stack, live.download_job),
-                  cluster.download_gone(stack, live),
-                  cluster.job_status_of(live.sweep_job if live else None).state,
-                  tuple(filter(None, (cluster.claim_drift(stack, live),
-                                      cluster.worker_restarts(stack, live)))))
     config = pulumi.Config()
     tokens = {key: config.require_secret(key) for key in stack.required_secrets}
-    for name, value in deploy(stack, tokens, found).items():
+    for name, value in deploy(stack, tokens, live).items():
         pulumi.export(name, value)
 
 

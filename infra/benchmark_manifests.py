@@ -25,8 +25,6 @@ VIDEOS_DIR = "/videos"
 # once the path exists: pulumi-kubernetes provider/pkg/jsonpath/jsonpath.go at 1e54e342).
 # Not skipAwait: it skips the delete await too, so a replacement could meet a terminating Job.
 STARTED = "jsonpath={.status.startTime}"
-# Margin so a Job's own deadline (with its reason) fires before the provider gives up.
-AWAIT_MARGIN_SECS = 120
 # What the cluster autoscaler and Karpenter read before evicting a pod to consolidate
 # nodes: a sweep or video server evicted mid-level loses the level.
 DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
@@ -74,6 +72,19 @@ wait $child
 """
 VIDEOS_ON_STOP = ("the video server was stopped while it made the videos (a rollout, a node "
                   "drain or `pulumi destroy`); its next pod makes them again")
+# Each Job's limits, what to do after a stop, and its Job spec beside the template.
+JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
+    "smoke": (("500m", "1Gi", "2", "2Gi"),
+              "if the deadline passed, raise it, then `pulumi up`", {"backoffLimit": 0}),
+    "sweep": (("2", "4Gi", "8", "8Gi"),
+              "finished levels stay on the claim; if the deadline passed, raise it, then "
+              "`pulumi up` with the same benchmarkRunId resumes the run",
+              {"backoffLimit": 3, "podFailurePolicy": {"rules": [
+                  {"action": "Ignore",
+                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                  {"action": "FailJob", "onExitCodes": {
+                      "containerName": "main", "operator": "NotIn", "values": [0]}}]}}),
+}
 
 
 def run_of(settings: Settings, rendered_graph: Mapping[str, Any] | None = None) -> Run:
@@ -206,21 +217,27 @@ def runner_env(settings: BenchmarkSettings, command: str, on_stop: str) -> dict[
             "PACKAGES": " ".join(COMMAND_PACKAGES[command]), "ON_STOP": on_stop}
 
 
-def _runner_container(name: str, args: list[str], image: str, env: list[dict[str, str]],
+def _runner_container(name: str, settings: BenchmarkSettings, args: list[str], on_stop: str,
                       limits: dict[str, Any], *mounts: dict[str, Any]) -> dict[str, Any]:
-    """`python -m benchmarks ARGS` through `RUNNER`, from the code ConfigMap."""
-    return _container(name, image, ["sh", "-c", RUNNER, "runner", *args], limits,
+    """`python -m benchmarks ARGS` through `RUNNER` (ARGS[0]'s packages) from the code ConfigMap."""
+    return _container(name, settings.image, ["sh", "-c", RUNNER, "runner", *args], limits,
                       [{"name": "code", "mountPath": CODE_DIR, "readOnly": True},
                        {"name": "work", "mountPath": WORK_DIR}, *mounts],
-                      workingDir=WORK_DIR, env=env,
+                      workingDir=WORK_DIR, env=mf.env(runner_env(settings, args[0], on_stop)),
                       terminationMessagePolicy="FallbackToLogsOnError")
 
 
 def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
-                  maker: dict[str, Any], annotations: dict[str, str], protected: bool
+                  volume: dict[str, Any], code: str, protected: bool
                   ) -> dict[str, dict[str, Any]]:
     """The PodDisruptionBudget only while `protected` (the sweep unfinished): no drain evicts
     the server mid-level. It binds `::`: Python's DualStackServer takes IPv4 too."""
+    # The measured videos, then one for the smoke test alone: the run without what it
+    # records of the deployment, so a new image or graph leaves the videos as they are.
+    videos = command("videos", replace(run, deployment=(), notes=()))
+    maker = _runner_container("videos", settings, [*videos, "--out", VIDEOS_DIR], VIDEOS_ON_STOP,
+                              mf.resources("2", "2Gi", "4", "4Gi"),
+                              {"name": "videos", "mountPath": VIDEOS_DIR})
     http = {"httpGet": {"path": "/", "port": "http"}}
     server = _container(
         "main", settings.image, ["python", "-m", "http.server", str(VIDEO_SERVER_PORT),
@@ -233,6 +250,9 @@ def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
     wait, selector = settings.video_server_timeout_secs, mf.labels(run.stack, "benchmark-videos")
     meta = mf.metadata(run.namespace, names.benchmark_name("videos", run.stack), selector)
     awaited = {**meta, "annotations": {TIMEOUT_SECONDS: str(wait)}}
+    # The code's hash rolls the server when the code changes.
+    annotations = {**(DO_NOT_DISRUPT if protected else {}), CODE_ANNOTATION: code}
+    volumes = [WORK_VOLUME, volume, {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]
     out = {
         "video-server": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": awaited,
                          "spec": {
@@ -240,8 +260,8 @@ def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
             "replicas": 1, "progressDeadlineSeconds": wait,
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": selector, "annotations": annotations},
-                         "spec": {**pod, "restartPolicy": "Always", "initContainers": [maker],
-                                  "containers": [server]}}}},
+                         "spec": {**pod, "volumes": volumes, "restartPolicy": "Always",
+                                  "initContainers": [maker], "containers": [server]}}}},
         "video-service": {"apiVersion": "v1", "kind": "Service", "metadata": dict(awaited),
                           "spec": {
             "selector": selector, "ipFamilyPolicy": "PreferDualStack",
@@ -254,25 +274,9 @@ def _video_server(run: Run, settings: BenchmarkSettings, pod: dict[str, Any],
     return out
 
 
-# Each Job's limits, what to do after a stop, and its Job spec beside the template.
-JOBS: dict[str, tuple[tuple[str, str, str, str], str, dict[str, Any]]] = {
-    "smoke": (("500m", "1Gi", "2", "2Gi"),
-              "if the deadline passed, raise it, then `pulumi up`", {"backoffLimit": 0}),
-    "sweep": (("2", "4Gi", "8", "8Gi"),
-              "finished levels stay on the claim; if the deadline passed, raise it, then "
-              "`pulumi up` with the same benchmarkRunId resumes the run",
-              {"backoffLimit": 3, "podFailurePolicy": {"rules": [
-                  {"action": "Ignore",
-                   "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                  {"action": "FailJob", "onExitCodes": {
-                      "containerName": "main", "operator": "NotIn", "values": [0]}}]}}),
-}
-
-
-def benchmark_objects(
-    run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
-    rerun_sweep: bool = False, sweep_done: bool = False,
-) -> dict[str, dict[str, Any]]:
+def benchmark_objects(run: Run, settings: BenchmarkSettings, sources: Mapping[str, str],
+                      rerun_sweep: bool = False, sweep_done: bool = False
+                      ) -> dict[str, dict[str, Any]]:
     """Every object the enabled parts need, by role; `rerun_sweep` (the live sweep failed)
     lets `up` replace it, `sweep_done` lifts the drain guard (docs/deploy-reference.md)."""
     if not settings.any_enabled:
@@ -285,20 +289,9 @@ def benchmark_objects(
     pod = mf.pod_spec([], run.image_pull_secrets, automountServiceAccountToken=False,
                       affinity=PREFER_NO_GPU, **run.pod_placement)
     volume = {"name": "code", "configMap": {"name": config_map, "items": items}}
-    # The measured videos, then one for the smoke test alone: the run without what it
-    # records of the deployment, so a new image or graph leaves the videos as they are.
-    videos = command("videos", replace(run, deployment=(), notes=()))
-    maker = _runner_container(
-        "videos", [*videos, "--out", VIDEOS_DIR], settings.image,
-        mf.env(runner_env(settings, "videos", VIDEOS_ON_STOP)),
-        mf.resources("2", "2Gi", "4", "4Gi"), {"name": "videos", "mountPath": VIDEOS_DIR})
     meta = mf.metadata(run.namespace, config_map, mf.labels(run.stack, "benchmark-code"))
-    out = {"code": code_config_map(meta, sources), **_video_server(
-        run, settings, {**pod, "volumes": [WORK_VOLUME, volume,
-                                           {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}]},
-        # The code's hash rolls the server when the code changes.
-        maker, {**({} if sweep_done else DO_NOT_DISRUPT), CODE_ANNOTATION: code},
-        not sweep_done)}
+    out = {"code": code_config_map(meta, sources),
+           **_video_server(run, settings, pod, volume, code, not sweep_done)}
     claim = {"name": "cache", "persistentVolumeClaim": {"claimName": run.cache_claim}}
     for role in (role for role in JOBS if getattr(settings, role)):
         limits, after_stop, spec = JOBS[role]
@@ -308,13 +301,12 @@ def benchmark_objects(
                 "evicted; " + after_stop)
         awaits = {**({WAIT_FOR: STARTED} if sweep and not settings.wait_for_sweep else {}),
                   **({REPLACE_UNREADY: "true"} if not sweep or rerun_sweep else {})}
+        # The provider waits 120 s more, so the Job's own deadline (with its reason) fires first.
         meta = mf.metadata(run.namespace, getattr(run, f"{role}_job"),
                            mf.labels(run.stack, f"benchmark-{role}", run.run_id),
-                           annotations={TIMEOUT_SECONDS: str(deadline + AWAIT_MARGIN_SECS),
-                                        **awaits})
+                           annotations={TIMEOUT_SECONDS: str(deadline + 120), **awaits})
         container = _runner_container(
-            "main", command(role, run), settings.image,
-            mf.env(runner_env(settings, role, stop)), mf.resources(*limits),
+            "main", settings, command(role, run), stop, mf.resources(*limits),
             *([{"name": "cache", "mountPath": CACHE_DIR}] if sweep else []))
         annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(run.deployment)}
         out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,

@@ -23,8 +23,6 @@ from infra.names import benchmark_name, graph_name
 from infra.serving import GPU_PRODUCT_LABEL, cache_gib_needed
 from infra.settings import PROJECT, STAND_INS, Settings, SettingsError, quantity_amount
 
-# Connect and read timeouts of each request, seconds: no read may hang a preview.
-REQUEST_TIMEOUT = (3, 10)
 # Bounds all the reads together: a kubeconfig's exec credential plugin has no timeout.
 READ_DEADLINE_SECS = 60.0
 GRAPH_GROUP, GRAPH_VERSION = manifests.GRAPH_API_VERSION.split("/")
@@ -126,8 +124,8 @@ def _read(settings: Settings, kubeconfig: str | None) -> LiveObjects | str:
     refused: set[str] = set()
 
     def read(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return call(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        try:  # connect and read timeouts of each request, seconds: no read may hang a preview
+            return call(*args, _request_timeout=(3, 10), **kwargs)
         except ApiException as err:
             if err.status not in (401, 403, 404):
                 raise

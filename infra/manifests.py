@@ -16,9 +16,6 @@ GRAPH_API_VERSION = "nvidia.com/v1beta1"
 # pulumi-kubernetes await annotations (v4.18+): wait for a condition, bounded in seconds.
 WAIT_FOR = "pulumi.com/waitFor"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
-# The claim is not awaited: its binding waits for the download Job's pod anyway (a
-# WaitForFirstConsumer class binds only then), and an adopted claim is long Bound.
-SKIP_AWAIT = "pulumi.com/skipAwait"
 # Replaces a not-ready object on `up`. Never on the download Job: a Job still running
 # after an interrupted `up` would restart hours of download (cluster.problems reports a
 # failed one instead, with the step to rerun it).
@@ -29,12 +26,6 @@ RUN_ID_LABEL = "cosmos3-routing/run-id"
 # What a pod of ours is (download, videos, smoke, sweep...): NetworkPolicies select on it.
 COMPONENT_LABEL = "app.kubernetes.io/component"
 CACHE_VOLUME = "model-cache"
-# As NVIDIA's Cosmos3 NIM Dynamo manifest starts the worker: a login shell sets up the
-# image's environment, then exec hands PID 1 to the server so it receives SIGTERM.
-NIM_COMMAND = ["bash", "-lc", "exec /opt/nim/start_server.sh"]
-NIM_WORKDIR = "/opt/nim"
-NIM_HEALTH_PATH = "/v1/health/live"
-NIM_DISCOVERY_BACKEND = "kubernetes"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Where a pod runs and pulls from: never what it computes (the stack ignores them on Jobs).
 PLACEMENT_KEYS = ("imagePullSecrets", "nodeSelector", "tolerations")
@@ -56,10 +47,8 @@ NIM_DYNAMO_ENV = {
     "VLLM_EARLY_UUID_LOOKUPS": "1",
     "VLLM_UUID_AUTO_DERIVE": "1",
 }
-# The frontend routes and tokenizes, it runs no model: a few cores, bounded. The download
-# only fetches files (NIM: plus a GPU where the profile is chosen on one).
+# The frontend routes and tokenizes, it runs no model: a few cores, bounded.
 FRONTEND_RESOURCES = ("2", "4Gi", "8", "16Gi")
-DOWNLOAD_RESOURCES = ("1", "4Gi", "4", "16Gi")
 # The benchmark's video server (its NetworkPolicy is here, its manifests in benchmark_manifests).
 VIDEO_SERVER_PORT = 8080
 
@@ -112,17 +101,14 @@ def token_secret(settings: Settings, config_key: str, value: Any) -> dict[str, A
 
 
 def model_cache_claim(settings: Settings) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": metadata(settings.namespace, settings.cache_claim_name,
-                             annotations={SKIP_AWAIT: "true"}),
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": settings.cache_storage_class,
-            "resources": {"requests": {"storage": settings.cache_size}},
-        },
-    }
+    """Not awaited: its binding waits for the download Job's pod anyway (a WaitForFirstConsumer
+    class binds only then), and an adopted claim is long Bound."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": metadata(settings.namespace, settings.cache_claim_name,
+                                 annotations={"pulumi.com/skipAwait": "true"}),
+            "spec": {"accessModes": ["ReadWriteMany"],
+                     "storageClassName": settings.cache_storage_class,
+                     "resources": {"requests": {"storage": settings.cache_size}}}}
 
 
 class Served(NamedTuple):
@@ -194,12 +180,12 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
     parts = parts or served(settings)
     on_gpu = not parts.vllm and settings.nim_model_profile is None
     container: dict[str, Any] = {
-        "name": "download",
-        "image": settings.worker_image,
+        "name": "download", "image": settings.worker_image,
         "command": parts.download_command, "env": parts.model_env,
         "volumeMounts": [parts.cache_mount],
         "securityContext": container_security(),
-        "resources": resources(*DOWNLOAD_RESOURCES),
+        # It only fetches files (NIM: plus a GPU where the profile is chosen on one).
+        "resources": resources("1", "4Gi", "4", "16Gi"),
     }
     if on_gpu:
         container["resources"]["limits"][GPU_RESOURCE] = settings.serving.gpus_per_replica
@@ -208,8 +194,7 @@ def model_download_job(settings: Settings, parts: Served | None = None) -> dict[
                     automountServiceAccountToken=False, volumes=[parts.cache_volume],
                     **(settings.placement if on_gpu else {}))
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": "batch/v1", "kind": "Job",
         "metadata": metadata(settings.namespace, settings.download_job_name,
                              annotations={TIMEOUT_SECONDS: str(settings.download_timeout_secs)}),
         "spec": {
@@ -237,12 +222,14 @@ def _worker_container(settings: Settings, parts: Served) -> dict[str, Any]:
             "env": [*parts.model_env, *dynamo_env], "ports": [system]}
         ready, live = sv.VLLM_READY_PATH, sv.VLLM_LIVE_PATH
     else:
-        nim = env({"NIM_DYNAMO_WORKER": "true", "NIM_DISCOVERY_BACKEND": NIM_DISCOVERY_BACKEND})
+        nim = env({"NIM_DYNAMO_WORKER": "true", "NIM_DISCOVERY_BACKEND": "kubernetes"})
+        # As NVIDIA's Cosmos3 NIM Dynamo manifest starts the worker: a login shell sets up the
+        # image's environment, then exec hands PID 1 to the server so it receives SIGTERM.
         container = {
-            "command": NIM_COMMAND, "workingDir": NIM_WORKDIR,
+            "command": ["bash", "-lc", "exec /opt/nim/start_server.sh"], "workingDir": "/opt/nim",
             "env": [*parts.model_env, *nim, *dynamo_env, *env(NIM_DYNAMO_ENV)],
             "ports": [{"name": "http", "containerPort": names.FRONTEND_PORT}, system]}
-        ready = live = NIM_HEALTH_PATH
+        ready = live = "/v1/health/live"
         port = names.FRONTEND_PORT
     resources = {"cpu": settings.worker_cpu, "memory": settings.worker_memory,
                  GPU_RESOURCE: serving.gpus_per_replica}
@@ -272,8 +259,7 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
             "securityContext": container_security()}], pull, nim_user=False)}}
         for f, args in zip(settings.frontends, parts.frontend_args, strict=True)]
     return {
-        "apiVersion": GRAPH_API_VERSION,
-        "kind": "DynamoGraphDeployment",
+        "apiVersion": GRAPH_API_VERSION, "kind": "DynamoGraphDeployment",
         "metadata": metadata(settings.namespace, settings.graph_name,
                              labels(settings.profile), annotations={WAIT_FOR: "condition=Ready"}),
         "spec": {
@@ -290,17 +276,15 @@ def graph(settings: Settings, parts: Served | None = None) -> dict[str, Any]:
     }
 
 
-# Each token's Secret resource by its config key (the names pin their URNs).
-SECRET_RESOURCES = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
-
-
 def recipe(settings: Settings, tokens: Mapping[str, Any]
            ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The recipe's objects by resource name, in the order they come up, and the policies by
     theirs; `tokens` pass through untouched (Pulumi secrets)."""
     parts = served(settings)
+    # Each token's Secret resource by its config key (the names pin their URNs).
+    secrets = {NGC_API_KEY: "ngc-secret", HF_TOKEN: "hf-token-secret"}
     objects = {**({"namespace": namespace(settings)} if settings.create_namespace else {}),
-               **{SECRET_RESOURCES[key]: token_secret(settings, key, tokens[key])
+               **{secrets[key]: token_secret(settings, key, tokens[key])
                   for key in settings.required_secrets},
                "claim": model_cache_claim(settings),
                "download": model_download_job(settings, parts), "graph": graph(settings, parts)}

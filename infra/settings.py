@@ -159,6 +159,7 @@ FIELD_KEYS = {
     "replicas": "workerReplicas", "gpus_per_replica": "gpusPerWorker",
     "gpus_per_node": "gpusPerNode", "gpu_product": "gpuProduct", "gpu_budget": "gpuBudget",
 }
+WORKLOAD_KEYS = ("concurrencies", "videos", "questions_per_video", "stop_within_pct", "full")
 LEVELS_FIX = ("; set the levels one by one, in order: `pulumi config set --path '<key>[0]' 1`, "
               "then `--path '<key>[1]' 4`, ... (or list them under <key> in Pulumi.<stack>.yaml)")
 
@@ -435,9 +436,6 @@ def _workload(r: ConfigReader, profiles: int) -> Workload:
         if (name := names.camel(f"benchmark_{key}")) not in r.rejected:
             r.problem(name, problem)
     return workload
-
-
-WORKLOAD_KEYS = ("concurrencies", "videos", "questions_per_video", "stop_within_pct", "full")
 
 
 def _describe(routing: rt.Routing) -> str:

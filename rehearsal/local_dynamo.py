@@ -43,8 +43,11 @@ MOCKER_MAX_TOKEN_ID = 1999
 # 0.02 GiB, AIPerf 1-1.5 GiB at peak.
 MEMORY_NEEDED = 2 * 2**30
 DYNAMO_MODULES = ("dynamo.frontend.main", "dynamo.mocker.main")
-STOP_SECS = 10.0  # what a stopped process gets between SIGTERM and SIGKILL
 FIX_INSTALL = "rerun `bash scripts/setup.sh` (or `./run.sh`), which installs the pinned ai-dynamo"
+# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
+# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
+# beside threads must not import.
+_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
 class LocalDynamoError(RuntimeError):
@@ -150,18 +153,13 @@ def tree_pids(root: int) -> set[int]:
         return set()
 
 
-def stop_processes(procs: list[psutil.Process], timeout: float = STOP_SECS) -> None:
+def stop_processes(procs: list[psutil.Process], timeout: float = 10.0) -> None:
     """SIGTERM to each of `procs`, SIGKILL to those that outlive `timeout` (psutil's recipe)."""
     for signal_them in (psutil.Process.terminate, psutil.Process.kill):
         for proc in procs:
             with suppress(psutil.NoSuchProcess):
                 signal_them(proc)
         procs = psutil.wait_procs(procs, timeout=timeout)[1]
-
-
-def stop_descendants() -> None:
-    """Stop every process this one started, and theirs (also in sessions of their own)."""
-    stop_processes(psutil.Process().children(recursive=True))
 
 
 @contextmanager
@@ -190,12 +188,6 @@ def peak_memory(root: int | None = None, interval: float = 0.5) -> Iterator[Simp
         done.set()
         sampler.join(timeout=5)
         sample()
-
-
-# In a child before exec: SIGTERM when the rehearsal dies (even by SIGKILL). Linux's prctl
-# (1: PR_SET_PDEATHSIG; Dynamo's wheels are Linux-only) is looked up here: a child forked
-# beside threads must not import.
-_set_parent_death_signal = partial(ctypes.CDLL(None, use_errno=True).prctl, 1, signal.SIGTERM)
 
 
 class ManagedProcess(psutil.Popen):
