@@ -199,8 +199,11 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
                         f"{settings.profile}`):\n" + "\n".join(plan.lines()))
         out["benchmarkPlan"] = {
             "levelMinutes": {str(p.concurrency): round(p.secs / 60, 1) for p in plan.levels},
-            "sweepHours": round(plan.sweep_secs / 3600, 2),
-            "gpuHours": round(plan.gpu_hours, 1), "basis": plan.hardware.source}
+            "sweepHours": round(plan.sweep_secs / 3600, 2), "gpuHours": round(plan.gpu_hours, 1),
+            # What the stop rule is expected to run (the above: every video, benchmarkFull).
+            "adaptiveSweepHours": round(plan.adaptive_secs / 3600, 2),
+            "adaptiveGpuHours": round(plan.gpu_hours_of(plan.adaptive_secs), 1),
+            "basis": plan.hardware.source}
     return out
 
 

@@ -62,7 +62,8 @@ RUNNER = """\
 python -m pip install --disable-pip-version-check --no-cache-dir \
 -c "$PYTHONPATH/constraints.txt" $PACKAGES || { echo "runner: could not install $PACKAGES; \
 check benchmarkPipIndexUrl (and that the pods reach it), or set benchmarkImage to an image \
-that has the pinned client (README, 'Clusters without registry access')"; exit 1; }
+that has the pinned client (docs/deploy-reference.md, 'Clusters without registry \
+access')"; exit 1; }
 start=$(date +%s)
 trap 'kill -TERM $child; wait $child; echo "runner: stopped by SIGTERM after \
 $((($(date +%s) - start) / 60)) min: $ON_STOP"; exit 143' TERM INT
