@@ -171,8 +171,8 @@ class SweepConfig:
     results_root: Path = option("--results-root", Path("results"), type=Path)
     run_id: str | None = option("--run-id", None, help="default: UTC time; reuse it to resume")
     run_dir: Path | None = option(
-        "--out", None, type=Path, help="run directory (default RESULTS_ROOT/PROFILE/RUN_ID; each "
-        "profile's results in a folder of its own)")
+        "--out", None, type=Path, help="run directory (default RESULTS_ROOT/<the profiles "
+        "joined by -vs->/RUN_ID; each profile's results in a folder of its own)")
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # merged into every body
     # The rehearsal's pause before each question after a video's first (dataset_lines).
     pause_ms: float = 0
