@@ -149,7 +149,7 @@ def deploy(settings: Settings, tokens: Mapping[str, pulumi.Input[str]],
         config = pulumi.runtime.get_config("kubernetes:kubeconfig")
         hooks = [pulumi.ResourceHook(
             f"bring-results-home-{run.stack}",
-            lambda _: bring_results_home(run, config, pulumi.log.info, pulumi.log.warn),
+            lambda _: collect_after_sweep(run, config, pulumi.log.info, pulumi.log.warn),
             pulumi.ResourceHookOptions(on_dry_run=False))] if b.sweep else []
         # The Jobs' specs are bound to this graph: a recreated graph (destroy, then up) is
         # a new deployment even with the same settings.
@@ -212,8 +212,8 @@ def _name(resource: pulumi.CustomResource) -> pulumi.Output[str]:
 
 
 # `timeout_secs` bounds `collect`: its reader pod start (300 s) and copy (900 s), with room.
-def bring_results_home(run: bm.Run, kubeconfig: str | None, say: Say, warn: Say,
-                       timeout_secs: float = 1500.0) -> bool:
+def collect_after_sweep(run: bm.Run, kubeconfig: str | None, say: Say, warn: Say,
+                        timeout_secs: float = 1500.0) -> bool:
     """`collect` for `run`, its lines shown as they come; a failure only warns, with the retry:
     the sweep succeeded. The kubeconfig may hold credentials: environment, never argv."""
     command = [sys.executable, "-m", "benchmarks", "collect", "--stack", run.stack,

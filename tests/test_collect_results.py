@@ -163,7 +163,7 @@ def test_no_job_and_no_results_is_a_clear_error(tmp_path) -> None:
 
 def test_a_collect_that_fails_is_a_warning_in_the_hook_never_an_exception() -> None:
     """The hook runs the real `collect` command against a cluster that is not there."""
-    from infra.__main__ import bring_results_home as hook
+    from infra.__main__ import collect_after_sweep as hook
     from infra.benchmark_manifests import run_of
     from infra.settings import parse_settings
     from tests.support_pulumi import project_name, stack_config
@@ -187,7 +187,7 @@ def _hook_with_fake_collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lin
     """The results hook run against a `collect` that prints `line` and exits with `code`,
     leaving its argv and its kubeconfig variable in `tmp_path`: (what the hook returned,
     its lines, its warnings)."""
-    from infra.__main__ import bring_results_home as hook
+    from infra.__main__ import collect_after_sweep as hook
     from infra.names import KUBECONFIG_ENV
 
     collect = tmp_path / "collect"
