@@ -92,7 +92,7 @@ class VideoSource:
             (self.directory is not None and not (load_manifest(self.directory) or {}).get(
                 "videos"), f"--videos {self.directory}: no videos.json there; make the videos "
              f"first with `python -m benchmarks videos --out {self.directory}`"),
-            ((self.standin_tokens or 4) < 4,
+            (self.standin_tokens is not None and self.standin_tokens < 4,
              f"--text-standin-tokens must be at least 4 (got {self.standin_tokens})"),
         )
         return [problem for bad, problem in checks if bad]

@@ -140,6 +140,9 @@ def test_bad_input_names_the_option(tmp_path: Path) -> None:
         "give one of --video-base-url, --videos or --text-standin-tokens"]
     assert VideoSource(standin_tokens=3).problems() == [
         "--text-standin-tokens must be at least 4 (got 3)"]
+    assert VideoSource(standin_tokens=0).problems() == [  # 0 is given, not absent
+        "--text-standin-tokens must be at least 4 (got 0)"]
+    assert VideoSource(standin_tokens=4).problems() == []
 
 
 def test_a_video_folder_says_how_many_it_holds_and_their_seed(tmp_path: Path) -> None:
