@@ -37,10 +37,12 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
     ws = ROOT / "work" / "mutate" / module.replace("/", ".").removesuffix(".py")
     ws.mkdir(parents=True, exist_ok=True)
     names = sorted(p.name for p in ROOT.iterdir() if p.name not in SKIP)
-    for name in names:
+    links = {name: ROOT / name for name in names}
+    links["shared"] = ROOT.parent / "shared"  # ../shared/reference, as tests/conftest.py reads it
+    for name, target in links.items():
         link = ws / name
         if not link.is_symlink():
-            link.symlink_to(ROOT / name)
+            link.symlink_to(target)
     mutmut = {
         "source_paths": ["infra", "benchmarks", "rehearsal"],
         "only_mutate": [module],
