@@ -58,3 +58,8 @@ def test_the_longest_run_id_fills_the_longer_job_name_exactly(profile: str) -> N
     longest = names.max_run_id_len(profile)
     lengths = [len(names.benchmark_name(job, profile, "r" * longest)) for job in ("smoke", "sweep")]
     assert max(lengths) == names.DNS_LABEL_MAX
+
+
+def test_the_served_model_is_the_one_the_nim_lists() -> None:
+    """The seed's model id, which `/v1/models` lists and every request names."""
+    assert names.served_model_name() == names.SERVED_MODEL_NAME == "nvidia/cosmos3-super-reasoner"
