@@ -135,7 +135,7 @@ def design_lines(plan: SweepPlan) -> list[str]:
     """A paired plan's GPU-hours beside the seed's design (a deployment and a full sweep per
     profile, each with its cold start) and two adaptive per-profile stacks (one download)."""
     def hours(starts: int, sweep_secs: float) -> float:
-        return plan.gpu_hours_of(sweep_secs) + (starts - 1) * GRAPH_START_SECS * plan.gpus / 3600
+        return plan.gpu_hours_of(sweep_secs + (starts - 1) * GRAPH_START_SECS)
 
     w = replace(SEED_WORKLOAD, concurrencies=tuple(p.concurrency for p in plan.levels))
     apart = [plan_sweep(w.videos, w.questions_per_video, w.concurrencies, plan.gpus,

@@ -17,13 +17,14 @@ import pytest
 
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.dataset import standin_text
-from benchmarks.plan import measured_spread
+from benchmarks.plan import feedback, measured_spread
 from infra.calibration import H200, MOCK_MISS_SECS, mock_calibration, solve_hardware
 from infra.names import SERVED_MODEL_NAME
 from infra.planning import (
     CHUNK_START_SECS,
     REPLICATE_CV,
     chunks_needed,
+    design_lines,
     plan_sweep,
     predicted_req_s,
     stack_plan,
@@ -119,6 +120,13 @@ def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
     assert predicted_req_s(slower, 1, 8, 20, True) == pytest.approx(1.0)
     rr = _run_dir(tmp_path, "rr", {1: 0.8, 16: 11.0})
     sa = _run_dir(tmp_path, "sa", {1: 1.0, 16: 15.0})
+    lines, measured = feedback(stack_settings("session-affinity"), rr, sa)
+    assert lines == ["the previous prediction against what was measured (req/s):",
+                     "  round-robin at 1: predicted 0.94, measured 0.80 (+18%)",
+                     "  session-affinity at 1: predicted 1.16, measured 1.00 (+16%)",
+                     "  round-robin at 16: predicted 15.04, measured 11.00 (+37%)",
+                     "  session-affinity at 16: predicted 18.56, measured 15.00 (+24%)"]
+    assert measured == solve_hardware(1, 0.8, 1.0, 8, 20)  # the lowest level both finished
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks", "plan", "--stack", "session-affinity",
          "--measured", str(rr), str(sa)],
@@ -139,6 +147,66 @@ def test_a_level_runs_the_chunks_its_stop_rule_needs() -> None:
     assert chunks_needed(4, 200, cv=0.001, within_pct=3.0) == MIN_BLOCKS
     assert chunks_needed(4, 200, cv=0.05, within_pct=6.0) == 8  # 7 give 6.4%, 8 give 5.7%
     assert chunks_needed(8, 4, cv=0.05) == 1
+    assert chunks_needed(1, 200, cv=0.05, within_pct=7.0) == 7  # 6 give 7.4%, 7 give 6.4%
+
+
+def test_a_paired_level_runs_the_blocks_a_gain_needs() -> None:
+    """A gain's spread is two chunks' (sqrt(2) x 5%): within 5 points takes 16 blocks (15 give
+    5.06, 16 give 4.85), where one profile's rate takes 10 (9 give 5.1%, 10 give 4.7%)."""
+    assert chunks_needed(1, 200, cv=0.05, within_pct=5.0, paired=True) == 16
+    assert chunks_needed(1, 200, cv=0.05, within_pct=5.0) == 10
+    one, both = (plan_sweep(200, 20, (1,), 8, 1, sticky, within_pct=5.0).levels[0]
+                 for sticky in ([False], [False, True]))
+    assert (one.chunks, both.chunks) == (10, 16)
+    rr, sa = (predicted_req_s(H200, 1, 8, 20, affinity) for affinity in (False, True))
+    assert both.req_s == one.req_s == rr  # the first profile's rate
+    assert both.secs == pytest.approx(4000 / rr + 4000 / sa)  # every video, each profile
+    assert both.adaptive_secs == pytest.approx(16 * (20 / rr + 20 / sa + 2 * CHUNK_START_SECS))
+
+
+def test_a_paired_plan_prices_the_seed_s_design_on_its_own_levels() -> None:
+    """The seed's design and two per-profile stacks: one download and two cold starts, at the
+    plan's levels and spread; the two per-profile stacks stop at the seed's 3%."""
+    plan = plan_sweep(200, 20, (1, 2), 8, 1, [False, True], cv=0.1, within_pct=5.0)
+    rr, sa = (plan_sweep(200, 20, (1, 2), 8, 1, [affinity], cv=0.1) for affinity in (False, True))
+    start = 5400 * 8 / 3600  # the second cold start of eight GPUs
+    seed = plan.gpu_hours_of(rr.sweep_secs + sa.sweep_secs) + start
+    stacks = plan.gpu_hours_of(rr.adaptive_secs + sa.adaptive_secs) + start
+    mine = plan.gpu_hours_of(plan.adaptive_secs)
+    assert design_lines(plan)[:2] == [
+        f"  this stack: {mine:.1f} GPU-hours, one download and one cold start, both profiles "
+        f"interleaved (gain within +-5 points): {mine / seed:.0%} of the seed's design",
+        f"  the seed's design: {seed:.1f} GPU-hours (a deployment, a cold start and a full sweep "
+        f"per profile); two adaptive per-profile stacks: {stacks:.1f}"]
+    assert plan.lines()[-3:] == design_lines(plan)
+    assert design_lines(plan)[0] not in plan_sweep(200, 20, (1,), 8, 1, [True]).lines()
+
+
+def test_a_stack_s_plan_follows_its_routing_and_its_gpus() -> None:
+    """KV routing keeps a video's questions on one worker, as affinity does; a tensor-parallel
+    worker holds its GPUs from the start and through the download."""
+    rr, sa, kv = (stack_plan(stack_settings(s))
+                  for s in ("round-robin", "session-affinity", "kv-routing"))
+    assert kv.levels == sa.levels != rr.levels
+    tp4 = stack_plan(stack_settings("vllm-super-tp4-rr"))
+    assert (tp4.gpus, tp4.download_gpus) == (8, 4)
+    assert tp4.gpu_hours_of(0) == pytest.approx((1800 * 4 + 5400 * 8) / 3600)
+
+
+def test_the_compare_plan_says_each_level_s_blocks_and_its_precision_in_points() -> None:
+    plan = stack_plan(stack_settings("compare"))
+    lines = plan.lines()
+    first = plan.levels[0]
+    assert lines[0] == (
+        f"  concurrency   1: {first.req_s:6.2f} req/s, full {first.secs / 60:6.1f} min, "
+        f"adaptive {first.adaptive_secs / 60:5.1f} min ({first.chunks} blocks of 2 chunk(s), "
+        f"{first.chunks * 2} videos)")
+    assert lines[6] == (f"  adaptive sweep {plan.adaptive_secs / 3600:5.2f} h, "
+                        f"{plan.adaptive_secs * 8 / 3600:5.1f} GPU-hours "
+                        f"({plan.gpu_hours_of(plan.adaptive_secs):.1f} with download and graph "
+                        "start)")
+    assert "(stop within +-5 points)" in lines[7]
+    assert lines[8].startswith("  assumed: download 30 min, graph start 90 min; per request")
 
 
 @pytest.mark.parametrize("affinity", [False, True])

@@ -13,7 +13,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from benchmarks import report, smoke, sweep, videos
-from benchmarks.dataset import QUESTIONS, VideoSource, dataset_lines, standin_text
+from benchmarks.dataset import (
+    QUESTIONS,
+    VideoSource,
+    dataset_lines,
+    standin_text,
+    video_url,
+)
 from benchmarks.tiny_model import build_tiny_model_dir, is_tiny_model_dir
 from infra.run import MAX_QUESTIONS, Workload
 
@@ -75,6 +81,37 @@ def test_the_rehearsal_s_pause_is_seeded_per_video_and_read_by_aiperf() -> None:
     assert MooncakeTrace.model_validate(line).delay == line["delay"]
     with pytest.raises(ValueError, match="pause before a question"):
         _lines([0], standin, -1)
+
+
+def test_a_pause_is_a_tenth_of_a_millisecond_from_zero_and_none_unless_asked() -> None:
+    standin = VideoSource(standin_tokens=8)
+    delays = [line["delay"] for line in _lines(range(8), standin, 1.5, questions_per_video=4)
+              if "delay" in line]
+    assert len(delays) == 24 and all(0 <= d <= 1.5 and round(d, 1) == d for d in delays)
+    assert min(delays) < 1 and any(d != int(d) for d in delays)
+    heads = standin.heads([0], 0)
+    assert all("delay" not in line for line in dataset_lines(heads, Workload(), True))
+
+
+def test_a_video_source_names_its_references_as_given(tmp_path: Path) -> None:
+    """URLs pass as they are, under any of the three schemes; a base URL loses only its
+    trailing slash; a stand-in starts with the video's name."""
+    for url in ("http://h/a.mp4", "https://h/a.mp4", "data:video/mp4;base64,AAAA"):
+        assert video_url(url) == url
+    with pytest.raises(ValueError, match=f"video {tmp_path / 'x.mp4'} does not exist: make "
+                       "the videos first, or give URLs"):
+        video_url(str(tmp_path / "x.mp4"))
+    assert VideoSource(base_url="https://h/BOX/").heads([2], 0) == {
+        2: "https://h/BOX/video_0002.mp4"}
+    assert VideoSource(base_url="https://h").problems() == []
+    assert standin_text(7, 4) == "video 7 shows :"
+    with pytest.raises(ValueError, match=r"at least 4 tokens \(got 3\)"):
+        standin_text(7, 3)
+    assert VideoSource(standin_tokens=8).describe() == {
+        "kind": "text stand-in", "standin_tokens": 8}
+    assert VideoSource(base_url=BASE).describe() == {"kind": "video", "standin_tokens": None}
+    (tmp_path / "videos.json").write_text(json.dumps({"videos": [{"name": "video_0000.mp4"}]}))
+    assert VideoSource(directory=tmp_path).seed() is None  # a folder that records no seed
 
 
 def test_local_videos_are_inlined_as_data_urls(tmp_path: Path) -> None:
