@@ -8,6 +8,7 @@ against the tests [tool.mutate] names for it, then its score and survivors are p
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -35,6 +36,8 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
     """work/mutate/<module>/: the repository's files (linked) and a pyproject.toml whose
     [tool.mutmut] mutates `module` alone against its tests."""
     ws = ROOT / "work" / "mutate" / module.replace("/", ".").removesuffix(".py")
+    # mutmut keeps a test's coverage by its name: a changed test would keep stale coverage.
+    shutil.rmtree(ws / "mutants", ignore_errors=True)
     ws.mkdir(parents=True, exist_ok=True)
     names = sorted(p.name for p in ROOT.iterdir() if p.name not in SKIP)
     links = {name: ROOT / name for name in names}

@@ -14,8 +14,9 @@ from benchmarks.sweep import MANIFEST_NAME, SweepError
 from benchmarks.tiny_model import build_tiny_model_dir
 from infra.names import InputError
 from infra.run import Workload
-from rehearsal.local_dynamo import MOCKER_MAX_TOKEN_ID, mock_model_dir
+from rehearsal.local_dynamo import MOCK_BLOCK_SIZE, MOCKER_MAX_TOKEN_ID, mock_model_dir
 from rehearsal.rehearse import (
+    MOCK_REQUEST_SECS,
     REHEARSAL_WORKLOAD,
     Rehearsal,
     RehearsalConfig,
@@ -60,6 +61,31 @@ def test_bad_options_are_named(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*/stack")), "a stack was started"
 
 
+def test_each_bad_option_is_refused_with_its_fix() -> None:
+    """One cache block is the least stand-in the mocker can cache; either speed at 0 stops
+    the mock."""
+    assert config_problems(RehearsalConfig(profiles=())) == [
+        "--profiles needs at least one stack name"]
+    assert config_problems(RehearsalConfig(profiles=("a", "b", "a"))) == [
+        "--profiles repeats a stack (a b a)"]
+    assert config_problems(RehearsalConfig(standin_tokens=MOCK_BLOCK_SIZE)) == []
+    assert config_problems(RehearsalConfig(standin_tokens=MOCK_BLOCK_SIZE - 1)) == [
+        f"--standin-tokens must be at least {MOCK_BLOCK_SIZE}, one cache block (got "
+        f"{MOCK_BLOCK_SIZE - 1}); a video is thousands of tokens"]
+    assert config_problems(RehearsalConfig(speedup_ratio=1.0, decode_speedup_ratio=0.0)) == [
+        "--speedup-ratio and --decode-speedup-ratio must be above 0 (got 1.0, 0.0); 1 keeps "
+        "the mocker's own timing"]
+
+
+def test_the_help_names_the_command_and_each_default(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        parse_config(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m rehearsal ")
+    assert "Local rehearsal: the profiles' comparison as the cluster's `compare` stack" in out
+    assert "(default: 64)" in out  # --videos-per-level, the rehearsal's own default
+
+
 def test_the_options_are_the_config_and_the_workloads_with_the_rehearsals_defaults() -> None:
     assert parse_config([]) == RehearsalConfig()
     assert RehearsalConfig().workload == REHEARSAL_WORKLOAD == Workload(
@@ -102,6 +128,15 @@ def test_level_timeout_scales_with_work() -> None:
     assert level_timeout(RehearsalConfig(level_timeout_secs=60.0)) == 60.0
 
 
+def test_a_level_s_bound_is_three_times_its_mocked_time_plus_aiperf_s_start_ups() -> None:
+    """Mocked time: every request of every profile, one at a time at the lowest level's
+    concurrency, at the mock's speed."""
+    one = RehearsalConfig(profiles=("round-robin", "session-affinity"), speedup_ratio=2.0,
+                          workload=Workload(videos=8, concurrencies=(4, 8)))
+    requests = 8 * 20 * 2
+    assert level_timeout(one) == pytest.approx(3 * requests * MOCK_REQUEST_SECS / 2 / 4 + 300)
+
+
 def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
     fresh = rehearsal_summary(RehearsalConfig(), 390.0, 2**30, 0, 61.4, [])
     assert done_line(fresh).startswith("rehearsal done in 6.5 min, peak memory 1.00 GiB")
@@ -111,6 +146,18 @@ def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
     resumed = rehearsal_summary(one_level, 70.0, 2**29, 1, 60.0, [])
     assert (resumed["levels_kept"], resumed["levels_total"]) == (1, 2)
     assert "resumed: 1 of 2 levels kept from the earlier run" in done_line(resumed)
+
+
+def test_the_summary_records_the_settings_as_json_and_the_time_to_a_tenth() -> None:
+    config = RehearsalConfig(results_root=Path("/tmp/r"))
+    summary = rehearsal_summary(config, 390.04, 2**30, 0, 61.4, ["a note"])
+    assert summary["settings"]["results_root"] == "/tmp/r"
+    assert summary["settings"]["workload"] == asdict(config.workload)
+    assert summary["settings"]["profiles"] == config.profiles
+    assert (summary["wall_time_secs"], summary["notes"]) == (390.0, ["a note"])
+    assert done_line(summary) == ("rehearsal done in 6.5 min, peak memory 1.00 GiB (this "
+                                  "process and all it started)")
+    json.dumps(summary)  # the summary file is JSON
 
 
 def _manifest(spreads: dict[int, dict[str, list[int]]]) -> dict:
@@ -147,6 +194,26 @@ def test_notes_flag_round_robin_partly_in_step_too() -> None:
     (note,) = lockstep_notes(_manifest({16: spread, 8: partly}), workers=8)
     assert "concurrency 8 (concurrency = fleet size) kept 20% of videos on one worker" in note
     assert "(4.2 workers per video of 8)" in note
+
+
+def test_lockstep_is_judged_against_the_workers_a_video_s_questions_can_reach() -> None:
+    """With 4 questions a video reaches at most 4 of 8 workers: 3.5 workers per video is
+    round robin spreading (under 3 would be in step); levels come in numeric order."""
+    spread = {f"v{i}": [1, 2, 3, 4] if i % 2 else [1, 2, 3] for i in range(10)}
+    manifest = {**_manifest({8: spread}), "workload": {"questions_per_video": 4}}
+    assert lockstep_notes(manifest, workers=8) == []
+    assert len(lockstep_notes(_manifest({8: spread}), workers=8)) == 1  # of 8 reachable
+    locked = {f"v{i}": [1] * 20 for i in range(10)}
+    notes = lockstep_notes(_manifest({16: locked, 2: locked}), workers=8)
+    assert [note.split(" kept")[0] for note in notes] == [
+        "Round robin at concurrency 2", "Round robin at concurrency 16"]
+    assert notes[0] == (
+        "Round robin at concurrency 2 kept 100% of videos on one worker (1.0 workers per video "
+        "of 8): the mock workers' even request times (a fixed answer length, which the seeded "
+        "pause before each question only partly breaks) let round robin's rotation fall into "
+        "step with the in-flight videos, so each video's next question reached the worker "
+        "that served its last one. Real workers' timing jitter breaks this lockstep, so the "
+        "gain over round robin at concurrency 2 understates what real workers would show.")
 
 
 def test_a_lockstep_note_says_the_gain_is_understated_at_any_level() -> None:
