@@ -1,9 +1,11 @@
 """The report's decisions as pure functions: which runs may be compared, the gain over the
-baseline, and the intervals from the spread between a level's replicate chunks. A wrong one
-credits the routing with a difference in workload, or calls noise a gain."""
+baseline, the intervals from the spread between a level's replicate chunks, and the verdicts
+beside the seed (on seed-like runs, no AIPerf). A wrong one credits the routing with a
+difference in workload, or calls noise a gain."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from pathlib import Path
@@ -18,6 +20,7 @@ from benchmarks.report import (
     _gain_cell,
     binding,
     binding_changes,
+    build_report,
     check_comparable,
     design,
     gain_interval,
@@ -25,6 +28,7 @@ from benchmarks.report import (
     gain_verdict,
     read_run,
     report_rows,
+    seed_lines,
     welch_df,
 )
 from benchmarks.sweep import INTERVAL_METHOD, MANIFEST_NAME, paired_gain
@@ -258,3 +262,112 @@ def test_a_gain_matches_the_seed_only_when_its_whole_interval_is_within_ten_poin
     assert gain_verdict(None, None, 23.0, seed) == "consistent with"
     assert gain_verdict(None, None, 34.0, seed) == "differs"
     assert gain_verdict(23.0, 23.0, 23.0, seed) == "consistent with"
+
+
+def _built(tmp_path: Path, runs: list[Path], **kwargs: float) -> tuple[dict, str]:
+    build_report(runs, tmp_path / "out", warn=lambda _: None, **kwargs)
+    return (json.loads((tmp_path / "out" / "report.json").read_text()),
+            (tmp_path / "out" / "report.md").read_text())
+
+
+def test_each_figure_has_its_interval_from_the_chunks_in_every_output(tmp_path: Path) -> None:
+    data, markdown = _built(tmp_path, seed_like_runs(tmp_path / "runs"))
+    rows = {(r["concurrency"], r["profile"]): r for r in data["rows"]}
+    rr, sa = rows[(16, "round-robin")], rows[(16, "session-affinity")]
+    assert (rr["replicates"], rr["stopped_by"]) == (3, "interval")
+    assert rr["request_throughput"] == pytest.approx(12.0)
+    half = stats.t.ppf(T_QUANTILE, 2) * 0.2 / 3 ** 0.5  # the stop rule's t, n - 1 = 2
+    assert rr["request_throughput_ci95_low"] == pytest.approx(12.0 - half, rel=1e-6)
+    assert rr["request_throughput_ci95_high"] == pytest.approx(12.0 + half, rel=1e-6)
+    low, high = sa["throughput_gain_ci95_low"], sa["throughput_gain_ci95_high"]
+    assert sa["throughput_gain_pct"] == pytest.approx(100 * (17 / 12 - 1))
+    assert low < sa["throughput_gain_pct"] < high
+    assert (f"| 16 | {12.0:,.2f} [{12 - half:,.2f}, {12 + half:,.2f}] | 17.00 [") in markdown
+    assert f"| +42% [{low:+.0f}%, {high:+.0f}%] |" in markdown
+    assert "| 16 | round-robin | 960 / 0 in 3 blocks (stopped by interval) | 700 ms |" in markdown
+    assert "Routing stickiness" not in markdown  # no level recorded it
+    assert f"95% intervals: {INTERVAL_METHOD}" in markdown and "Design: separate" in markdown
+    for png in ("throughput.png", "ttft.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_beside_the_seed_one_verdict_per_figure_when_the_run_agrees(tmp_path: Path) -> None:
+    data, markdown = _built(tmp_path, seed_like_runs(tmp_path / "runs"))
+    lines = seed_lines(data)
+    section = "## Beside the seed" + markdown.split("## Beside the seed")[1].split("\n## ")[0]
+    assert section.strip().splitlines() == lines
+    assert seed_lines({}) == seed_lines({"seed_comparison": {"cells": []}}) == []
+    table = "\n".join(lines)
+    assert "| 16 | round-robin | 12.00 / 12.65 (-5%) |  | 120 / 124 (-3%) | " \
+        "1100 / 1140 (-4%) | 700 / 757 (-8%) |" in table
+    assert "| 16 | session-affinity | 17.00 / 17.78 (-4%) | +42% [+34, +50] / +41%: matches |" \
+        in table
+    assert "| 8 | session-affinity | 9.30 / 9.35 (-1%) | +27% [+22, +33] / +27%: matches | " \
+        "44 / 44 (+0%) | n/a | n/a |" in table
+    assert data["seed_comparison"]["verdicts"] == lines[-5:] == [
+        "req/s: within 25% of the seed at 4 of 4 cells",
+        "gain beside the seed's +-10 points: matches at 8, 16; consistent with at no level; "
+        "differs at no level",
+        "TTFT p50: affinity's at or below round robin's, as in the seed, at 2 of 2 levels",
+        "request latency p50: within 25% of the seed at 2 of 2 cells",
+        "TTFT p90: affinity's at or below round robin's, as in the seed, at 1 of 1 levels"]
+
+
+def test_beside_the_seed_a_verdict_names_each_cell_that_disagrees(tmp_path: Path) -> None:
+    data, _ = _built(tmp_path, seed_like_runs(tmp_path / "runs", rr_16=8.0,
+                                              ttft_16=(81.0, 84.0)))
+    verdicts = data["seed_comparison"]["verdicts"]
+    assert verdicts[:3] == [
+        "req/s: within 25% of the seed at 3 of 4 cells; not round-robin at 16 (-37%)",
+        "gain beside the seed's +-10 points: matches at 8; consistent with at no level; "
+        "differs at 16",
+        "TTFT p50: affinity's at or below round robin's, as in the seed, at 1 of 2 levels; "
+        "not at 16 (84 vs 81 ms)"]
+    assert len(verdicts) == 5 and data["seed_comparison"]["ttft_floor_ms"] is None
+
+
+def test_a_gain_whose_interval_reaches_past_the_band_is_only_consistent_with_the_seed(
+        tmp_path: Path) -> None:
+    """+33% [+26, +41] beside the seed's +41: within 10 points as a point, but its interval
+    reaches below +31, so it can't claim to match; a mock's calibration levels are marked."""
+    runs = seed_like_runs(tmp_path / "runs", sa_16=16.0)
+    for run in runs:  # as the rehearsal records its mock
+        path = run / MANIFEST_NAME
+        path.write_text(json.dumps({**json.loads(path.read_text()),
+                                    "deployment": {"replicas": "8", "mock_workers": 8}}))
+    data, markdown = _built(tmp_path, runs)
+    (sixteen,) = [g for g in data["seed_comparison"]["gains"] if g["concurrency"] == 16]
+    assert sixteen["verdict"] == "consistent with"
+    assert sixteen["low"] < 31 < sixteen["run"] < 51
+    assert "consistent with at 16" in data["seed_comparison"]["verdicts"][1]
+    assert data["seed_comparison"]["in_sample"] == [1, 2]  # neither ran here: no footnote
+    assert not any("in-sample" in v for v in data["seed_comparison"]["verdicts"])
+
+
+def test_ttft_at_the_mock_s_floor_is_named_its_overhead_not_a_verdict_on_routing(
+        tmp_path: Path) -> None:
+    """The issue's run: TTFT p50 at 16 was 84 vs 81 ms on a mock whose own floor is about
+    that; it must not read as "NOT the seed's direction" beside "goal met"."""
+    runs = seed_like_runs(tmp_path / "runs", ttft_16=(81.0, 84.0))
+    data, markdown = _built(tmp_path, runs, ttft_floor_ms=70.0)
+    verdict = data["seed_comparison"]["verdicts"][2]
+    assert verdict == (
+        "TTFT p50: at 2 of 2 levels both profiles are within 25% of the mock's TTFT floor "
+        "(70 ms), which is the mock's own overhead, not routing")
+    assert data["seed_comparison"]["ttft_floor_ms"] == 70.0
+    assert verdict in markdown
+    # Above the floor (84 > 1.25 x 60 ms) a level is judged; at it (48 ms at 8) it is not.
+    data, _ = _built(tmp_path / "lower", runs, ttft_floor_ms=60.0)
+    assert data["seed_comparison"]["verdicts"][2] == (
+        "TTFT p50: at 1 of 2 levels both profiles are within 25% of the mock's TTFT floor "
+        "(60 ms), which is the mock's own overhead, not routing; above it, affinity's at or "
+        "below round robin's, as in the seed, at 0 of 1 levels; not at 16 (84 vs 81 ms)")
+    # The level is excused only when both profiles are near it: round robin at 70 ms is, but
+    # affinity at 90 ms is not (1.25 x 60 = 75), so 90 vs 70 is a miss, not the floor's.
+    data, _ = _built(tmp_path / "one-near", seed_like_runs(tmp_path / "one", ttft_16=(70, 90)),
+                     ttft_floor_ms=60.0)
+    assert data["seed_comparison"]["verdicts"][2].endswith("not at 16 (90 vs 70 ms)")
+    # A floor far below the figures judges every level as before.
+    data, _ = _built(tmp_path / "low", runs, ttft_floor_ms=20.0)
+    assert data["seed_comparison"]["verdicts"][2].endswith("at 1 of 2 levels; not at 16 "
+                                                            "(84 vs 81 ms)")
