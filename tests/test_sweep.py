@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT, aiperf_env
+from benchmarks.aiperf_run import RAW_EXPORT, SUMMARY_EXPORT
 from benchmarks.dataset import QUESTIONS as QUESTION_SET
 from benchmarks.dataset import VideoSource
 from benchmarks.evidence import attribute_raw_export
@@ -296,13 +296,6 @@ def test_cli_reports_aiperf_failures_and_how_to_resume(tmp_path: Path) -> None:
     assert f"rerun the same command with --run-id {run_dir.name}" in result.stderr
     manifest = json.loads((run_dir / "round-robin" / MANIFEST_NAME).read_text())
     assert manifest["levels"]["1"]["status"] == "failed"
-
-
-def test_aiperf_environment_drops_hf_offline_and_the_extra_affinity_header() -> None:
-    env = aiperf_env({"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
-    assert "HF_HUB_OFFLINE" not in env, "AIPerf 0.13 then takes a local tokenizer for a repo id"
-    assert env["PATH"] == "/bin"
-    assert env["AIPERF_HTTP_X_SESSION_AFFINITY_FROM_CORRELATION_ID"] == "false"
 
 
 def test_a_level_over_its_timeout_stops_aiperf_and_says_which_setting(tmp_path: Path) -> None:

@@ -38,22 +38,7 @@ from benchmarks.sweep import (
 )
 from infra.names import RUN_ID_MAX_LEN, InputError
 from infra.run import MIN_BLOCKS, Workload
-
-
-def record(tokens: int | None, phase: str = "profiling", error: str | None = None,
-           ttft: float | None = None) -> dict[str, Any]:
-    metrics = {} if tokens is None else {"output_sequence_length": {"value": tokens}}
-    if ttft is not None:
-        metrics |= {"time_to_first_token": {"value": ttft}, "request_latency": {"value": ttft}}
-    return {"metadata": {"benchmark_phase": phase}, "metrics": metrics,
-            **({"error": error} if error else {})}
-
-
-def level_dir(tmp_path: Path, *records: dict[str, Any]) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    tmp_path.joinpath(RECORDS_EXPORT).write_text(
-        "".join(json.dumps(r) + "\n" for r in records))
-    return tmp_path
+from tests.support_aiperf_exports import level_dir, record
 
 
 def test_a_level_where_every_answer_got_the_asked_length_is_not_flagged(tmp_path: Path) -> None:
