@@ -16,6 +16,10 @@ def at_a_terminal() -> None:
     non-interactive shell (`pytest ... &`) has it ignored: such a child never hears Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 SHARED_DIR = REPO_ROOT.parent / "shared"
+# The checkout as committed. Mutation testing (tests/mutate.py) runs the tests in a copy whose
+# mutated modules are megabytes, too big for the pods' code ConfigMap; it links the checkout.
+_LINKED = REPO_ROOT.parent / "unmutated"
+UNMUTATED_ROOT = _LINKED if _LINKED.is_dir() else REPO_ROOT
 
 
 @pytest.fixture(scope="session")

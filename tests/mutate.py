@@ -42,6 +42,7 @@ def workspace(module: str, plan: dict, pyproject: dict) -> Path:
     names = sorted(p.name for p in ROOT.iterdir() if p.name not in SKIP)
     links = {name: ROOT / name for name in names}
     links["shared"] = ROOT.parent / "shared"  # ../shared/reference, as tests/conftest.py reads it
+    links["unmutated"] = ROOT  # the shipped code's real size (tests/conftest.py UNMUTATED_ROOT)
     for name, target in links.items():
         link = ws / name
         if not link.is_symlink():

@@ -34,7 +34,7 @@ from infra import benchmark_manifests as bj
 from infra.names import FRONTEND_COMPONENT, benchmark_name, component_name, graph_name
 from infra.run import SEED_WORKLOAD, Run, VideoShape, Workload, run_seed
 from infra.settings import BenchmarkSettings, stack_settings
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, UNMUTATED_ROOT
 
 # Pulumi.yaml's benchmark settings (the stack sets none of them), changed per test.
 DEFAULTS = stack_settings("session-affinity").benchmark
@@ -62,7 +62,7 @@ TARGET = Run(stack="session-affinity", run_id=bench().run_id,
 
 @pytest.fixture(scope="module")
 def sources() -> dict[str, str]:
-    return bj.shipped_sources(REPO_ROOT)
+    return bj.shipped_sources(UNMUTATED_ROOT)
 
 
 def manifests(settings: BenchmarkSettings, sources: dict[str, str],
