@@ -261,9 +261,8 @@ def rehearsal_summary(config: RehearsalConfig, wall_secs: float, peak_bytes: int
                       ttft_floor_ms: float, notes: Sequence[str]) -> dict[str, Any]:
     """What the run cost and measured beyond the sweep (its numbers are in the report).
     `kept`: levels a resumed run took from the earlier attempt (not in this run's time)."""
-    settings = {**asdict(config), "workload": asdict(config.workload)}
     return {
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "wall_time_secs": round(wall_secs, 1),
         "peak_memory_bytes": peak_bytes,
         "levels_kept": kept,

@@ -32,7 +32,7 @@ from infra.planning import (
 from infra.routing import PROFILES
 from infra.run import MIN_BLOCKS, SEED_WORKLOAD
 from infra.seed import SEED_SWEEP_HOURS, SEED_TABLE
-from infra.settings import stack_settings
+from infra.settings import parse_settings, stack_settings
 from rehearsal.local_dynamo import LocalDynamo, mock_model_dir, mocker_command
 from rehearsal.rehearse import STANDIN_TOKENS, RehearsalConfig
 from tests.conftest import REPO_ROOT
@@ -137,6 +137,26 @@ def test_a_measured_run_recalibrates_and_the_next_plan_says_how_far_it_was(
     assert "session-affinity at 1: predicted 1.16, measured 1.00 (+16%)" in out
     assert "concurrency   1:   1.00 req/s" in out  # the next plan, on the measured hardware
     assert "your measured concurrency-1 level" in out
+
+
+def test_feedback_reads_the_levels_both_profiles_finished_at_the_stack_s_shape(
+        tmp_path: Path) -> None:
+    """Only levels both runs finished are compared; the hardware is solved with the stack's
+    own questions per video; a level measured at 0 req/s is no ratio; no level in common is
+    an error naming both runs."""
+    ten = parse_settings(stack_config("session-affinity", {"benchmarkQuestionsPerVideo": 10}),
+                         "session-affinity")
+    rr = _run_dir(tmp_path, "rr", {1: 0.8, 2: 0.0, 16: 11.0})
+    sa = _run_dir(tmp_path, "sa", {1: 1.0, 2: 2.0})
+    lines, measured = feedback(ten, rr, sa)
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "  round-robin at 1", "  session-affinity at 1", "  round-robin at 2",
+        "  session-affinity at 2"]
+    assert lines[3].endswith("measured 0.00 (+nan%)")
+    assert measured == solve_hardware(1, 0.8, 1.0, 8, 10)
+    other = _run_dir(tmp_path, "other", {4: 3.0})
+    with pytest.raises(ValueError, match=f"{other} and {sa} share no finished level"):
+        feedback(ten, other, sa)
 
 
 def test_a_level_runs_the_chunks_its_stop_rule_needs() -> None:
@@ -248,8 +268,10 @@ def test_the_spread_between_chunks_is_measured_from_runs(tmp_path: Path) -> None
     cv2 = [(2, 0.01 / 1.0), (1, 0.02 / 2.1**2), (3, 0.0)]
     expected = (sum(df * v for df, v in cv2) / 6) ** 0.5
     assert measured_spread([rr, sa]) == pytest.approx(expected)
-    with pytest.raises(ValueError, match="ran two or more chunks"):
-        measured_spread([write_run(tmp_path, "one", {1: [chunk(1.0)]})])
+    ones = [write_run(tmp_path, name, {1: [chunk(1.0)]}) for name in ("one", "two")]
+    with pytest.raises(ValueError, match=f"no level of {ones[0]}, {ones[1]} ran two or more "
+                       "chunks: measure the spread on an adaptive sweep's runs"):
+        measured_spread(ones)
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks", "plan", "--stack", "round-robin", "--spread",
          str(rr), str(sa)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)

@@ -150,11 +150,11 @@ def test_a_resumed_run_says_its_time_and_memory_are_this_runs_only() -> None:
 
 def test_the_summary_records_the_settings_as_json_and_the_time_to_a_tenth() -> None:
     config = RehearsalConfig(results_root=Path("/tmp/r"))
-    summary = rehearsal_summary(config, 390.04, 2**30, 0, 61.4, ["a note"])
+    summary = rehearsal_summary(config, 390.46, 2**30, 0, 61.4, ["a note"])
     assert summary["settings"]["results_root"] == "/tmp/r"
     assert summary["settings"]["workload"] == asdict(config.workload)
     assert summary["settings"]["profiles"] == config.profiles
-    assert (summary["wall_time_secs"], summary["notes"]) == (390.0, ["a note"])
+    assert (summary["wall_time_secs"], summary["notes"]) == (390.5, ["a note"])
     assert done_line(summary) == ("rehearsal done in 6.5 min, peak memory 1.00 GiB (this "
                                   "process and all it started)")
     json.dumps(summary)  # the summary file is JSON
