@@ -20,9 +20,9 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings as pulumi_settings
 
-from infra import cluster, settings
+from infra import benchmark_manifests, cluster, settings
 from infra.cluster import LiveObjects
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, UNMUTATED_ROOT
 
 # Distinctive so a leak is unmistakable; never a real key.
 TEST_NGC_KEY = "nvapi-TEST-ONLY-3f9c2a7e51d04b8b9c6e"
@@ -271,14 +271,16 @@ def run_program(stack: str, config: dict[str, str], secret_keys: list[str] | Non
 
         return pulumi.Output.all(*values).apply(record)
 
-    observe = cluster.observe
+    observe, shipped = cluster.observe, benchmark_manifests.shipped_sources
     cluster.observe = lambda *_, **__: cluster_objects
+    if UNMUTATED_ROOT != REPO_ROOT:  # mutation testing: ship the code at its real size
+        benchmark_manifests.shipped_sources = lambda _root: shipped(UNMUTATED_ROOT)
     try:
         program()
     except BaseException as err:  # noqa: BLE001 (the test inspects it)
         run.error = err
     finally:
-        cluster.observe = observe
+        cluster.observe, benchmark_manifests.shipped_sources = observe, shipped
         logger.removeHandler(handler)
         pulumi.runtime.set_all_config({}, [])
     return run
