@@ -5,14 +5,18 @@ rerun reuses. A wrong rule here makes videos FFmpeg refuses, or two videos that 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
 from benchmarks import videos
-from benchmarks.videos import filter_graph, validate_shape
+from benchmarks.videos import MANIFEST_NAME, _reusable, filter_graph, validate_shape
+from infra.names import video_name
 from infra.run import VIDEO_INDEX_BITS, VideoShape
 
 SHAPE = VideoShape()  # 640x360: the inset is 160x90
@@ -136,3 +140,29 @@ def test_the_stamp_sits_side_by_side_4px_in_from_the_bottom_left(
     boxes = stamp(filter_graph(replace(SHAPE, width=width, height=height), 0))
     assert [box[:4] for box in boxes] == [(4 + b * cell, height - cell - 4, cell, cell)
                                          for b in range(VIDEO_INDEX_BITS)]
+
+
+def earlier_run(folder: Path, shape: VideoShape, count: int) -> dict:
+    """`count` intact files of an earlier run of `shape` in `folder`, and its manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for index in range(count):
+        (folder / video_name(index)).write_bytes(f"video {index}".encode())
+        entries.append({"name": video_name(index), "index": index, "bytes": 7,
+                        "sha256": hashlib.sha256(f"video {index}".encode()).hexdigest()})
+    manifest = {"settings": asdict(shape), "ffmpeg": "ffmpeg version test", "videos": entries}
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    return manifest
+
+
+def test_a_rerun_for_fewer_videos_reuses_only_the_ones_it_wants(tmp_path: Path) -> None:
+    earlier_run(tmp_path, replace(SHAPE, count=3), 3)
+    assert sorted(_reusable(tmp_path, replace(SHAPE, count=2))) == [0, 1]
+
+
+def test_a_manifest_of_the_same_settings_without_a_video_list_reuses_nothing(
+        tmp_path: Path) -> None:
+    manifest = earlier_run(tmp_path, SHAPE, 2)
+    del manifest["videos"]  # hand-made, say
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert _reusable(tmp_path, SHAPE) == {}
