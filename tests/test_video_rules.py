@@ -142,6 +142,22 @@ def test_the_stamp_sits_side_by_side_4px_in_from_the_bottom_left(
                                          for b in range(VIDEO_INDEX_BITS)]
 
 
+@pytest.mark.parametrize(("width", "height", "cell"), [
+    (72, 96, 4),    # 16 cells of 4 fill the width less 4 px each side
+    (70, 96, 3),    # a little narrower: cells of 3
+    (64, 64, 3),    # the narrowest frame
+    (128, 720, 7),  # a tall one, whose 30 px cells would run off it
+])
+def test_the_stamp_fits_a_narrow_frame_with_every_bit_in_it(
+        width: int, height: int, cell: int) -> None:
+    """Boxes past the frame's edge are not drawn: videos whose indexes differ only in those
+    bits would carry the same strip."""
+    boxes = stamp(filter_graph(replace(SHAPE, width=width, height=height), 0))
+    assert [box[:4] for box in boxes] == [(4 + b * cell, height - cell - 4, cell, cell)
+                                         for b in range(VIDEO_INDEX_BITS)]
+    assert boxes[-1][0] + cell <= width - 4
+
+
 def earlier_run(folder: Path, shape: VideoShape, count: int) -> dict:
     """`count` intact files of an earlier run of `shape` in `folder`, and its manifest."""
     folder.mkdir(parents=True, exist_ok=True)
