@@ -126,7 +126,8 @@ def stamp(graph: str) -> list[tuple[int, int, int, int, str]]:
 def test_the_stamp_spells_the_index_in_binary_most_significant_bit_first(index: int) -> None:
     boxes = stamp(filter_graph(SHAPE, index))
     assert len(boxes) == VIDEO_INDEX_BITS
-    spelled = "".join({"white": "1", "black": "0"}[color] for *_, color in boxes)
+    # FFmpeg reads a colour's name in any case.
+    spelled = "".join({"white": "1", "black": "0"}[color.lower()] for *_, color in boxes)
     assert spelled == f"{index:0{VIDEO_INDEX_BITS}b}"
 
 
