@@ -71,7 +71,7 @@ def filter_graph(shape: VideoShape, index: int) -> str:
     x0, y0 = rng.randrange(w - iw), rng.randrange(h - ih)
     move = (f"overlay=x='mod({x0}+{vx:.1f}*t,{w - iw})':y='mod({y0}+{vy:.1f}*t,{h - ih})'"
             ":eval=frame:shortest=1")
-    cell = max(4, h // 24)
+    cell = min(max(4, h // 24), (w - 8) // VIDEO_INDEX_BITS)  # the strip fits, 4 px in
     bits = [f"drawbox=x={4 + b * cell}:y={h - cell - 4}:w={cell}:h={cell}:t=fill:"
             f"color={'white' if index >> (VIDEO_INDEX_BITS - 1 - b) & 1 else 'black'}"
             for b in range(VIDEO_INDEX_BITS)]

@@ -16,7 +16,7 @@ from pathlib import Path
 import imageio_ffmpeg
 import pytest
 
-from benchmarks.videos import MANIFEST_NAME, make_videos, validate_shape
+from benchmarks.videos import MANIFEST_NAME, make_videos
 from infra.names import video_name
 from infra.run import VideoShape
 from tests.conftest import REPO_ROOT, at_a_terminal
@@ -154,8 +154,3 @@ def test_the_ffmpeg_that_the_pinned_wheel_ships_works_too(tmp_path: Path) -> Non
                           exe=imageio_ffmpeg.get_ffmpeg_exe())
     info = probe(path)
     assert info["frames"] == SHAPE.duration_secs * SHAPE.fps
-
-
-def test_bad_settings_name_the_option() -> None:
-    with pytest.raises(ValueError, match="--count.*--width must be even"):
-        validate_shape(replace(SHAPE, count=0, width=101))
