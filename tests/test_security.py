@@ -20,14 +20,13 @@ import yaml
 from infra import benchmark_manifests, manifests
 from infra.manifests import network_policies
 from infra.settings import SettingsError, parse_settings
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, UNMUTATED_ROOT
 from tests.support_operator import component_deployments
 from tests.support_pulumi import ProgramRun, run_program, stack_config
 from tests.support_schemas import validate_k8s
 
 STACKS = ("round-robin", "session-affinity", "kv-routing", "vllm-super-tp4-sa")
 CHECKOV = REPO_ROOT / ".venv-scan" / "bin" / "checkov"
-GRAPH = "kubernetes:nvidia.com/v1beta1:DynamoGraphDeployment"
 MAX_SKIPS = 8
 
 
@@ -50,25 +49,26 @@ def _settings(stack: str, **overrides: Any):
     return parse_settings(_config(stack, **overrides), stack)
 
 
-def rendered(run: ProgramRun, stack: str) -> list[dict[str, Any]]:
-    """What the stack makes in the cluster: its objects, the graph as the operator's
-    Deployments, and the results reader `collect` starts."""
+def rendered(stack: str, **overrides: Any) -> list[dict[str, Any]]:
+    """What the stack makes in the cluster, as the program declares it (each manifest as the
+    pure builders make it: infra/__main__.py): its objects, the graph as the operator's
+    Deployments, the benchmark's objects and the results reader `collect` starts."""
+    settings = _settings(stack, **overrides)
+    objects, policies = manifests.recipe(
+        settings, {key: "not-a-real-token" for key in settings.required_secrets})
+    run = benchmark_manifests.run_of(settings, objects["graph"])
+    bench = benchmark_manifests.benchmark_objects(
+        run, settings.benchmark, benchmark_manifests.shipped_sources(UNMUTATED_ROOT))
     out: list[dict[str, Any]] = []
-    for registration in run.objects():
-        manifest = json.loads(json.dumps(registration.inputs, default=str))
-        if registration.type == GRAPH:
-            out += component_deployments(manifest)
-        else:
-            out.append(manifest)
-    settings = _settings(stack)
-    out.append(benchmark_manifests.results_reader_pod(
-        benchmark_manifests.run_of(settings), f"reader-{stack}"))
-    return out
+    for manifest in [*objects.values(), *policies.values(), *bench.values()]:
+        out += (component_deployments(manifest) if manifest["kind"] == "DynamoGraphDeployment"
+                else [manifest])
+    return [*out, benchmark_manifests.results_reader_pod(run, f"reader-{stack}")]
 
 
 @pytest.fixture(scope="module")
 def stacks() -> dict[str, list[dict[str, Any]]]:
-    return {stack: rendered(_run(stack), stack) for stack in STACKS}
+    return {stack: rendered(stack) for stack in STACKS}
 
 
 def _pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -222,8 +222,7 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
     gateway = Pod("gateway", {"app": "gateway"}, namespace="gateway")
     stranger = Pod("stranger", {"app": "x"}, namespace="elsewhere", ip="10.9.0.1")
     scraper = Pod("prometheus", {"app": "prometheus"}, ip="192.168.5.5")
-    run = _run("session-affinity", networkPolicySources=["gateway", "192.168.0.0/16"])
-    objects = rendered(run, "session-affinity")
+    objects = rendered("session-affinity", networkPolicySources=["gateway", "192.168.0.0/16"])
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     pods = _pods(objects, "session-affinity")
     other = _pods(stacks["round-robin"], "round-robin")
@@ -266,7 +265,7 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
 def test_every_frontend_of_a_compare_graph_is_covered_by_the_policies() -> None:
     """One frontend per profile, each its own Deployment: the frontend policy selects them
     by their type label, so each takes the sweep and the graph's pods, and no stranger."""
-    objects = rendered(_run("compare"), "compare")
+    objects = rendered("compare")
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     pods = _pods(objects, "compare")
     frontends = [Pod(o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"])
