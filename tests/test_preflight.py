@@ -406,6 +406,30 @@ def test_the_gpus_another_stack_of_the_project_holds_are_named_with_its_destroy(
         assert problem.startswith(f"{K}gpuNodeSelector: ")
 
 
+def test_gpus_held_are_summed_per_node_and_per_graph_and_the_shortage_is_of_the_moment() -> None:
+    """Two pods of one graph on a node hold both their GPUs; every graph of the project that
+    holds some is named. Free GPUs are a fact of the moment (a preview warns); a node of
+    another GPU class is the settings' fault."""
+    settings = settings_of()
+    ns = settings.namespace
+    pods = (gpu_pod("gpu-1", 4, ns, {GRAPH_LABEL: "cosmos3-round-robin"}),
+            gpu_pod("gpu-1", 4, ns, {GRAPH_LABEL: "cosmos3-round-robin"}),
+            gpu_pod("gpu-1", 2, ns, {GRAPH_LABEL: "cosmos3-kv-routing"}))
+    [short] = cluster._gpus(settings, replace(healthy(), nodes=(node("gpu-1", 12),), pods=pods))
+    assert "free GPUs for 2 of 8 workers" in short and isinstance(short, cluster.Moment)
+    assert short.endswith(
+        "this project's graph cosmos3-round-robin holds 8 of them (`pulumi destroy -s "
+        "round-robin` frees them), graph cosmos3-kv-routing holds 2 of them (`pulumi destroy "
+        "-s kv-routing` frees them); the profiles take turns on the GPUs")
+    [tenant] = cluster._gpus(settings, replace(healthy(), nodes=(node("gpu-1", 7),)))
+    assert isinstance(tenant, cluster.Moment)
+    other_class = as_api_returns({"metadata": {"name": "gpu-1", "labels": {
+        "nvidia.com/gpu.product": "NVIDIA-A100"}}, "spec": {},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}}}, "V1Node")
+    [product] = cluster._gpus(settings, replace(healthy(), nodes=(other_class,)))
+    assert product.startswith(f"{K}gpuProduct: ") and not isinstance(product, cluster.Moment)
+
+
 def _routes_with_claim(settings: Settings, storage_class: str | None) -> dict[str, Any]:
     """A healthy cluster with a claim of class old, serving `storage_class` (None: none) and
     not the settings' rwx-test."""
