@@ -209,3 +209,21 @@ def test_only_namespace_and_claim_are_shared_across_profiles(other: str) -> None
     assert not names[0] & names[1]
     renamed = json.dumps(own[0]).replace(a.graph_name, b.graph_name)
     assert json.loads(renamed) == own[1]
+
+
+def test_the_recipe_is_each_builder_s_object_by_its_resource_name() -> None:
+    """The names pin the resources' URNs: renaming one replaces the object (a new Secret, or
+    worse, a new claim). Each token passes through untouched (a Pulumi secret)."""
+    from infra.settings import HF_TOKEN, NGC_API_KEY
+
+    vllm = settings_of("vllm-super-tp4-sa", hfToken="hf_not_real",
+                       vllmImage="registry.example.com/team/vllm:1.6.1")
+    objects, policies = manifests.recipe(vllm, {HF_TOKEN: "hf-not-real"})
+    assert list(objects) == ["namespace", "hf-token-secret", "claim", "download", "graph"]
+    assert objects["hf-token-secret"] == manifests.token_secret(vllm, HF_TOKEN, "hf-not-real")
+    assert (objects["graph"], objects["download"], policies) == (
+        manifests.graph(vllm), manifests.model_download_job(vllm), manifests.network_policies(vllm))
+    kept = settings_of("session-affinity", createNamespace=False)
+    objects, _ = manifests.recipe(kept, {NGC_API_KEY: "nvapi-not-real"})
+    assert list(objects) == ["ngc-secret", "claim", "download", "graph"]
+    assert objects["ngc-secret"] == manifests.token_secret(kept, NGC_API_KEY, "nvapi-not-real")

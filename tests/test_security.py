@@ -135,6 +135,14 @@ def test_every_pod_but_the_graph_s_runs_without_a_service_account_token(
                 assert {"cpu", "memory"} <= set(container["resources"]["limits"]), name
 
 
+def test_every_policy_is_an_ingress_policy_labelled_with_its_stack(
+        stacks: dict[str, list[dict[str, Any]]]) -> None:
+    for stack, objects in stacks.items():
+        for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
+            assert policy["spec"]["policyTypes"] == ["Ingress"], policy["metadata"]["name"]
+            assert policy["metadata"]["labels"] == manifests.labels(stack)
+
+
 def test_the_policies_exist_before_any_pod(stacks: dict[str, list[dict[str, Any]]]) -> None:
     run = _run("round-robin")
     policies = next(r for r in run.resources if r.type.endswith(":NetworkPolicies"))
@@ -164,6 +172,8 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         return False
     for expr in selector.get("matchExpressions", []):
         value, op = labels.get(expr["key"]), expr["operator"]
+        # The API server refuses any other operator (case counts): the object would not apply.
+        assert op in ("In", "NotIn"), f"operator {op!r}: Kubernetes has In and NotIn here"
         if op == "In" and value not in expr["values"]:
             return False
         if op == "NotIn" and value in expr["values"]:
@@ -195,7 +205,7 @@ def allowed(policies: list[dict[str, Any]], source: Pod, target: Pod, port: int)
             if peers and not any(_peer_admits(p, source, policy["metadata"]["namespace"])
                                  for p in peers):
                 continue
-            if ports and not any(p["port"] == port for p in ports):
+            if ports and not any(p["port"] == port and p["protocol"] == "TCP" for p in ports):
                 continue
             return True
     return False
@@ -257,6 +267,9 @@ def test_the_policies_open_what_the_benchmark_needs_and_close_the_rest(
         (frontend, pods["model-download"], 8000), (frontend, pods["benchmark-sweep"], 8000),
         (worker, pods["benchmark-smoke"], 8000),
         (frontend, pods["benchmark-results-reader"], 8000),
+        # The frontend's port on a worker, a video server's on other pods or stacks.
+        (pods["benchmark-sweep"], worker, 8000), (gateway, worker, 8000),
+        (worker, pods["benchmark-sweep"], 8080), (worker, other["benchmark-videos"], 8080),
     ]
     for source, target, port in closed + closed_decode:
         assert not is_open(source, target, port), f"{source.name} -> {target.name}:{port}"
