@@ -17,6 +17,7 @@ from scipy import stats
 from benchmarks.aiperf_run import LevelSummary
 from benchmarks.report import (
     ProfileRun,
+    _figure_verdict,
     _gain_cell,
     binding,
     binding_changes,
@@ -28,6 +29,7 @@ from benchmarks.report import (
     gain_verdict,
     read_run,
     report_rows,
+    seed_comparison,
     seed_lines,
     welch_df,
 )
@@ -371,3 +373,48 @@ def test_ttft_at_the_mock_s_floor_is_named_its_overhead_not_a_verdict_on_routing
     data, _ = _built(tmp_path / "low", runs, ttft_floor_ms=20.0)
     assert data["seed_comparison"]["verdicts"][2].endswith("at 1 of 2 levels; not at 16 "
                                                             "(84 vs 81 ms)")
+
+
+def test_a_gain_with_half_an_interval_is_judged_by_its_point_and_the_band_s_edge_counts() -> None:
+    assert gain_verdict(None, 50.0, 41.0, 41.0) == "consistent with"  # a point can't match
+    assert gain_verdict(20.0, 31.0, 25.0, 41.0) == "consistent with"  # reaches 41 - 10 exactly
+    assert gain_verdict(20.0, 30.9, 25.0, 41.0) == "differs"
+
+
+def _seed_rows(tmp_path: Path) -> list[dict[str, Any]]:
+    return report_rows([read_run(run / MANIFEST_NAME) for run in seed_like_runs(tmp_path)])
+
+
+def test_in_sample_levels_are_starred_and_footnoted(tmp_path: Path) -> None:
+    verdicts = seed_comparison(_seed_rows(tmp_path), in_sample=(8, 16))["verdicts"]
+    assert verdicts[1] == ("gain beside the seed's +-10 points: matches at 8*, 16*; consistent "
+                           "with at no level; differs at no level")
+    assert verdicts[-1] == ("* in-sample: the mock's costs come from the seed's concurrency-8 "
+                            "row and its pause was tuned at 16, so these levels do not test it; "
+                            "the others do")
+
+
+def test_against_another_baseline_the_gain_is_the_ratio_alone(tmp_path: Path) -> None:
+    rows = _seed_rows(tmp_path)
+    rate = {(r["concurrency"], r["profile"]): r["request_throughput"] for r in rows}
+    gains = seed_comparison(rows, baseline="kv-routing")["gains"]
+    assert [(g["concurrency"], g["run"], g["low"], g["high"], g["verdict"]) for g in gains] == [
+        (c, gain_pct(rate[(c, "session-affinity")], rate[(c, "round-robin")]), None, None,
+         "consistent with") for c in (8, 16)]
+
+
+def test_a_figure_verdict_s_edges_count_for_the_run() -> None:
+    """A cell exactly 25% off is within 25%; equal TTFTs are affinity's at or below; both at
+    exactly 1.25 x the floor are the floor's; no cell is no verdict."""
+    def cell(c: int, profile: str, figure: str, run: float, seed: float) -> dict[str, Any]:
+        return {"concurrency": c, "profile": profile, "figure": figure, "run": run, "seed": seed}
+
+    assert _figure_verdict([cell(8, "round-robin", "req/s", 1.25, 1.0)], "req/s", 0.25,
+                           None) == "req/s: within 25% of the seed at 1 of 1 cells"
+    assert _figure_verdict([], "req/s", 0.25, None) is None
+    ttft = [cell(16, "round-robin", "TTFT p50", 75.0, 1.0),
+            cell(16, "session-affinity", "TTFT p50", 75.0, 1.0)]
+    assert _figure_verdict(ttft, "TTFT p50", None, None) == (
+        "TTFT p50: affinity's at or below round robin's, as in the seed, at 1 of 1 levels")
+    assert _figure_verdict(ttft, "TTFT p50", None, 60.0).startswith(
+        "TTFT p50: at 1 of 1 levels both profiles are within 25% of the mock's TTFT floor")
