@@ -33,8 +33,9 @@ from benchmarks.sweep import SweepConfig, Target, config_from_args
 from infra import benchmark_manifests as bj
 from infra.names import FRONTEND_COMPONENT, benchmark_name, component_name, graph_name
 from infra.run import SEED_WORKLOAD, Run, VideoShape, Workload, run_seed
-from infra.settings import BenchmarkSettings, stack_settings
+from infra.settings import BenchmarkSettings, parse_settings, stack_settings
 from tests.conftest import REPO_ROOT, UNMUTATED_ROOT
+from tests.support_pulumi import stack_config
 
 # Pulumi.yaml's benchmark settings (the stack sets none of them), changed per test.
 DEFAULTS = stack_settings("session-affinity").benchmark
@@ -656,3 +657,73 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
     assert parsed["sweep"].run.follow_command == (
         "kubectl --context h200 -n cosmos3-reasoner logs -f job/"
         + benchmark_name("sweep", TARGET.stack, bench().run_id))
+
+
+def test_a_stack_s_run_is_its_settings_as_the_pods_read_them() -> None:
+    """The compare stack's run: both frontends with their affinity, the workload, and every
+    deployment fact the report compares (the graph's hash, the routing of each profile)."""
+    from infra import manifests as mf
+
+    settings = stack_settings("compare")
+    run = bj.run_of(settings)
+    worker, frontend = settings.worker_image, settings.frontend_image
+    assert (run.stack, run.run_id, run.namespace, run.cache_claim, run.model) == (
+        "compare", "run-1", "cosmos3-reasoner", "shared-model-cache",
+        "nvidia/cosmos3-super-reasoner")
+    assert (run.image, run.workload) == (settings.benchmark.image, settings.benchmark.workload)
+    assert run.frontends == (("round-robin", "cosmos3-compare-round-robin", False),
+                             ("session-affinity", "cosmos3-compare-session-affinity", True))
+    assert run.notes == ("cluster run: stack compare, run id run-1",
+                         f"nim workers: super fp8, 8 x 1 GPU (NVIDIA-H200), image {worker}; "
+                         f"frontend image {frontend}")
+    assert dict(run.deployment) == {
+        "worker_image": worker, "frontend_image": frontend, "runtime": "nim",
+        "variant": "super", "precision": "fp8", "replicas": "8", "gpus_per_worker": "1",
+        "gpu": "NVIDIA-H200", "model": "nvidia/cosmos3-super-reasoner",
+        "routing": "round-robin: --router-mode round-robin; session-affinity: --router-mode "
+                   "round-robin --router-session-affinity-ttl-secs 300",
+        "graph": bj.graph_hash(mf.graph(settings), "compare"),
+        "benchmark_image": settings.benchmark.image}
+    assert (run.image_pull_secrets, run.kube_context, run.kubectl, run.pod_placement,
+            run.smoke, run.sweep) == ((), "", "kubectl -n cosmos3-reasoner", {}, True, True)
+    raw = stack_config("compare", {"benchmarkNodeSelector": ["pool=cpu"],
+                                   "imagePullSecrets": ["regcred"]})
+    placed = parse_settings({**raw, "kubernetes:context": "lab"}, "compare")
+    placed_run = bj.run_of(placed)
+    assert (placed_run.pod_placement, placed_run.image_pull_secrets, placed_run.kube_context) == (
+        dict(placed.benchmark_placement), ("regcred",), "lab")
+
+
+def test_the_graph_s_hash_is_the_graph_routing_and_profile_name_aside() -> None:
+    """A frontend's arguments or the profile's name never change it; anything else does."""
+    from infra import manifests as mf
+
+    graph = mf.graph(stack_settings("round-robin"))
+    same = json.loads(json.dumps(graph).replace("round-robin", "session-affinity"))
+    for component in same["spec"]["components"]:
+        if component["type"] == "frontend":
+            component["podTemplate"]["spec"]["containers"][0]["args"] = ["--other"]
+    assert bj.graph_hash(same, "session-affinity") == bj.graph_hash(graph, "round-robin")
+    worker = next(c for c in same["spec"]["components"] if c["type"] != "frontend")
+    worker["replicas"] = 7
+    assert bj.graph_hash(same, "session-affinity") != bj.graph_hash(graph, "round-robin")
+
+
+def test_the_results_reader_only_reads_the_claim_while_it_is_alive() -> None:
+    """Read-only on the cache, ready while the results are mounted, gone within an hour,
+    never restarted, off the GPU nodes when it can."""
+    reader = bj.results_reader_pod(TARGET, "reader-x")
+    spec, (container,) = reader["spec"], reader["spec"]["containers"]
+    assert reader["metadata"]["labels"]["app.kubernetes.io/component"] == \
+        "benchmark-results-reader"
+    assert spec["volumes"] == [{"name": "cache", "persistentVolumeClaim": {
+        "claimName": "shared-model-cache", "readOnly": True}}]
+    assert container["volumeMounts"] == [{"name": "cache", "mountPath": "/cache",
+                                          "readOnly": True}]
+    probe = {"exec": {"command": ["test", "-d", "/cache"]}, "periodSeconds": 10}
+    assert container["readinessProbe"] == container["livenessProbe"] == probe
+    assert container["command"] == ["python", "-c", "import time; time.sleep(3600)"]
+    assert (spec["restartPolicy"], spec["activeDeadlineSeconds"]) == ("Never", 3600)
+    assert spec["affinity"] == bj.PREFER_NO_GPU
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                      "limits": {"cpu": "1", "memory": "1Gi"}}
