@@ -418,3 +418,12 @@ def test_a_figure_verdict_s_edges_count_for_the_run() -> None:
         "TTFT p50: affinity's at or below round robin's, as in the seed, at 1 of 1 levels")
     assert _figure_verdict(ttft, "TTFT p50", None, 60.0).startswith(
         "TTFT p50: at 1 of 1 levels both profiles are within 25% of the mock's TTFT floor")
+
+
+def test_a_paired_level_of_one_block_has_its_gain_without_an_interval(tmp_path: Path) -> None:
+    runs = [read_run(write_run(tmp_path, profile, {8: [chunk(rate)]}, run_uid="paired-run")
+                     / MANIFEST_NAME)
+            for profile, rate in (("round-robin", 7.3), ("session-affinity", 9.3))]
+    (sa,) = [row for row in report_rows(runs) if row["profile"] == "session-affinity"]
+    assert sa["throughput_gain_pct"] == pytest.approx(100 * (9.3 / 7.3 - 1))
+    assert sa["throughput_gain_ci95_low"] is sa["throughput_gain_ci95_high"] is None
