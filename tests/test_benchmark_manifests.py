@@ -687,11 +687,16 @@ def test_a_stack_s_run_is_its_settings_as_the_pods_read_them() -> None:
     assert (run.image_pull_secrets, run.kube_context, run.kubectl, run.pod_placement,
             run.smoke, run.sweep) == ((), "", "kubectl -n cosmos3-reasoner", {}, True, True)
     raw = stack_config("compare", {"benchmarkNodeSelector": ["pool=cpu"],
-                                   "imagePullSecrets": ["regcred"]})
+                                   "imagePullSecrets": ["regcred"], "benchmarkSmoke": False,
+                                   "servedModelName": "nvidia/other-id"})
     placed = parse_settings({**raw, "kubernetes:context": "lab"}, "compare")
     placed_run = bj.run_of(placed)
     assert (placed_run.pod_placement, placed_run.image_pull_secrets, placed_run.kube_context) == (
         dict(placed.benchmark_placement), ("regcred",), "lab")
+    assert (placed_run.model, placed_run.smoke, placed_run.sweep) == ("nvidia/other-id", False,
+                                                                      True)
+    no_sweep = parse_settings(stack_config("compare", {"benchmarkSweep": False}), "compare")
+    assert (bj.run_of(no_sweep).smoke, bj.run_of(no_sweep).sweep) == (True, False)
 
 
 def test_the_graph_s_hash_is_the_graph_routing_and_profile_name_aside() -> None:
@@ -723,6 +728,7 @@ def test_the_results_reader_only_reads_the_claim_while_it_is_alive() -> None:
     probe = {"exec": {"command": ["test", "-d", "/cache"]}, "periodSeconds": 10}
     assert container["readinessProbe"] == container["livenessProbe"] == probe
     assert container["command"] == ["python", "-c", "import time; time.sleep(3600)"]
+    assert (container["name"], container["image"]) == ("main", TARGET.image)  # collect's exec
     assert (spec["restartPolicy"], spec["activeDeadlineSeconds"]) == ("Never", 3600)
     assert spec["affinity"] == bj.PREFER_NO_GPU
     assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},

@@ -427,3 +427,12 @@ def test_a_paired_level_of_one_block_has_its_gain_without_an_interval(tmp_path: 
     (sa,) = [row for row in report_rows(runs) if row["profile"] == "session-affinity"]
     assert sa["throughput_gain_pct"] == pytest.approx(100 * (9.3 / 7.3 - 1))
     assert sa["throughput_gain_ci95_low"] is sa["throughput_gain_ci95_high"] is None
+
+
+def test_a_level_s_row_carries_the_machine_load_its_sweep_recorded(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "round-robin", {8: [chunk(7.3)] * 2, 16: [chunk(12.0)] * 2})
+    manifest = json.loads((run / MANIFEST_NAME).read_text())
+    manifest["levels"]["8"]["machine"] = {"other_busy_pct": 40.0}
+    (run / MANIFEST_NAME).write_text(json.dumps(manifest))
+    rows = report_rows([read_run(run / MANIFEST_NAME)])
+    assert [(r["concurrency"], r["other_busy_pct"]) for r in rows] == [(8, 40.0), (16, None)]
