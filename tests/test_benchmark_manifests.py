@@ -717,8 +717,14 @@ def test_the_graph_s_hash_is_the_graph_routing_and_profile_name_aside() -> None:
 def test_the_results_reader_only_reads_the_claim_while_it_is_alive() -> None:
     """Read-only on the cache, ready while the results are mounted, gone within an hour,
     never restarted, off the GPU nodes when it can."""
-    reader = bj.results_reader_pod(TARGET, "reader-x")
+    placed = replace(TARGET, pod_placement={"nodeSelector": {"pool": "cpu"}})
+    reader = bj.results_reader_pod(placed, "reader-x")
     spec, (container,) = reader["spec"], reader["spec"]["containers"]
+    assert (reader["metadata"]["name"], reader["metadata"]["namespace"]) == (
+        "reader-x", "cosmos3-reasoner")
+    assert reader["metadata"]["labels"]["cosmos3-routing/profile"] == "session-affinity"
+    assert spec["imagePullSecrets"] == [{"name": "registry-pull-secret"}]
+    assert spec["nodeSelector"] == {"pool": "cpu"}
     assert reader["metadata"]["labels"]["app.kubernetes.io/component"] == \
         "benchmark-results-reader"
     assert spec["volumes"] == [{"name": "cache", "persistentVolumeClaim": {
