@@ -528,6 +528,11 @@ def test_a_new_image_or_graph_leaves_the_video_server_as_it_is(sources) -> None:
     first, second = manifests(bench(), sources), manifests(bench(), sources, other)
     assert first["video-server"] == second["video-server"]
     assert first["sweep"]["spec"] != second["sweep"]["spec"]
+    # The video maker's run is the run without them, a Run as the pod's parser reads it.
+    (maker,) = first["video-server"]["spec"]["template"]["spec"]["initContainers"]
+    given = args_of(maker)
+    run = Run.from_output(json.loads(given[given.index("--run") + 1]))
+    assert (run.deployment, run.notes) == ((), ())
 
 
 def test_a_code_change_rolls_the_video_server(sources) -> None:
