@@ -744,3 +744,16 @@ def test_the_results_reader_only_reads_the_claim_while_it_is_alive() -> None:
     assert spec["affinity"] == bj.PREFER_NO_GPU
     assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
                                       "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+def test_the_video_maker_writes_the_videos_the_server_reads(sources) -> None:
+    """The init container `videos` makes them into the shared volume (2-4 CPUs: FFmpeg), then
+    the server reads that volume, read-only."""
+    spec = manifests(bench(), sources)["video-server"]["spec"]["template"]["spec"]
+    (maker,), (server,) = spec["initContainers"], spec["containers"]
+    assert maker["name"] == "videos"
+    assert maker["resources"] == {"requests": {"cpu": "2", "memory": "2Gi"},
+                                  "limits": {"cpu": "4", "memory": "4Gi"}}
+    assert {"name": "videos", "mountPath": "/videos"} in maker["volumeMounts"]
+    assert {"name": "videos", "mountPath": "/videos", "readOnly": True} in server["volumeMounts"]
+    assert args_of(maker)[-2:] == ["--out", "/videos"]

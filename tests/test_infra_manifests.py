@@ -227,3 +227,13 @@ def test_the_recipe_is_each_builder_s_object_by_its_resource_name() -> None:
     objects, _ = manifests.recipe(kept, {NGC_API_KEY: "nvapi-not-real"})
     assert list(objects) == ["ngc-secret", "claim", "download", "graph"]
     assert objects["ngc-secret"] == manifests.token_secret(kept, NGC_API_KEY, "nvapi-not-real")
+
+
+def test_a_set_nim_tags_selector_reaches_the_workers_and_the_download() -> None:
+    settings = settings_of("session-affinity", nimTagsSelector="n_gpus=1,nim_tp=1")
+    (worker,) = [c for c in manifests.graph(settings)["spec"]["components"]
+                 if c["type"] != "frontend"]
+    download = manifests.model_download_job(settings)["spec"]["template"]["spec"]
+    for container in (worker["podTemplate"]["spec"]["containers"][0],
+                      download["containers"][0]):
+        assert {"name": "NIM_TAGS_SELECTOR", "value": "n_gpus=1,nim_tp=1"} in container["env"]
