@@ -392,6 +392,9 @@ def test_in_sample_levels_are_starred_and_footnoted(tmp_path: Path) -> None:
     assert verdicts[-1] == ("* in-sample: the mock's costs come from the seed's concurrency-8 "
                             "row and its pause was tuned at 16, so these levels do not test it; "
                             "the others do")
+    # The costs' level is the first, the pause's the last, however many lie between.
+    three = seed_comparison(_seed_rows(tmp_path / "3"), in_sample=(2, 8, 16))["verdicts"]
+    assert "concurrency-2 row and its pause was tuned at 16" in three[-1]
 
 
 def test_against_another_baseline_the_gain_is_the_ratio_alone(tmp_path: Path) -> None:
