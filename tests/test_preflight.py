@@ -467,7 +467,10 @@ def test_a_stand_in_storage_class_is_never_read_and_named_as_the_setting_to_fix(
         live = cluster.observe(settings, kubeconfig, dry_run=True, say=pytest.fail)
     assert not [path for path in asked if "storageclasses" in path]
     [problem] = cluster.problems(settings, live)
-    assert problem.startswith(f"{K}cacheStorageClass: 'stand-in-no-cluster' is a stand-in")
+    assert problem == (
+        f"{K}cacheStorageClass: 'stand-in-no-cluster' is a stand-in (a pull request's preview "
+        "without the CACHE_STORAGE_CLASS variable), no class of this cluster: `pulumi config "
+        "set cacheStorageClass <rwx-class>` (`kubectl get storageclass`)")
     warned: list[str] = []
     assert cluster.problems(settings, live, warned.append) == [] and warned == [problem]
 
