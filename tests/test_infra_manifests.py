@@ -237,3 +237,21 @@ def test_a_set_nim_tags_selector_reaches_the_workers_and_the_download() -> None:
     for container in (worker["podTemplate"]["spec"]["containers"][0],
                       download["containers"][0]):
         assert {"name": "NIM_TAGS_SELECTOR", "value": "n_gpus=1,nim_tp=1"} in container["env"]
+
+
+def test_each_policy_is_named_after_its_graph_and_a_nim_worker_takes_no_arguments() -> None:
+    """One stack's `destroy` never deletes another's policies; the NIM reads its settings from
+    the environment, the vLLM worker from its arguments and HF_HOME."""
+    settings = settings_of("session-affinity")
+    assert sorted(p["metadata"]["name"] for p in manifests.network_policies(settings).values()) \
+        == [f"cosmos3-session-affinity-{p}" for p in
+            ("download", "frontend", "no-ingress", "videos", "workers")]
+    (worker,) = [c for c in manifests.graph(settings)["spec"]["components"]
+                 if c["type"] != "frontend"]
+    assert "args" not in worker["podTemplate"]["spec"]["containers"][0]
+    vllm = settings_of("vllm-super-tp4-sa", hfToken="hf_not_real",
+                       vllmImage="registry.example.com/team/vllm:1.6.1")
+    (worker,) = [c for c in manifests.graph(vllm)["spec"]["components"]
+                 if c["type"] != "frontend"]
+    env = {e["name"]: e.get("value") for e in worker["podTemplate"]["spec"]["containers"][0]["env"]}
+    assert env["HF_HOME"].endswith("/huggingface")
