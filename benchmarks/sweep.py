@@ -654,8 +654,9 @@ class _Sweep:
                      if interval else "no interval before a second block"))
 
     def finish(self, concurrency: int, stop: str, load: dict[str, Any]) -> None:
-        """The level's summary and evidence per profile, its gains over the baseline; a round
-        robin that reached fewer workers than the graph has fails it (unless accepted)."""
+        """The level's summary and evidence per profile, its gains over the baseline; a known
+        round robin profile (PROFILES; another's router is not known) that reached fewer workers
+        than the graph has fails it (unless accepted)."""
         config, rates, workers = self.config, self.rates(concurrency), self.workers
         for target, own in zip(config.targets, rates, strict=True):
             state = self.states(concurrency)[target.profile]

@@ -29,7 +29,6 @@ STARTED = "jsonpath={.status.startTime}"
 # nodes: a sweep or video server evicted mid-level loses the level.
 DO_NOT_DISRUPT = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                   "karpenter.sh/do-not-disrupt": "true"}
-DEPLOYMENT_ANNOTATION = "cosmos3-routing/deployment"
 CODE_ANNOTATION = "cosmos3-routing/code"
 READ_ONLY_ROOT = {**mf.container_security(), "readOnlyRootFilesystem": True}
 # The installed client and caches: a few GiB at most.
@@ -309,10 +308,9 @@ def benchmark_objects(run: Run, settings: BenchmarkSettings, sources: Mapping[st
         container = _runner_container(
             "main", settings, command(role, run), stop, mf.resources(*limits),
             *([{"name": "cache", "mountPath": CACHE_DIR}] if sweep else []))
-        annotations = {**DO_NOT_DISRUPT, DEPLOYMENT_ANNOTATION: digest(run.deployment)}
         out[role] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
                      "spec": {"activeDeadlineSeconds": deadline, **spec, "template": {
-                         "metadata": {"labels": meta["labels"], "annotations": annotations},
+                         "metadata": {"labels": meta["labels"], "annotations": {**DO_NOT_DISRUPT}},
                          "spec": {**pod, "restartPolicy": "Never", "containers": [container],
                                   "volumes": [WORK_VOLUME, volume, *([claim] if sweep else [])]}}}}
     return out

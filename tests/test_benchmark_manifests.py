@@ -140,6 +140,13 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
             pytest.fail(f"{role} ({obj['kind']}): {error.message}")
     assert {o["kind"] for o in objects.values()} == {
         "ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "Job", "Pod"}
+    # Beyond the schema: each mount names one of its pod's volumes (the API server checks),
+    # and each volume is mounted (a pod holds no claim it doesn't read).
+    for spec in pod_specs(objects):
+        volumes = {v["name"] for v in spec["volumes"]}
+        mounted = {m["name"] for c in spec["containers"] + spec.get("initContainers", [])
+                   for m in c["volumeMounts"]}
+        assert mounted == volumes
 
 
 def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
@@ -234,6 +241,9 @@ def test_the_smoke_test_fails_fast_and_the_sweep_survives_disruptions(sources) -
     objects = manifests(bench(smoke_timeout_secs=900), sources)
     smoke = objects["smoke"]["spec"]
     assert smoke["backoffLimit"] == 0 and smoke["activeDeadlineSeconds"] == 900
+    # A failed pod is not restarted in place: the Job counts it (podFailurePolicy needs Never).
+    for role in ("smoke", "sweep"):
+        assert objects[role]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     rules = objects["sweep"]["spec"]["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "Ignore"
     assert rules[1]["action"] == "FailJob"
@@ -318,6 +328,18 @@ def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
         REPO_ROOT / "infra/names.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
     assert config_map["metadata"]["annotations"][bj.CODE_ANNOTATION] == bj.code_hash(sources)
+
+
+def test_code_over_a_config_maps_mib_is_refused_before_anything_is_made() -> None:
+    """The API server refuses a ConfigMap over 1 MiB (keys and values): refused here, with
+    the fix; one exactly at the limit passes."""
+    limit = bj.CONFIG_MAP_LIMIT_BYTES
+    assert bj.code_config_map({}, {"a": "x" * (limit - 1)})["data"] == {"a": "x" * (limit - 1)}
+    with pytest.raises(ValueError) as refused:
+        bj.code_config_map({}, {"a": "é" * (limit // 2)})
+    assert str(refused.value) == (
+        f"the benchmark code is {limit + 1} bytes, over a ConfigMap's 1 MiB; keep generated "
+        "or large files out of benchmarks/ and infra/")
 
 
 def mounted_volume(tmp_path: Path, sources: dict[str, str]) -> Path:
@@ -501,8 +523,8 @@ def test_a_failing_smoke_test_leaves_its_own_reason(tmp_path, sources) -> None:
 
 
 def test_a_new_deployment_reruns_the_smoke_test_and_is_recorded_by_the_sweep(sources) -> None:
-    """The smoke Job's pod template (immutable: a change replaces the Job) carries the
-    deployment's hash, and the sweep passes every fact, code hash included, to its run."""
+    """The smoke Job's pod template (immutable: a change replaces the Job) carries the run
+    with every deployment fact, code hash included, in its command, as the sweep's does."""
     first = replace(TARGET, deployment=(("worker_image", "nim:2.1.0"), ("graph_uid", "u1")))
     objects = manifests(bench(), sources, first)
 
@@ -629,10 +651,15 @@ def test_a_stopped_command_says_it_was_stopped_and_what_to_do(tmp_path, sources)
 
 
 def test_the_sweep_says_what_a_stop_means_in_the_stacks_terms(sources) -> None:
-    objects = manifests(bench(sweep_timeout_secs=7200), sources)
-    on_stop = env_of(objects["sweep"]["spec"]["template"]["spec"]["containers"][0])["ON_STOP"]
-    assert "benchmarkSweepTimeoutSecs (7200 s)" in on_stop and "pulumi destroy" in on_stop
-    assert "same benchmarkRunId" in on_stop
+    objects = manifests(bench(sweep_timeout_secs=7200, smoke_timeout_secs=900), sources)
+    stopped = ("the Job's deadline (benchmark{} ({} s)) passed, or the Job was deleted (`pulumi "
+               "destroy`, a replaced Job) or the pod evicted; ")
+    assert env_of(container_of(objects, "sweep"))["ON_STOP"] == stopped.format(
+        "SweepTimeoutSecs", 7200) + ("finished levels stay on the claim; if the deadline "
+                                     "passed, raise it, then `pulumi up` with the same "
+                                     "benchmarkRunId resumes the run")
+    assert env_of(container_of(objects, "smoke"))["ON_STOP"] == stopped.format(
+        "SmokeTimeoutSecs", 900) + "if the deadline passed, raise it, then `pulumi up`"
 
 
 def test_an_http_mirror_is_trusted_by_pip() -> None:
@@ -757,3 +784,103 @@ def test_the_video_maker_writes_the_videos_the_server_reads(sources) -> None:
     assert {"name": "videos", "mountPath": "/videos"} in maker["volumeMounts"]
     assert {"name": "videos", "mountPath": "/videos", "readOnly": True} in server["volumeMounts"]
     assert args_of(maker)[-2:] == ["--out", "/videos"]
+
+
+def test_the_video_server_serves_its_videos_where_the_run_says(sources) -> None:
+    """The run's video URL names the Service and its port; the Service sends it to the
+    server's named port, where `http.server` serves the videos folder; ready while it
+    answers there, restarted only after five slow answers in a row (FFmpeg may load it)."""
+    objects = manifests(bench(), sources)
+    deployment, service = objects["video-server"], objects["video-service"]
+    spec = deployment["spec"]["template"]["spec"]
+    (server,) = spec["containers"]
+    url = re.fullmatch(r"http://([^.]+)\.([^.]+)\.svc:(\d+)/", TARGET.video_base_url)
+    assert url is not None
+    assert (service["metadata"]["name"], service["metadata"]["namespace"]) == url.group(1, 2)
+    (port,) = service["spec"]["ports"]
+    assert str(port["port"]) == url.group(3) and port["targetPort"] == "http"
+    assert port["name"] == "http"  # a mesh (Istio) reads the protocol from it
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"] == \
+        deployment["spec"]["template"]["metadata"]["labels"]
+    (named,) = server["ports"]
+    assert named["name"] == "http"
+    # The benchmark image (it has Python), in the container every benchmark pod calls main.
+    assert (server["name"], server["image"]) == ("main", bench().image)
+    assert server["command"] == ["python", "-m", "http.server", str(named["containerPort"]),
+                                 "--directory", bj.VIDEOS_DIR, "--bind", "::"]
+    http = {"httpGet": {"path": "/", "port": "http"}}
+    assert server["readinessProbe"] == {**http, "periodSeconds": 10, "timeoutSeconds": 5}
+    assert server["livenessProbe"] == {**http, "periodSeconds": 30, "timeoutSeconds": 10,
+                                       "failureThreshold": 5}
+    assert server["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                   "limits": {"cpu": "1", "memory": "512Mi"}}
+    assert (deployment["spec"]["replicas"], spec["restartPolicy"]) == (1, "Always")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["videos"] == {"name": "videos", "emptyDir": {"sizeLimit": "20Gi"}}
+    assert set(volumes) == {"work", "code", "videos"}
+
+
+def test_every_runner_writes_only_to_its_work_volume_and_installs_its_commands_packages(
+        sources) -> None:
+    """The root is read-only: home, temp files, caches and pip's user site live on the work
+    volume; the code is the read-only ConfigMap; logs are unbuffered (the pod's termination
+    message is their tail); pip installs what the pod's command needs, no more."""
+    objects = manifests(bench(), sources)
+    for role in ("video-server", "smoke", "sweep"):
+        container = container_of(objects, role)
+        env, command = env_of(container), args_of(container)[0]
+        mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+        writable = [path for path, read_only in mounts.items() if not read_only]
+        for name in ("HOME", "TMPDIR", "XDG_CACHE_HOME", "MPLCONFIGDIR"):
+            assert any(env[name] == p or env[name].startswith(f"{p}/") for p in writable), name
+        assert container["workingDir"] == env["HOME"] == bj.WORK_DIR
+        assert mounts[env["PYTHONPATH"]] is True
+        assert (env["PIP_USER"], env["PYTHONUNBUFFERED"], env["PYTHONDONTWRITEBYTECODE"]) == (
+            "1", "1", "1")
+        assert env["PACKAGES"].split(" ") == list(bj.COMMAND_PACKAGES[command])
+        assert "PIP_INDEX_URL" not in env and "PIP_TRUSTED_HOST" not in env
+
+
+def test_every_benchmark_object_is_labelled_with_the_project_its_stack_and_its_part(
+        sources) -> None:
+    """The preflight knows the project's objects by their labels (`cluster._ours`), a stack's
+    by its profile label; the policies and the preflight select the parts by component. The
+    pods mount the code ConfigMap by the name docs/deploy-reference.md gives."""
+    from infra import manifests as mf
+
+    objects = manifests(bench(), sources)
+    for role, obj in objects.items():
+        labels = obj["metadata"]["labels"]
+        assert labels.items() >= mf.common_labels().items(), role
+        assert labels[mf.PROFILE_LABEL] == TARGET.stack, role
+        assert obj["metadata"]["namespace"] == TARGET.namespace, role
+        # The Jobs are the run's (the preflight finds a running sweep's run by it).
+        assert labels.get(mf.RUN_ID_LABEL) == (
+            TARGET.run_id if role in ("smoke", "sweep") else None), role
+    assert {role: obj["metadata"]["labels"][mf.COMPONENT_LABEL]
+            for role, obj in objects.items()} == {
+        "code": "benchmark-code", "video-server": "benchmark-videos",
+        "video-service": "benchmark-videos", "video-budget": "benchmark-videos",
+        "smoke": "benchmark-smoke", "sweep": "benchmark-sweep"}
+    code = objects["code"]["metadata"]
+    assert (code["name"], code["namespace"]) == ("cosmos3-bench-code-session-affinity",
+                                                 TARGET.namespace)
+    for spec in pod_specs(objects):
+        (volume,) = [v for v in spec["volumes"] if v["name"] == "code"]
+        assert volume["configMap"]["name"] == code["name"]
+
+
+def test_every_benchmark_container_is_sized_and_the_jobs_is_the_one_collect_reads(
+        sources) -> None:
+    """Requests and limits on every container (a namespace quota that requires limits admits
+    it); a Job's container is `main`, the one `collect` reads the log of and the sweep's
+    failure policy names."""
+    objects = manifests(bench(), sources)
+    for spec in pod_specs(objects):
+        for container in spec["containers"] + spec.get("initContainers", []):
+            for kind in ("requests", "limits"):
+                assert set(container["resources"][kind]) == {"cpu", "memory"}, container["name"]
+    for role in ("smoke", "sweep"):
+        assert container_of(objects, role)["name"] == "main"
+    rule = objects["sweep"]["spec"]["podFailurePolicy"]["rules"][1]
+    assert rule["onExitCodes"]["containerName"] == container_of(objects, "sweep")["name"]

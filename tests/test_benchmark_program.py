@@ -264,8 +264,7 @@ def test_bad_benchmark_settings_name_their_key_and_declare_nothing(overrides, ke
 def binding(run: ProgramRun) -> tuple[str, dict[str, str]]:
     """The smoke Job's binding (its pod template's hash: a change replaces the Job, so the
     smoke test reruns) and the facts the sweep records and checks on resume."""
-    smoke = jobs(run)["smoke"].inputs["spec"]["template"]["metadata"]["annotations"]
-    return smoke[bj.DEPLOYMENT_ANNOTATION], dict(sweep_of(run).deployment)
+    return bj.digest(jobs(run)["smoke"].inputs["spec"]["template"]), dict(sweep_of(run).deployment)
 
 
 @pytest.fixture(scope="module")

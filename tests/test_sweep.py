@@ -458,7 +458,8 @@ def test_a_level_is_checked_against_its_own_routing_evidence(tmp_path: Path) -> 
 def test_round_robin_over_fewer_workers_than_the_graph_fails_unless_accepted(
         tmp_path: Path) -> None:
     """Two of four workers answering a round robin: some are not serving; kept only when
-    accepted on purpose, and then recorded."""
+    accepted on purpose, and then recorded. A profile of the user's own naming is not
+    judged: its frontend's router mode is not known (it may route by KV, which needn't spread)."""
     options = dict(attribute_workers=True, deployment={"replicas": "4"})
     with RecordingOpenAIServer(models=["m"]) as server:
         server.workers = 2
@@ -466,8 +467,13 @@ def test_round_robin_over_fewer_workers_than_the_graph_fails_unless_accepted(
             _tiny_sweep(tmp_path / "refused", server.url, 1, 4, **options)
         _tiny_sweep(tmp_path / "accepted", server.url, 1, 4, accept_fewer_workers=True,
                     **options)
+        _tiny_sweep(tmp_path / "own", server.url, 1, 4, profile="mine",
+                    targets=(Target("mine", server.url, affinity=False),), **options)
     assert _level(tmp_path / "refused")["status"] == "failed"
     assert _level(tmp_path / "accepted")["fewer_workers_accepted"] is True
+    own = _level(tmp_path / "own", profile="mine")
+    assert own["status"] == "complete" and "fewer_workers_accepted" not in own
+    assert own["routing"]["workers_seen"] == 2
 
 
 def test_answers_without_a_token_count_fail_the_level(tmp_path: Path) -> None:
