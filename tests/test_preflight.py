@@ -367,9 +367,11 @@ def test_a_new_run_id_while_the_last_sweep_runs_is_refused_with_both_ways_out() 
     old, kubectl = benchmark_name("sweep", STACK, "run-1"), settings.kubectl
     [problem] = cluster.problems(settings, replace(healthy(), sweeps=(
         sweep_job(settings, "run-1"), sweep_job(settings, "run-2"))))
-    assert problem.startswith(f"{K}benchmarkRunId: sweep Job {old} of run run-1 still runs")
-    assert f"`{kubectl} logs -f job/{old}`" in problem
-    assert f"`{kubectl} delete job {old}`" in problem
+    assert problem == (
+        f"{K}benchmarkRunId: sweep Job {old} of run run-1 still runs: a new run id would start "
+        "a second sweep before that Job is deleted, both loading the frontend. Wait for it "
+        f"(`{kubectl} logs -f job/{old}`) or stop it (`{kubectl} delete job {old}`), then "
+        "`pulumi up`")
     for sweeps, settings_now in (((sweep_job(settings, "run-1", "Complete"),), settings),
                                  ((sweep_job(settings, "run-1", "Failed"),), settings),
                                  ((sweep_job(settings, "run-2"),), settings),

@@ -259,6 +259,42 @@ def test_a_read_the_api_refused_skips_exactly_its_own_check() -> None:
         no_class, unreadable=frozenset({"storage class"}))) == []
 
 
+def test_a_missing_claim_gets_one_fix_the_first_that_applies() -> None:
+    """Naming an existing claim makes the storage class moot: each fix makes the next moot."""
+    no_class = replace(healthy(), storage_class=None)
+    [class_gone] = cluster._cache(settings_of(cacheStorageClass="rwx-gone"), no_class)
+    assert class_gone.startswith(f"{K}cacheStorageClass: storage class rwx-gone does not exist")
+    [claim_gone] = cluster._cache(settings_of(cacheStorageClass="rwx-gone",
+                                              cacheExistingClaim="team-cache"), no_class)
+    assert claim_gone.startswith(f"{K}cacheExistingClaim: claim team-cache is not in namespace")
+
+
+def _other_components(settings: Settings) -> dict[str, Any]:
+    graph = copy.deepcopy(manifests.graph(settings))
+    graph["spec"]["components"][0]["name"] = "renamed"
+    return graph
+
+
+@pytest.mark.parametrize(("read", "settings", "live"), [
+    ("CRD", {}, {"crd": None}),
+    ("operator", {}, {"operators": ()}),
+    ("namespace", {"createNamespace": False}, {}),
+    ("claim", {"cacheExistingClaim": "team-cache"}, {}),
+    ("nodes", {}, {"nodes": ()}),
+    ("pods", {}, {"nodes": ()}),
+    ("graphs", {}, {"graph": _other_components}),
+    ("pull secrets", {"imagePullSecrets": ["regcred"]}, {}),
+])
+def test_each_refused_read_skips_the_checks_that_need_it(
+        read: str, settings: dict[str, Any], live: dict[str, Any]) -> None:
+    """Each check names the reads it needs: one refused (403) leaves its verdict unknown."""
+    stack = settings_of(**settings)
+    cluster_now = replace(healthy(), **{k: v(stack) if callable(v) else v
+                                        for k, v in live.items()})
+    assert cluster.problems(stack, cluster_now) != []
+    assert cluster.problems(stack, replace(cluster_now, unreadable=frozenset({read}))) == []
+
+
 def test_a_namespace_made_by_hand_gets_the_whole_reason_and_fix() -> None:
     settings = settings_of()
     by_hand = as_api_returns({"metadata": {"name": settings.namespace}}, "V1Namespace")
@@ -401,11 +437,15 @@ def test_the_workers_restart_only_for_what_the_operator_hashes() -> None:
     old = copy.deepcopy(graph)
     old["spec"]["env"] = []
     old["spec"]["components"][1]["replicas"] = 6
-    [what] = [cluster.worker_restarts(settings, replace(live, graph=old))]
-    assert what.startswith("graph cosmos3-session-affinity: this update restarts 6 workers, "
-                           "each reloading the model (changed: spec.env;")
+    why = "; docs/deploy-reference.md, 'Re-runs and upgrades')"
+    assert cluster.worker_restarts(settings, replace(live, graph=old)) == (
+        "graph cosmos3-session-affinity: this update restarts 6 workers, each reloading the "
+        "model (changed: spec.env" + why)
     worker = old["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]
-    worker.update(image="x", command=["y"], workingDir="z")
-    many = cluster.worker_restarts(settings, replace(live, graph=old))
-    assert "(changed: spec.env, spec.components[1].podTemplate.spec.containers[0].image, " \
-           "spec.components[1].podTemplate.spec.containers[0].command ...;" in many
+    worker.update(image="x", command=["y"])
+    container = "spec.components[1].podTemplate.spec.containers[0]"
+    assert cluster.worker_restarts(settings, replace(live, graph=old)).endswith(
+        f"(changed: spec.env, {container}.image, {container}.command" + why)
+    worker.update(workingDir="z")
+    assert cluster.worker_restarts(settings, replace(live, graph=old)).endswith(
+        f"(changed: spec.env, {container}.image, {container}.command ..." + why)
