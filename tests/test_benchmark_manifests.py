@@ -147,6 +147,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
         mounted = {m["name"] for c in spec["containers"] + spec.get("initContainers", [])
                    for m in c["volumeMounts"]}
         assert mounted == volumes
+        for container in spec["containers"] + spec.get("initContainers", []):
+            assert container["imagePullPolicy"] in ("Always", "IfNotPresent", "Never")
 
 
 def test_the_results_reader_belongs_to_the_sweep_job_so_destroy_removes_it() -> None:
@@ -319,7 +321,9 @@ def test_the_video_maker_makes_the_measured_videos_and_the_smoke_test_s(sources,
 # The shipped code, laid out as a pod sees it
 
 
-def test_shipped_code_is_both_packages_and_the_pins(sources) -> None:
+def test_shipped_code_is_both_packages_and_the_pins() -> None:
+    # Read here, not by the fixture: mutmut credits a fixture to the first test using it.
+    sources = bj.shipped_sources(UNMUTATED_ROOT)
     for module in COMMANDS:
         assert f"benchmarks/{module}.py" in sources
     assert "constraints.txt" in sources
