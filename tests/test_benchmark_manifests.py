@@ -331,6 +331,8 @@ def test_shipped_code_is_both_packages_and_the_pins() -> None:
     assert config_map["data"][bj.config_map_key("infra/names.py")] == (
         REPO_ROOT / "infra/names.py").read_text()
     assert sum(len(v) for v in config_map["data"].values()) < bj.CONFIG_MAP_LIMIT_BYTES
+    # The API server's rule for a ConfigMap key (no '/': the volume's items put it back).
+    assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", key) for key in config_map["data"])
     assert config_map["metadata"]["annotations"][bj.CODE_ANNOTATION] == bj.code_hash(sources)
 
 
@@ -745,6 +747,9 @@ def test_the_graph_s_hash_is_the_graph_routing_and_profile_name_aside() -> None:
         if component["type"] == "frontend":
             component["podTemplate"]["spec"]["containers"][0]["args"] = ["--other"]
     assert bj.graph_hash(same, "session-affinity") == bj.graph_hash(graph, "round-robin")
+    # Nor does the order of its keys (one read back from elsewhere is the same graph).
+    reordered = {"spec": dict(reversed(list(graph["spec"].items())))}
+    assert bj.graph_hash(reordered, "round-robin") == bj.graph_hash(graph, "round-robin")
     worker = next(c for c in same["spec"]["components"] if c["type"] != "frontend")
     worker["replicas"] = 7
     assert bj.graph_hash(same, "session-affinity") != bj.graph_hash(graph, "round-robin")
