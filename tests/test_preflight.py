@@ -498,6 +498,14 @@ def test_cache_keep_on_destroy_false_is_refused_while_another_stack_uses_the_cac
                             replace(healthy(), graphs=(other,), namespace=as_api_returns(
                                 {"metadata": {"name": "cosmos3-reasoner"}}, "V1Namespace"),
                                 claim=_claim(["ReadWriteMany"], "300Gi"))) == []
+    # Either one made by the stack goes: the namespace (with any claim in it), or the claim.
+    made_by_hand = as_api_returns({"metadata": {"name": "cosmos3-reasoner"}}, "V1Namespace")
+    for made, namespace in (({"createNamespace": True, "cacheExistingClaim": "team-cache"}, None),
+                            ({"createNamespace": False, "cacheExistingClaim": ""}, made_by_hand)):
+        [problem] = cluster.problems(settings_of(cacheKeepOnDestroy=False, **made), replace(
+            healthy(), graphs=(other,), claim=_claim(["ReadWriteMany"], "300Gi"),
+            namespace=namespace))
+        assert problem.startswith(f"{K}cacheKeepOnDestroy: is false"), made
 
 
 def test_a_new_set_of_frontends_on_a_live_graph_is_refused_even_in_a_preview() -> None:

@@ -434,6 +434,11 @@ def test_the_workers_restart_only_for_what_the_operator_hashes() -> None:
     defaulted = copy.deepcopy(graph)
     defaulted["spec"]["components"][1]["podTemplate"]["spec"]["dnsPolicy"] = "ClusterFirst"
     assert cluster.worker_restarts(settings, replace(live, graph=defaulted)) is None
+    # A frontend's change (its routing flags) rolls the frontend alone.
+    rerouted = copy.deepcopy(graph)
+    (frontend,) = [c for c in rerouted["spec"]["components"] if c["type"] == "frontend"]
+    frontend["podTemplate"]["spec"]["containers"][0]["args"] = ["--router-mode", "kv"]
+    assert cluster.worker_restarts(settings, replace(live, graph=rerouted)) is None
     old = copy.deepcopy(graph)
     old["spec"]["env"] = []
     old["spec"]["components"][1]["replicas"] = 6
