@@ -31,6 +31,7 @@ from benchmarks import smoke, videos
 from benchmarks.__main__ import COMMANDS, build_parser
 from benchmarks.sweep import SweepConfig, Target, config_from_args
 from infra import benchmark_manifests as bj
+from infra import manifests as mf
 from infra.names import FRONTEND_COMPONENT, benchmark_name, component_name, graph_name
 from infra.run import SEED_WORKLOAD, Run, VideoShape, Workload, run_seed
 from infra.settings import BenchmarkSettings, parse_settings, stack_settings
@@ -115,6 +116,11 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"]}
 
 
+def pod_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pod's containers, its init containers too."""
+    return spec["containers"] + spec.get("initContainers", [])
+
+
 def pod_specs(objects: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for obj in objects.values():
@@ -144,10 +150,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(sources) -> None:
     # and each volume is mounted (a pod holds no claim it doesn't read).
     for spec in pod_specs(objects):
         volumes = {v["name"] for v in spec["volumes"]}
-        mounted = {m["name"] for c in spec["containers"] + spec.get("initContainers", [])
-                   for m in c["volumeMounts"]}
-        assert mounted == volumes
-        for container in spec["containers"] + spec.get("initContainers", []):
+        assert {m["name"] for c in pod_containers(spec) for m in c["volumeMounts"]} == volumes
+        for container in pod_containers(spec):
             assert container["imagePullPolicy"] in ("Always", "IfNotPresent", "Never")
 
 
@@ -168,7 +172,7 @@ def test_every_pod_runs_as_the_nim_user_without_privileges(sources) -> None:
         assert spec["securityContext"]["runAsUser"] == 1000
         assert spec["securityContext"]["runAsGroup"] == 1000
         assert spec["automountServiceAccountToken"] is False
-        for container in spec["containers"] + spec.get("initContainers", []):
+        for container in pod_containers(spec):
             sc = container["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False
             assert sc["capabilities"] == {"drop": ["ALL"]}
@@ -593,7 +597,7 @@ def test_placement_and_the_package_mirror_reach_every_benchmark_pod(sources) -> 
         preferred = spec["affinity"]["nodeAffinity"][
             "preferredDuringSchedulingIgnoredDuringExecution"]
         assert preferred[0]["preference"]["matchExpressions"][0]["key"] == "nvidia.com/gpu.present"
-        for container in spec["containers"] + spec.get("initContainers", []):
+        for container in pod_containers(spec):
             if container["command"][:2] == ["sh", "-c"]:
                 assert env_of(container)["PIP_INDEX_URL"] == "https://mirror.example/simple"
     assert not any("nodeSelector" in spec for spec in pod_specs(manifests(
@@ -700,8 +704,6 @@ def test_every_pod_command_is_one_the_toolkit_parses(sources) -> None:
 def test_a_stack_s_run_is_its_settings_as_the_pods_read_them() -> None:
     """The compare stack's run: both frontends with their affinity, the workload, and every
     deployment fact the report compares (the graph's hash, the routing of each profile)."""
-    from infra import manifests as mf
-
     settings = stack_settings("compare")
     run = bj.run_of(settings)
     worker, frontend = settings.worker_image, settings.frontend_image
@@ -739,8 +741,6 @@ def test_a_stack_s_run_is_its_settings_as_the_pods_read_them() -> None:
 
 def test_the_graph_s_hash_is_the_graph_routing_and_profile_name_aside() -> None:
     """A frontend's arguments or the profile's name never change it; anything else does."""
-    from infra import manifests as mf
-
     graph = mf.graph(stack_settings("round-robin"))
     same = json.loads(json.dumps(graph).replace("round-robin", "session-affinity"))
     for component in same["spec"]["components"]:
@@ -855,8 +855,6 @@ def test_every_benchmark_object_is_labelled_with_the_project_its_stack_and_its_p
     """The preflight knows the project's objects by their labels (`cluster._ours`), a stack's
     by its profile label; the policies and the preflight select the parts by component. The
     pods mount the code ConfigMap by the name docs/deploy-reference.md gives."""
-    from infra import manifests as mf
-
     objects = manifests(bench(), sources)
     for role, obj in objects.items():
         labels = obj["metadata"]["labels"]
@@ -886,7 +884,7 @@ def test_every_benchmark_container_is_sized_and_the_jobs_is_the_one_collect_read
     failure policy names."""
     objects = manifests(bench(), sources)
     for spec in pod_specs(objects):
-        for container in spec["containers"] + spec.get("initContainers", []):
+        for container in pod_containers(spec):
             for kind in ("requests", "limits"):
                 assert set(container["resources"][kind]) == {"cpu", "memory"}, container["name"]
     for role in ("smoke", "sweep"):
